@@ -1,0 +1,5 @@
+"""cargoship: the command line that ties planner and executor together."""
+
+from planner import __version__
+
+__all__ = ["__version__"]

@@ -1,0 +1,105 @@
+"""The `cargoship` command.
+
+Exit codes: 0 success, 1 error (one line per problem on stderr, never a traceback),
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from planner import __version__
+from planner.config import load_config
+from planner.context import PlanContext
+from planner.dryrun import dry_run
+from planner.errors import CargoshipError, ConfigError
+from planner.hosts.ssh import ConnectOptions
+from planner.phases import engine_config_sync
+from planner.render import render_text
+
+EXAMPLES = {
+    "plan": "example:\n  cargoship plan -c cluster.yaml\n",
+    "engine-config-sync": "example:\n  cargoship engine-config-sync -c cluster.yaml --dry-run\n",
+    "validate": "example:\n  cargoship validate -c cluster.yaml\n",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse's default prints usage over several lines; keep it to one line + hint.
+        self.exit(1, f"cargoship: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="cargoship", description="Keep the engine config of RKE2 and k3s "
+                     "clusters in sync across every host, plan first.")
+    parser.add_argument("--version", action="version", version=f"cargoship {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES[name],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("-c", "--config", required=True, type=Path, metavar="FILE",
+                       help="the cluster config (cluster.yaml)")
+        return p
+
+    for name, help_text in (
+        ("plan", "Read every host (read-only) and report what engine-config-sync would do."),
+        ("engine-config-sync", "Sync the engine config; with --dry-run, report only."),
+    ):
+        p = command(name, help_text)
+        p.add_argument("--accept-new-host-keys", action="store_true",
+                       help="trust and record host keys never seen before (changed keys are "
+                            "always refused)")
+        if name == "engine-config-sync":
+            p.add_argument("--dry-run", action="store_true",
+                           help="connect and run the preflight, report the rest, change nothing")
+    command("validate", "Check the cluster config (schema and consistency); no connections.")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    # paramiko logs full tracebacks of failed connections at ERROR; those are reported by us.
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    try:
+        return _dispatch(args)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 1
+    except CargoshipError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; nothing was changed on any host", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        logging.getLogger("cargoship").debug("internal error", exc_info=True)
+        print(f"error: internal error: {type(exc).__name__}: {exc} (run with -v for details)",
+              file=sys.stderr)
+        return 1
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    if args.command == "validate":
+        print(f"{args.config}: valid ({len(config.hosts)} host(s), "
+              f"{config.engine.distro} {config.engine.version})")
+        return 0
+    if args.command == "engine-config-sync" and not args.dry_run:
+        raise CargoshipError("engine-config-sync without --dry-run is not available yet; "
+                             "use --dry-run or 'cargoship plan'")
+    options = ConnectOptions(connect_timeout=config.options.connect_timeout,
+                             accept_new_host_keys=args.accept_new_host_keys)
+    ctx = PlanContext.create(config, options)
+    report = dry_run(ctx, engine_config_sync())
+    sys.stdout.write(render_text(report))
+    return 0 if report.ok else 1

@@ -1,0 +1,126 @@
+"""What a plan run knows: the config, each host's state as phases learn it, and problems.
+
+Phases record findings (what they saw, per host) and problems (what is wrong). A host
+with an error drops out of later phases, but the run goes on for the others, so every
+problem of the cluster is reported together.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config.model import ClusterConfig, HostConfig
+from .configurers import Configurer
+from .facts.distro import EngineFacts
+from .facts.network import Network
+from .facts.os_release import Kernel, OsRelease
+from .facts.system import Privilege
+from .hosts.batch import Fact
+from .hosts.pool import parallel
+from .hosts.reader import HostReader
+from .hosts.ssh import ConnectOptions
+
+
+@dataclass
+class HostState:
+    config: HostConfig
+    reader: HostReader | None = None
+    os: OsRelease | None = None
+    kernel: Kernel | None = None
+    init_system: str | None = None
+    configurer: Configurer | None = None
+    hostname: str | None = None
+    network: Network | None = None
+    private_interface: str | None = None
+    private_address: str | None = None
+    privilege: Privilege | None = None
+    engine: EngineFacts | None = None
+    error: str | None = None  # set when the host dropped out of the run
+
+    @property
+    def label(self) -> str:
+        name = self.hostname or self.config.hostname
+        return f"{name} ({self.config.ssh.address})" if name else self.config.ssh.address
+
+    @property
+    def active(self) -> bool:
+        return self.reader is not None and self.error is None
+
+
+@dataclass(frozen=True)
+class Finding:
+    phase: str
+    host: str | None  # None: about the cluster as a whole
+    text: str
+
+
+@dataclass
+class PlanContext:
+    config: ClusterConfig
+    connect_options: ConnectOptions
+    hosts: list[HostState]
+    findings: list[Finding] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def create(cls, config: ClusterConfig, connect_options: ConnectOptions) -> PlanContext:
+        return cls(config, connect_options, [HostState(h) for h in config.hosts])
+
+    def active_hosts(self) -> list[HostState]:
+        return [h for h in self.hosts if h.active]
+
+    def found(self, phase: str, host: HostState | None, text: str) -> None:
+        with self._lock:
+            self.findings.append(Finding(phase, host.label if host else None, text))
+
+    def problem(self, phase: str, host: HostState | None, text: str) -> None:
+        with self._lock:
+            self.problems.append(Finding(phase, host.label if host else None, text))
+
+    def warn(self, phase: str, host: HostState | None, text: str) -> None:
+        with self._lock:
+            self.warnings.append(Finding(phase, host.label if host else None, text))
+
+    def fail_host(self, phase: str, host: HostState, text: str) -> None:
+        """Record a problem that makes the host unusable for the rest of the run."""
+        self.problem(phase, host, text)
+        host.error = text
+
+    def gather(
+        self,
+        phase: str,
+        facts_for: Callable[[HostState], Sequence[Fact[Any]]],
+        *,
+        as_root: bool = False,
+    ) -> list[tuple[HostState, list[Any]]]:
+        """Gather each active host's facts in one round trip per host, hosts in parallel.
+
+        Hosts whose reads fail drop out with a problem; the rest are returned in config order.
+        """
+        hosts = self.active_hosts()
+
+        def read(host: HostState) -> list[Any]:
+            assert host.reader is not None
+            return host.reader.gather(facts_for(host), as_root=as_root)
+
+        results = parallel(hosts, read, self.config.options.host_concurrency)
+        gathered: list[tuple[HostState, list[Any]]] = []
+        for host, result in zip(hosts, results, strict=True):
+            if isinstance(result, Exception):
+                self.fail_host(phase, host, _reason(result))
+            else:
+                gathered.append((host, result))
+        return gathered
+
+
+def _reason(exc: Exception) -> str:
+    from .errors import HostError
+
+    if isinstance(exc, HostError):
+        return exc.message
+    return f"{type(exc).__name__}: {exc}"

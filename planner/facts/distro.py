@@ -1,0 +1,133 @@
+"""Where each engine keeps things, and the facts about the engine installed on a host."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..hosts.batch import Fact, FactParseError, Output, quote
+from .engine_version import EngineVersion, VersionError, parse_version_output
+
+
+@dataclass(frozen=True)
+class DistroLayout:
+    distro: str
+    binary: str
+    controller_service: str
+    worker_service: str
+    config_dir: str
+    data_dir: str
+
+    def service(self, role: str) -> str:
+        return self.controller_service if role == "controller" else self.worker_service
+
+    @property
+    def registries_path(self) -> str:
+        return f"{self.config_dir}/registries.yaml"
+
+    @property
+    def manifests_dir(self) -> str:
+        return f"{self.data_dir}/server/manifests"
+
+
+LAYOUTS = {
+    "rke2": DistroLayout("rke2", "rke2", "rke2-server", "rke2-agent", "/etc/rancher/rke2",
+                         "/var/lib/rancher/rke2"),
+    "k3s": DistroLayout("k3s", "k3s", "k3s", "k3s-agent", "/etc/rancher/k3s",
+                        "/var/lib/rancher/k3s"),
+}
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    binary: str | None
+    version: EngineVersion | None
+    version_error: str | None  # the binary exists but its version is unreadable
+    other_distro: str | None  # the *other* engine's binary found instead
+    service_state: str  # "running", "stopped", "failed", "absent" or "unknown"
+
+    @property
+    def installed(self) -> bool:
+        return self.binary is not None
+
+
+def _status_snippet(init: str, service: str) -> str:
+    svc = quote(service)
+    if init == "systemd":
+        return (f"if systemctl cat {svc} >/dev/null 2>&1; then "
+                f"echo \"state systemd $(systemctl is-active {svc})\"; else echo state absent; fi")
+    if init == "runit":
+        return (f"s=; for d in /etc/service /var/service /service; do "
+                f"[ -e \"$d\"/{svc} ] && {{ s=\"$d\"/{svc}; break; }}; done; "
+                f"if [ -n \"$s\" ]; then "
+                f"echo \"state runit $(sv status \"$s\" 2>&1 | head -n 1)\"; "
+                f"else echo state absent; fi")
+    if init == "openrc":
+        return (f"if [ -e /etc/init.d/{svc} ]; then "
+                f"echo \"state openrc $(rc-service {svc} status 2>&1 | head -n 1)\"; "
+                f"else echo state absent; fi")
+    return "echo state unknown"
+
+
+def engine_fact(layout: DistroLayout, role: str, init: str) -> Fact[EngineFacts]:
+    binary = quote(layout.binary)
+    other = quote("k3s" if layout.distro == "rke2" else "rke2")
+    command = (
+        f"b=$(command -v {binary} 2>/dev/null); "
+        f"if [ -n \"$b\" ]; then echo \"binary $b\"; "
+        f"\"$b\" --version 2>&1 | head -n 1 | sed 's/^/version /'; fi; "
+        f"o=$(command -v {other} 2>/dev/null); [ -n \"$o\" ] && echo \"other {layout.distro}\"; "
+        f"{_status_snippet(init, layout.service(role))}"
+    )
+    return Fact(f"{layout.distro} engine", command, _parse_engine)
+
+
+def _parse_engine(out: Output) -> EngineFacts:
+    binary = version_text = other = None
+    state = "unknown"
+    for line in out.stdout.splitlines():
+        word, _, rest = line.partition(" ")
+        if word == "binary":
+            binary = rest.strip()
+        elif word == "version":
+            version_text = rest
+        elif word == "other":
+            other = "k3s" if rest.strip() == "rke2" else "rke2"
+        elif word == "state":
+            state = parse_service_state(rest)
+    version = error = None
+    if binary is not None:
+        try:
+            version = parse_version_output(version_text or "")
+        except VersionError as exc:
+            error = str(exc)
+    return EngineFacts(binary, version, error, other if binary is None else None, state)
+
+
+def parse_service_state(text: str) -> str:
+    """`systemd active`, `runit run: /etc/service/x: (pid 1) 5s`, `openrc * status: started`."""
+    kind, _, rest = text.strip().partition(" ")
+    rest = rest.strip()
+    if kind == "absent":
+        return "absent"
+    if kind == "systemd":
+        return {"active": "running", "activating": "starting", "failed": "failed",
+                "inactive": "stopped"}.get(rest, "unknown")
+    if kind == "runit":
+        if rest.startswith("run:"):
+            return "running"
+        if rest.startswith("down:"):
+            return "stopped"
+        if rest.startswith("fail:") or rest.startswith("warning:"):
+            return "failed"
+        return "unknown"
+    if kind == "openrc":
+        if rest.endswith("started"):
+            return "running"
+        if rest.endswith("stopped"):
+            return "stopped"
+        if rest.endswith("crashed"):
+            return "failed"
+        return "unknown"
+    if kind == "unknown":
+        return "unknown"
+    raise FactParseError(f"unexpected service state line {text[:60]!r}")

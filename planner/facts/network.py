@@ -1,0 +1,84 @@
+"""Hostname, private interface and private address, from `ip` output."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from ..hosts.batch import Fact, FactParseError, Output
+
+
+@dataclass(frozen=True)
+class InterfaceAddress:
+    interface: str
+    address: str
+    prefix: int
+    scope: str
+
+
+@dataclass(frozen=True)
+class Network:
+    addresses: tuple[InterfaceAddress, ...]
+    default_interface: str | None
+
+    def addresses_of(self, interface: str) -> list[str]:
+        return [a.address for a in self.addresses if a.interface == interface]
+
+    def private_interface(self) -> str | None:
+        """The default route's interface, else the first with a global address."""
+        if self.default_interface and self.addresses_of(self.default_interface):
+            return self.default_interface
+        for entry in self.addresses:
+            if entry.scope == "global" and entry.interface != "lo":
+                return entry.interface
+        return None
+
+
+def parse_hostname(out: Output) -> str:
+    name = out.stdout.strip()
+    if out.exit_code != 0 or not name or len(name) > 253 or any(c.isspace() for c in name):
+        raise FactParseError(f"unusable hostname {name[:60]!r}")
+    return name
+
+
+def parse_addresses(text: str) -> tuple[InterfaceAddress, ...]:
+    """`ip -o -4 addr show`: `2: eth0    inet 10.0.0.5/16 brd ... scope global eth0 ...`."""
+    found: list[InterfaceAddress] = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 4 or fields[2] != "inet":
+            continue
+        interface = fields[1].split("@", 1)[0]
+        address, _, prefix = fields[3].partition("/")
+        try:
+            ipaddress.IPv4Address(address)
+            bits = int(prefix or "32")
+        except ValueError:
+            raise FactParseError(f"bad address {fields[3][:40]!r} on {interface}") from None
+        scope = fields[fields.index("scope") + 1] if "scope" in fields[:-1] else "global"
+        found.append(InterfaceAddress(interface, address, bits, scope))
+    return tuple(found)
+
+
+def parse_default_interface(text: str) -> str | None:
+    """`ip -4 route show default`: `default via 10.0.0.1 dev eth0 proto dhcp metric 100`."""
+    for line in text.splitlines():
+        fields = line.split()
+        if fields[:1] == ["default"] and "dev" in fields[:-1]:
+            return fields[fields.index("dev") + 1]
+    return None
+
+
+def parse_network(out: Output) -> Network:
+    addresses, sep, routes = out.stdout.partition("--routes--\n")
+    if out.exit_code != 0 or not sep:
+        raise FactParseError("`ip` is missing or failed (iproute2 is required)")
+    return Network(parse_addresses(addresses), parse_default_interface(routes))
+
+
+HOSTNAME: Fact[str] = Fact("hostname", "cat /proc/sys/kernel/hostname", parse_hostname)
+NETWORK: Fact[Network] = Fact(
+    "network",
+    "ip -o -4 addr show && echo --routes-- && ip -4 route show default",
+    parse_network,
+)

@@ -1,0 +1,82 @@
+"""/etc/os-release and the kernel: what a host runs."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from ..hosts.batch import Fact, FactParseError, Output
+
+
+@dataclass(frozen=True)
+class OsRelease:
+    id: str
+    id_like: tuple[str, ...]
+    version_id: str
+    pretty_name: str
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    release: str
+    machine: str
+
+
+def parse_os_release(out: Output) -> OsRelease:
+    if out.exit_code != 0 or not out.stdout.strip():
+        raise FactParseError("/etc/os-release is missing or empty")
+    values: dict[str, str] = {}
+    for number, line in enumerate(out.stdout.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, raw = line.partition("=")
+        if not sep or not key.replace("_", "").isalnum():
+            raise FactParseError(f"/etc/os-release line {number} is not KEY=value")
+        try:
+            # The format is a subset of shell assignments: quotes and backslash escapes.
+            words = shlex.split(raw, posix=True) if raw else [""]
+        except ValueError:
+            raise FactParseError(f"/etc/os-release line {number} has unbalanced quotes") from None
+        values[key] = " ".join(words)
+    os_id = values.get("ID", "").lower()
+    if not os_id:
+        raise FactParseError("/etc/os-release has no ID")
+    return OsRelease(
+        id=os_id,
+        id_like=tuple(values.get("ID_LIKE", "").lower().split()),
+        version_id=values.get("VERSION_ID", ""),
+        pretty_name=values.get("PRETTY_NAME") or values.get("NAME") or os_id,
+    )
+
+
+def parse_kernel(out: Output) -> Kernel:
+    parts = out.stdout.split()
+    if out.exit_code != 0 or len(parts) != 3:
+        raise FactParseError(f"expected 'uname -srm' output, got {out.stdout.strip()[:80]!r}")
+    return Kernel(name=parts[0], release=parts[1], machine=parts[2])
+
+
+def parse_init_system(out: Output) -> str:
+    value = out.stdout.strip()
+    if value not in ("systemd", "runit", "openrc", "unknown"):
+        raise FactParseError(f"unexpected init system {value[:40]!r}")
+    return value
+
+
+OS_RELEASE: Fact[OsRelease] = Fact(
+    "os-release",
+    # /usr/lib/os-release is the fallback the os-release spec itself names.
+    "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release",
+    parse_os_release,
+)
+KERNEL: Fact[Kernel] = Fact("kernel", "uname -srm", parse_kernel)
+INIT_SYSTEM: Fact[str] = Fact(
+    "init system",
+    "if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then echo systemd; "
+    "elif command -v sv >/dev/null && pgrep -x runsvdir >/dev/null 2>&1; then echo runit; "
+    "elif command -v rc-service >/dev/null; then echo openrc; "
+    "else echo unknown; fi",
+    parse_init_system,
+)

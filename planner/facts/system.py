@@ -1,0 +1,50 @@
+"""Who we are on the host (root or sudo) and what time the host thinks it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..hosts.batch import Fact, FactParseError, Output, quote
+
+
+@dataclass(frozen=True)
+class Privilege:
+    uid: int
+    sudo: bool  # passwordless sudo works (always True for root)
+
+    @property
+    def can_write(self) -> bool:
+        return self.uid == 0 or self.sudo
+
+
+def parse_privilege(out: Output) -> Privilege:
+    fields = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+    try:
+        uid = int(fields["uid"])
+    except (KeyError, ValueError):
+        raise FactParseError(f"cannot read the user id from {out.stdout.strip()[:60]!r}") from None
+    return Privilege(uid, uid == 0 or fields.get("sudo") == "yes")
+
+
+def parse_epoch(out: Output) -> float:
+    try:
+        return float(out.stdout.strip())
+    except ValueError:
+        raise FactParseError(f"unexpected clock reading {out.stdout.strip()[:40]!r}") from None
+
+
+PRIVILEGE: Fact[Privilege] = Fact(
+    "privilege",
+    # `sudo -n` never prompts: a password prompt would hang a non-interactive run.
+    "echo \"uid $(id -u)\"; "
+    "if [ \"$(id -u)\" != 0 ]; then if sudo -n true >/dev/null 2>&1; then echo 'sudo yes'; "
+    "else echo 'sudo no'; fi; fi",
+    parse_privilege,
+)
+CLOCK: Fact[float] = Fact("clock", "date -u +%s.%N", parse_epoch)
+
+
+def as_root(snippet: str) -> str:
+    """Run a snippet as root inside a batch that runs as the SSH user."""
+    return (f"if [ \"$(id -u)\" = 0 ]; then sh -c {quote(snippet)}; "
+            f"else sudo -n -- sh -c {quote(snippet)}; fi")

@@ -1,0 +1,1 @@
+"""The host layer: SSH sessions, fact batches, the read-only HostReader, parallelism."""

@@ -1,0 +1,218 @@
+"""SSH sessions to hosts: fabric for configuration, paramiko channels for commands.
+
+fabric resolves ~/.ssh/config, keys, the agent and a bastion (ProxyJump-style gateway).
+Two of its defaults are wrong for a tool that changes production hosts, so they are
+overridden here: it trusts any host key (AutoAddPolicy) and it never reads known_hosts.
+Host keys are checked strictly against known_hosts unless the user opts in to accepting
+keys of hosts never seen before; a key that *changed* is refused either way.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import os
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import fabric
+import paramiko
+
+from ..config.model import SshConfig
+from ..errors import CommandError, ConnectError, HostKeyError
+
+log = logging.getLogger("cargoship.planner")
+
+MAX_OUTPUT = 16 << 20  # bytes per command; a host that sends more is lying or broken
+DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH-style SHA256 fingerprint, as `ssh-keygen -lf` prints it."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def known_hosts_name(address: str, port: int) -> str:
+    return address if port == 22 else f"[{address}]:{port}"
+
+
+class _UnknownHostKey(Exception):
+    def __init__(self, key: paramiko.PKey) -> None:
+        self.key = key
+
+
+class _StrictPolicy(paramiko.MissingHostKeyPolicy):
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
+                         key: paramiko.PKey) -> None:
+        raise _UnknownHostKey(key)
+
+
+class _AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
+    """Like OpenSSH's StrictHostKeyChecking=accept-new: record unseen keys, never changed ones."""
+
+    def __init__(self, path: Path, lock: threading.Lock) -> None:
+        self.path = path
+        self.lock = lock
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
+                         key: paramiko.PKey) -> None:
+        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        with self.lock:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(fd, "a") as fh:
+                fh.write(line)
+        log.warning("accepted new host key %s for %s into %s", fingerprint(key), hostname,
+                    self.path)
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+
+
+@dataclass(frozen=True)
+class ConnectOptions:
+    connect_timeout: float = 10.0
+    accept_new_host_keys: bool = False
+    # Serialises appends to known_hosts files when many hosts connect at once.
+    known_hosts_lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class SshSession:
+    """One open SSH connection. Thread-safe for sequential use by one phase at a time."""
+
+    def __init__(self, label: str, conn: fabric.Connection, host_key: paramiko.PKey) -> None:
+        self.label = label
+        self._conn = conn
+        self.host_key_fingerprint = fingerprint(host_key)
+        self.round_trips = 0
+
+    def run(self, command: str, timeout: float) -> CommandResult:
+        transport = self._conn.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise CommandError(self.label, "SSH connection is closed")
+        self.round_trips += 1
+        try:
+            channel = transport.open_session(timeout=timeout)
+            try:
+                channel.exec_command(command)
+                channel.shutdown_write()
+                return _collect(self.label, channel, timeout)
+            finally:
+                channel.close()
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise CommandError(self.label, f"SSH connection lost: {exc or type(exc).__name__}") \
+                from None
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _collect(label: str, channel: paramiko.Channel, timeout: float) -> CommandResult:
+    deadline = time.monotonic() + timeout
+    out, err = bytearray(), bytearray()
+    while True:
+        while channel.recv_ready():
+            out += channel.recv(65536)
+        while channel.recv_stderr_ready():
+            err += channel.recv_stderr(65536)
+        if len(out) + len(err) > MAX_OUTPUT:
+            raise CommandError(label, f"remote output exceeded {MAX_OUTPUT >> 20} MiB")
+        if channel.exit_status_ready() and not channel.recv_ready() \
+                and not channel.recv_stderr_ready():
+            if channel.eof_received or channel.closed:
+                break
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise CommandError(label, f"remote command timed out after {timeout:g}s")
+        select.select([channel], [], [], min(remaining, 1.0))
+    return CommandResult(channel.recv_exit_status(), bytes(out), bytes(err))
+
+
+def open_session(label: str, ssh: SshConfig, options: ConnectOptions) -> SshSession:
+    known_hosts = (ssh.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
+    conn = _connection(ssh, options)
+    client = conn.client
+    if known_hosts.exists():
+        try:
+            client.load_host_keys(str(known_hosts))
+        except (OSError, paramiko.SSHException) as exc:
+            raise ConnectError(label, f"cannot read known_hosts {known_hosts}: {exc}") from None
+    client.set_missing_host_key_policy(
+        _AcceptNewPolicy(known_hosts, options.known_hosts_lock)
+        if options.accept_new_host_keys else _StrictPolicy()
+    )
+    try:
+        conn.open()
+    except _UnknownHostKey as exc:
+        conn.close()
+        raise HostKeyError(
+            label, f"host key {fingerprint(exc.key)} of {ssh.endpoint} is not in {known_hosts}; "
+                   "verify it and add it, or run with --accept-new-host-keys") from None
+    except paramiko.BadHostKeyException as exc:
+        conn.close()
+        raise HostKeyError(
+            label, f"host key of {ssh.endpoint} CHANGED: {known_hosts} has "
+                   f"{fingerprint(exc.expected_key)}, the host presented {fingerprint(exc.key)}; "
+                   "possible man-in-the-middle. If the host was reinstalled, remove its old "
+                   "entry (ssh-keygen -R) and verify the new key") from None
+    except paramiko.AuthenticationException:
+        conn.close()
+        raise ConnectError(label, f"authentication failed for {ssh.user}@{ssh.endpoint}") \
+            from None
+    except TimeoutError:
+        conn.close()
+        raise ConnectError(label, f"cannot connect to {ssh.endpoint}: timed out after "
+                                  f"{options.connect_timeout:g}s") from None
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        conn.close()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConnectError(label, f"cannot connect to {ssh.endpoint}: "
+                                  f"{reason or type(exc).__name__}") from None
+    transport = conn.client.get_transport()
+    assert transport is not None
+    _set_nodelay(transport)
+    return SshSession(label, conn, transport.get_remote_server_key())
+
+
+def _set_nodelay(transport: paramiko.Transport) -> None:
+    # Without TCP_NODELAY, Nagle + delayed ACK add ~40 ms to every small exec round trip.
+    sock = transport.sock
+    if isinstance(sock, socket.socket):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _connection(ssh: SshConfig, options: ConnectOptions) -> fabric.Connection:
+    timeout = max(1, round(options.connect_timeout))
+    gateway = None
+    if ssh.bastion is not None:
+        b = ssh.bastion
+        gateway = fabric.Connection(
+            host=b.address, port=b.port, user=b.user or ssh.user, connect_timeout=timeout,
+            connect_kwargs=_auth_kwargs(b.key_path),
+        )
+        # The bastion's key is checked exactly like the host's.
+        gateway.client.set_missing_host_key_policy(_StrictPolicy())
+        known = (ssh.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
+        if known.exists():
+            gateway.client.load_host_keys(str(known))
+    return fabric.Connection(
+        host=ssh.address, port=ssh.port, user=ssh.user, connect_timeout=timeout,
+        connect_kwargs=_auth_kwargs(ssh.key_path), gateway=gateway,
+    )
+
+
+def _auth_kwargs(key_path: Path | None) -> dict[str, object]:
+    if key_path is None:
+        return {"allow_agent": True, "look_for_keys": True}
+    # An explicit key is tried first; the agent stays available as a fallback.
+    return {"key_filename": [str(key_path)], "allow_agent": True, "look_for_keys": False}

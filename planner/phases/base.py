@@ -1,0 +1,46 @@
+"""The phase protocol.
+
+A phase is a title plus declarations; every hook is optional. What a dry run (a plan) does
+with a phase is decided only by its `dry_run` declaration, and the default is REPORTED:
+a phase that declares nothing is never run by a dry run, so a phase added later is safe.
+
+Hooks, all read-only in the planner:
+    prepare(ctx)       learn what the phase needs (every phase, reported ones included)
+    run(ctx)           the phase's work; a dry run calls it only for RUNS_READ_ONLY phases
+    dry_run_path(ctx)  a phase's own dry-run behaviour (RUNS_OWN_DRY_RUN_PATH)
+    assess(ctx)        reported phases: what the phase would do; None = not assessed yet
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+from ..context import PlanContext
+
+
+class DryRun(enum.Enum):
+    RUNS_READ_ONLY = "runs, reads only"
+    REPORTED = "reported, not run"
+    RUNS_OWN_DRY_RUN_PATH = "runs its own dry-run path"
+
+
+class PhaseNotRunnable(RuntimeError):
+    """A runner tried to run a phase in a way the phase never declared safe."""
+
+
+class Phase:
+    title: ClassVar[str]
+    dry_run: ClassVar[DryRun] = DryRun.REPORTED
+
+    def prepare(self, ctx: PlanContext) -> None:
+        return None
+
+    def run(self, ctx: PlanContext) -> None:
+        raise PhaseNotRunnable(f"phase {self.title!r} has no read-only run")
+
+    def dry_run_path(self, ctx: PlanContext) -> None:
+        raise PhaseNotRunnable(f"phase {self.title!r} has no dry-run path")
+
+    def assess(self, ctx: PlanContext) -> str | None:
+        return None

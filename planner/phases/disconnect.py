@@ -1,0 +1,25 @@
+"""12. Disconnect from hosts.
+
+Its dry-run path only disconnects: a dry run made no temp files, so there is nothing to
+delete (deleting lingering temp files belongs to a real run).
+"""
+
+from __future__ import annotations
+
+from ..context import PlanContext
+from .base import DryRun, Phase
+
+
+class Disconnect(Phase):
+    title = "Disconnect from hosts"
+    dry_run = DryRun.RUNS_OWN_DRY_RUN_PATH
+
+    def dry_run_path(self, ctx: PlanContext) -> None:
+        close_all(ctx)
+
+
+def close_all(ctx: PlanContext) -> None:
+    for host in ctx.hosts:
+        if host.reader is not None:
+            host.reader.close()
+            host.reader = None
