@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shlex
+import re
 from dataclasses import dataclass
 
 from ..hosts.batch import Fact, FactParseError, Output
@@ -34,12 +34,10 @@ def parse_os_release(out: Output) -> OsRelease:
         key, sep, raw = line.partition("=")
         if not sep or not key.replace("_", "").isalnum():
             raise FactParseError(f"/etc/os-release line {number} is not KEY=value")
-        try:
-            # The format is a subset of shell assignments: quotes and backslash escapes.
-            words = shlex.split(raw, posix=True) if raw else [""]
-        except ValueError:
-            raise FactParseError(f"/etc/os-release line {number} has unbalanced quotes") from None
-        values[key] = " ".join(words)
+        value = _unquote(raw)
+        if value is None:
+            raise FactParseError(f"/etc/os-release line {number} has unbalanced quotes")
+        values[key] = value
     os_id = values.get("ID", "").lower()
     if not os_id:
         raise FactParseError("/etc/os-release has no ID")
@@ -49,6 +47,18 @@ def parse_os_release(out: Output) -> OsRelease:
         version_id=values.get("VERSION_ID", ""),
         pretty_name=values.get("PRETTY_NAME") or values.get("NAME") or os_id,
     )
+
+
+def _unquote(raw: str) -> str | None:
+    """os-release values: a subset of shell quoting (os-release(5))."""
+    if raw[:1] == "'":
+        return raw[1:-1] if len(raw) > 1 and raw.endswith("'") else None
+    if raw[:1] == '"':
+        if len(raw) < 2 or not raw.endswith('"') or raw.endswith('\\"') and \
+                not raw.endswith('\\\\"'):
+            return None
+        raw = raw[1:-1]
+    return re.sub(r'\\([$"`\\])', r"\1", raw)
 
 
 def parse_kernel(out: Output) -> Kernel:

@@ -2,7 +2,7 @@
 
 fabric resolves ~/.ssh/config, keys, the agent and a bastion (ProxyJump-style gateway).
 Two of its defaults are wrong for a tool that changes production hosts, so they are
-overridden here: it trusts any host key (AutoAddPolicy) and it never reads known_hosts.
+overridden here: it accepts any host key it has not seen and it never reads known_hosts.
 Host keys are checked strictly against known_hosts unless the user opts in to accepting
 keys of hosts never seen before; a key that *changed* is refused either way.
 """

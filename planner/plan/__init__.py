@@ -1,0 +1,1 @@
+"""The plan: its model (plain data) and its file codec."""

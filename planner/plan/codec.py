@@ -1,0 +1,141 @@
+"""The plan file: JSON, validated against schemas/plan.schema.json on write and on read.
+
+Checked strictly on read, in this order, each failure one line naming the file: size, JSON
+syntax, format version (an unknown major is refused before the schema, whose shape may
+differ between majors), schema, integrity digest. The digest is sha256 over the canonical
+JSON (sorted keys, no whitespace) of everything except the digest itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+import schemas
+
+from ..config.yamlio import format_path
+from ..errors import CargoshipError
+from .model import FORMAT_VERSION, Change, HostIdentity, PhaseOutcome, Plan, Unassessed
+
+PLAN_SCHEMA = "plan.schema.json"
+MAX_PLAN_BYTES = 64 << 20
+
+
+class PlanFileError(CargoshipError):
+    def __init__(self, path: Path | str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+
+
+def canonical(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def digest_of(data: dict[str, Any]) -> str:
+    body = {k: v for k, v in data.items() if k != "digest"}
+    return "sha256:" + hashlib.sha256(canonical(body)).hexdigest()
+
+
+def to_dict(plan: Plan) -> dict[str, Any]:
+    data = asdict(plan)
+    data["hosts"] = [asdict(h) for h in plan.hosts]
+    data["phases"] = [asdict(p) for p in plan.phases]
+    data["changes"] = [asdict(c) for c in plan.changes]
+    data["unassessed"] = [asdict(u) for u in plan.unassessed]
+    data["warnings"] = list(plan.warnings)
+    data["summary"] = plan.summary
+    data["digest"] = digest_of(data)
+    return data
+
+
+def from_dict(data: dict[str, Any]) -> Plan:
+    """Build the model from a dict that already passed the schema and digest checks."""
+    return Plan(
+        plan_id=data["plan_id"],
+        created_at=data["created_at"],
+        created_by=data["created_by"],
+        cargoship_version=data["cargoship_version"],
+        config_digest=data["config_digest"],
+        cluster=data["cluster"],
+        desired=data["desired"],
+        hosts=tuple(HostIdentity(**h) for h in data["hosts"]),
+        phases=tuple(PhaseOutcome(**p) for p in data["phases"]),
+        changes=tuple(Change(**c) for c in data["changes"]),
+        unassessed=tuple(Unassessed(**u) for u in data["unassessed"]),
+        warnings=tuple(data["warnings"]),
+        applyable=data["applyable"],
+        complete=data["complete"],
+        format_version=data["format_version"],
+    )
+
+
+def _validate(path: Path | str, data: Any) -> None:
+    validator = jsonschema.Draft202012Validator(schemas.load(PLAN_SCHEMA))
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is not None:
+        where = format_path(tuple(error.absolute_path)) or "(top)"
+        raise PlanFileError(path, f"not a valid plan file: {where}: {error.message[:200]}")
+
+
+def dumps(plan: Plan) -> str:
+    data = to_dict(plan)
+    _validate("<plan>", data)  # a plan we can't read back must never be written
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write(plan: Plan, path: Path) -> None:
+    text = dumps(plan)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def loads(text: str | bytes, path: Path | str = "<plan>") -> Plan:
+    if len(text) > MAX_PLAN_BYTES:
+        raise PlanFileError(path, f"larger than {MAX_PLAN_BYTES >> 20} MiB; not a plan file")
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(
+            exc, json.JSONDecodeError) else ""
+        raise PlanFileError(path, f"not valid JSON{where} (truncated or edited?)") from None
+    except RecursionError:
+        raise PlanFileError(path, "JSON nested too deeply; not a plan file") from None
+    if not isinstance(data, dict):
+        raise PlanFileError(path, "not a plan file (expected a JSON object)")
+    version = data.get("format_version")
+    if not isinstance(version, str) or not version.split(".")[0].isdigit():
+        raise PlanFileError(path, "not a plan file (no format_version)")
+    if version.split(".")[0] != FORMAT_VERSION.split(".")[0]:
+        raise PlanFileError(path, f"plan format version {version} is not supported by this "
+                                  f"cargoship (reads {FORMAT_VERSION.split('.')[0]}.x); "
+                                  "re-plan with this version")
+    _validate(path, data)
+    expected = digest_of(data)
+    if data["digest"] != expected:
+        raise PlanFileError(path, "integrity digest does not match the content: the plan was "
+                                  "edited or corrupted after it was written; re-plan")
+    return from_dict(data)
+
+
+def read(path: Path) -> Plan:
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_PLAN_BYTES + 1)
+    except OSError as exc:
+        raise PlanFileError(path, f"cannot read plan: {exc.strerror}") from None
+    return loads(raw, path)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Everything cargoship's demo and tests need on a fresh Debian machine, as root:
+# the lab's system packages and a virtualenv (.venv) with cargoship and its dev tools.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then
+  echo "setup: run as root (the lab makes network, mount and PID namespaces)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# openssh-server/runit/iproute2: lab hosts; nftables/iptables/sudo/faketime: validation cases;
+# python3-yaml: the lab's stand-in engine runs on the system Python.
+apt-get install -y -qq --no-install-recommends \
+  openssh-server openssh-client runit iproute2 nftables iptables sudo faketime libfaketime \
+  python3 python3-yaml python3-venv procps util-linux >/dev/null
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/pip install -q --upgrade pip >/dev/null
+.venv/bin/pip install -q -e '.[dev]'

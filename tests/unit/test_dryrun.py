@@ -1,0 +1,83 @@
+"""The dry-run runner runs only what a phase declared safe; the default is reported, not run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from planner.config.model import ClusterConfig, Engine, HostConfig, SshConfig
+from planner.context import PlanContext
+from planner.dryrun import dry_run
+from planner.hosts.ssh import ConnectOptions
+from planner.phases import DryRun, Phase, engine_config_sync
+
+
+def _ctx() -> PlanContext:
+    config = ClusterConfig(
+        path=Path("cluster.yaml"), name="t", engine=Engine("rke2", "v1.30.4+rke2r1"),
+        hosts=(HostConfig(0, "controller", SshConfig("10.0.0.1")),),
+    )
+    return PlanContext.create(config, ConnectOptions())
+
+
+class Recorder(Phase):
+    calls: ClassVar[list[str]] = []
+
+
+class UndeclaredPhase(Recorder):
+    """A phase someone adds later and forgets to declare: it must not run in a dry run."""
+
+    title = "Reboot every host"
+
+    def prepare(self, ctx: PlanContext) -> None:
+        self.calls.append("prepare")
+
+    def run(self, ctx: PlanContext) -> None:
+        self.calls.append("run")
+
+
+class ReadOnlyPhase(Recorder):
+    title = "Read something"
+    dry_run = DryRun.RUNS_READ_ONLY
+
+    def run(self, ctx: PlanContext) -> None:
+        self.calls.append("read")
+
+
+def test_undeclared_phase_is_reported_and_never_run() -> None:
+    Recorder.calls.clear()
+    report = dry_run(_ctx(), [ReadOnlyPhase(), UndeclaredPhase()])
+    assert Recorder.calls == ["read", "prepare"]
+    assert [(r.title, r.dry_run, r.outcome) for r in report.phases] == [
+        ("Read something", DryRun.RUNS_READ_ONLY, "ran"),
+        ("Reboot every host", DryRun.REPORTED, "reported"),
+    ]
+
+
+def test_the_twelve_phases_in_order_with_their_declarations() -> None:
+    declared = [(p.title, p.dry_run.value) for p in engine_config_sync()]
+    assert declared == [
+        ("Connect to hosts", "runs, reads only"),
+        ("Detect host operating systems", "runs, reads only"),
+        ("Acquire exclusive host lock", "reported, not run"),
+        ("Gather host facts", "runs, reads only"),
+        ("Validate hosts", "runs, reads only"),
+        ("Gathering facts about the distro installed", "runs, reads only"),
+        ("Sync Registry Config Controller", "reported, not run"),
+        ("Sync Registry Config Worker", "reported, not run"),
+        ("Updating kubeconfig file with the current cluster", "reported, not run"),
+        ("Labeling nodes with their profile group", "reported, not run"),
+        ("Release exclusive host lock", "reported, not run"),
+        ("Disconnect from hosts", "runs its own dry-run path"),
+    ]
+
+
+def test_mutating_phases_have_no_runnable_path_in_the_planner() -> None:
+    ctx = _ctx()
+    for phase in engine_config_sync():
+        if phase.dry_run is DryRun.REPORTED:
+            try:
+                phase.run(ctx)
+            except RuntimeError:
+                continue
+            raise AssertionError(f"{phase.title} ran inside the planner")

@@ -1,0 +1,87 @@
+"""The plan file codec: round trips, and strict refusal of anything edited or unknown."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from planner.plan import codec
+from planner.plan.model import Change, HostIdentity, PhaseOutcome, Plan, Unassessed
+
+
+def sample_plan() -> Plan:
+    return Plan(
+        plan_id="0123456789abcdef0123456789abcdef",
+        created_at="2026-12-01T03:00:00.000Z",
+        created_by="alice@laptop",
+        cargoship_version="0.1.0",
+        config_digest="a" * 64,
+        cluster="prod-eu",
+        desired={"registries": {"configs": {"r.io": {"auth": {"password": "hmac-sha256:ab"}}}}},
+        hosts=(HostIdentity("ctl-1", "10.0.0.1", 22, "controller", None,
+                            "SHA256:" + "A" * 43, "Ubuntu 22.04", "amd64", "v1.30.4+rke2r1",
+                            {"/etc/rancher/rke2/registries.yaml": "sha256:" + "b" * 64}),),
+        phases=(PhaseOutcome(1, "Connect to hosts", "runs, reads only", "ran"),),
+        changes=(Change("ctl-1", "Sync Registry Config Controller", "update",
+                        "/etc/rancher/rke2/registries.yaml", "sha256:" + "b" * 64,
+                        "sha256:" + "c" * 64, "--- a\n+++ b\n", drain=True, restart=True),),
+        unassessed=(Unassessed("Labeling nodes with their profile group", "ctl-1", "why"),),
+        warnings=("a warning",),
+    )
+
+
+def test_round_trip_is_identical(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    plan = sample_plan()
+    codec.write(plan, path)
+    again = codec.read(path)
+    assert again == plan
+    codec.write(again, tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
+    data = json.loads(path.read_text())
+    assert data["summary"] == {"hosts": 1, "changes": 1, "hosts_changed": 1, "restarts": 1,
+                               "unassessed": 1, "warnings": 1}
+
+
+def test_truncated_plan_is_refused_with_one_line(tmp_path: Path) -> None:
+    text = codec.dumps(sample_plan())
+    with pytest.raises(codec.PlanFileError, match=r"not valid JSON at line \d+ .*truncated"):
+        codec.loads(text[: len(text) // 2], "plan.json")
+
+
+def test_edited_plan_is_refused_by_its_digest() -> None:
+    data = json.loads(codec.dumps(sample_plan()))
+    data["changes"][0]["restart"] = False
+    with pytest.raises(codec.PlanFileError, match="integrity digest does not match"):
+        codec.loads(json.dumps(data), "plan.json")
+
+
+def test_unknown_major_format_version_is_refused_before_the_schema() -> None:
+    data = json.loads(codec.dumps(sample_plan()))
+    data["format_version"] = "2.0"
+    data["something_new"] = True
+    with pytest.raises(codec.PlanFileError, match=r"plan format version 2.0 is not supported"):
+        codec.loads(json.dumps(data), "plan.json")
+
+
+def test_schema_violations_name_the_place() -> None:
+    data = json.loads(codec.dumps(sample_plan()))
+    data["hosts"][0]["port"] = "22"
+    with pytest.raises(codec.PlanFileError, match=r"hosts\[0\]\.port"):
+        codec.loads(json.dumps(data), "plan.json")
+
+
+@pytest.mark.parametrize("text", ["", "[]", "null", '{"format_version": 1}', "[" * 100000])
+def test_garbage_is_refused(text: str) -> None:
+    with pytest.raises(codec.PlanFileError):
+        codec.loads(text, "plan.json")
+
+
+def test_an_invalid_plan_is_never_written(tmp_path: Path) -> None:
+    bad = replace(sample_plan(), plan_id="not-hex")
+    with pytest.raises(codec.PlanFileError):
+        codec.write(bad, tmp_path / "plan.json")
+    assert list(tmp_path.iterdir()) == []
