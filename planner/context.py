@@ -53,7 +53,10 @@ class HostState:
 @dataclass(frozen=True)
 class Finding:
     phase: str
-    host: str | None  # None: about the cluster as a whole
+    # Index into PlanContext.hosts (None: about the cluster as a whole). An index, not a
+    # label, so the report names a host the same way throughout, even for findings made
+    # before its hostname was known.
+    host: int | None
     text: str
 
 
@@ -71,20 +74,23 @@ class PlanContext:
     def create(cls, config: ClusterConfig, connect_options: ConnectOptions) -> PlanContext:
         return cls(config, connect_options, [HostState(h) for h in config.hosts])
 
+    def label(self, finding: Finding) -> str | None:
+        return None if finding.host is None else self.hosts[finding.host].label
+
     def active_hosts(self) -> list[HostState]:
         return [h for h in self.hosts if h.active]
 
     def found(self, phase: str, host: HostState | None, text: str) -> None:
         with self._lock:
-            self.findings.append(Finding(phase, host.label if host else None, text))
+            self.findings.append(Finding(phase, _index(host), text))
 
     def problem(self, phase: str, host: HostState | None, text: str) -> None:
         with self._lock:
-            self.problems.append(Finding(phase, host.label if host else None, text))
+            self.problems.append(Finding(phase, _index(host), text))
 
     def warn(self, phase: str, host: HostState | None, text: str) -> None:
         with self._lock:
-            self.warnings.append(Finding(phase, host.label if host else None, text))
+            self.warnings.append(Finding(phase, _index(host), text))
 
     def fail_host(self, phase: str, host: HostState, text: str) -> None:
         """Record a problem that makes the host unusable for the rest of the run."""
@@ -116,6 +122,10 @@ class PlanContext:
             else:
                 gathered.append((host, result))
         return gathered
+
+
+def _index(host: HostState | None) -> int | None:
+    return None if host is None else host.config.index
 
 
 def _reason(exc: Exception) -> str:

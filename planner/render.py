@@ -21,15 +21,15 @@ def render_text(report: DryRunReport) -> str:
         width = max((len(h.label) for h in ctx.hosts), default=0)
         for finding in ctx.findings:
             if finding.phase == record.title:
-                who = finding.host or "cluster"
+                who = ctx.label(finding) or "cluster"
                 lines.append(f"      {who:<{width}}  {finding.text}")
     if ctx.warnings:
         lines += ["", f"Warnings ({len(ctx.warnings)}):"]
-        lines += [f"  ! {_where(w.host)}{w.phase}: {w.text}" for w in ctx.warnings]
+        lines += [f"  ! {_where(ctx.label(w))}{w.phase}: {w.text}" for w in ctx.warnings]
     lines.append("")
     if ctx.problems:
         lines.append(f"Problems ({len(ctx.problems)}):")
-        lines += [f"  x {_where(p.host)}{p.phase}: {p.text}" for p in ctx.problems]
+        lines += [f"  x {_where(ctx.label(p))}{p.phase}: {p.text}" for p in ctx.problems]
         lines += ["", f"Plan failed: {len(ctx.problems)} problem(s); nothing was changed on "
                       f"any host. ({report.seconds:.1f}s)"]
     else:

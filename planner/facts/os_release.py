@@ -54,8 +54,8 @@ def _unquote(raw: str) -> str | None:
     if raw[:1] == "'":
         return raw[1:-1] if len(raw) > 1 and raw.endswith("'") else None
     if raw[:1] == '"':
-        if len(raw) < 2 or not raw.endswith('"') or raw.endswith('\\"') and \
-                not raw.endswith('\\\\"'):
+        if len(raw) < 2 or not raw.endswith('"') or (raw.endswith('\\"') and \
+                not raw.endswith('\\\\"')):
             return None
         raw = raw[1:-1]
     return re.sub(r'\\([$"`\\])', r"\1", raw)

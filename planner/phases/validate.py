@@ -56,7 +56,7 @@ class ValidateHosts(Phase):
         self._unique(ctx)
         self._clock_skew(ctx, offsets)
         for host in ctx.active_hosts():
-            if any(p.host == host.label and p.phase == self.title for p in ctx.problems):
+            if any(p.host == host.config.index and p.phase == self.title for p in ctx.problems):
                 host.error = "failed validation"
 
     def _privilege(self, ctx: PlanContext, host: HostState) -> str:
@@ -87,13 +87,22 @@ class ValidateHosts(Phase):
             ctx.problem(self.title, host, f"cannot read the firewall rules: {exc}")
             return ""
         ports = engine_ports(ctx.config.engine.distro, host.config.role)
-        blocked = state.blocked(ports)
-        for item in blocked:
-            port = item.port
-            ctx.problem(self.title, host, f"firewall blocks {port.number}/{port.proto} "
-                                          f"({port.purpose}): {item.reason}")
+        for error in state.errors:
+            ctx.warn(self.title, host, f"could not read {error.tool} rules, ports not checked "
+                                       f"against them: {error.message}")
+        # A front end (ufw, firewalld) and the kernel ruleset it writes can both block the
+        # same port: one problem per port, naming every reason.
+        reasons: dict[str, list[str]] = {}
+        purposes: dict[str, str] = {}
+        for item in state.blocked(ports):
+            key = f"{item.port.number}/{item.port.proto}"
+            reasons.setdefault(key, []).append(item.reason)
+            purposes[key] = item.port.purpose
+        for key, why in reasons.items():
+            ctx.problem(self.title, host, f"firewall blocks {key} ({purposes[key]}): "
+                                          + "; ".join(why))
         tools = ", ".join(state.tools) or "no firewall"
-        return f"firewall ({tools}) leaves engine ports open" if not blocked else ""
+        return f"firewall ({tools}) leaves engine ports open" if not reasons else ""
 
     def _unique(self, ctx: PlanContext) -> None:
         for attribute, what in (("hostname", "hostname"), ("private_address", "private address")):
