@@ -1,0 +1,130 @@
+"""Compare a desired file with what a host has: structure decides, text is for people.
+
+Two files that parse to the same structure are equal, whatever their key order or
+formatting. The diff shown to people is a unified diff of both sides dumped the same way,
+with every secret masked; whether a masked secret changed is still visible.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from deepdiff import DeepDiff
+
+from ..config.secrets import Secret
+from .files import DesiredFile
+
+SENSITIVE_KEYS = frozenset({"password", "auth", "identity_token", "token"})
+MASK, MASK_CHANGED = "***", "*** (changed)"
+
+
+@dataclass(frozen=True)
+class LiveFile:
+    path: str
+    exists: bool
+    content: bytes = b""
+    mode: int | None = None
+    owner: str | None = None
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    action: str  # "create", "update", "delete"
+    before: str | None
+    after: str | None
+    diff: str
+    structure: tuple[str, ...]  # deepdiff's account, paths only (no values)
+
+
+def file_digest(content: bytes, salt: bytes) -> str:
+    """Salted, so a digest of a file holding a credential can't be looked up or guessed at."""
+    return "hmac-sha256:" + hmac.new(salt, content, hashlib.sha256).hexdigest()
+
+
+def normalize(kind: str, text: str) -> Any:
+    data = yaml.safe_load(text)
+    if kind == "chart" and isinstance(data, dict):
+        spec = data.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("valuesContent"), str):
+            spec = {**spec, "valuesContent": yaml.safe_load(spec["valuesContent"])}
+            data = {**data, "spec": spec}
+    return data
+
+
+def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | None:
+    content = desired.content().encode()
+    after = file_digest(content, salt)
+    wanted = normalize(desired.kind, desired.content())
+    shown_after = _masked(desired.data, None)
+    if not live.exists:
+        diff = _unified(desired.path, "", _dump(shown_after), f"(absent) -> mode "
+                                                              f"{desired.mode:o}")
+        return FileChange(desired.path, "create", None, after, diff, ("created",))
+    before = file_digest(live.content, salt)
+    try:
+        current = normalize(desired.kind, live.content.decode())
+    except (UnicodeDecodeError, yaml.YAMLError):
+        note = f"# current content is not valid YAML ({len(live.content)} bytes, not shown)\n"
+        diff = _unified(desired.path, note, _dump(shown_after), "")
+        return FileChange(desired.path, "update", before, after, diff, ("unparseable",))
+    mode_note = "" if live.mode == desired.mode else f"mode {live.mode or 0:o} -> " \
+                                                     f"{desired.mode:o}"
+    structure = _structure(current, wanted)
+    if not structure and not mode_note:
+        return None
+    shown_before = _masked(current, desired.data, before=True)
+    shown_after = _masked(desired.data, current)
+    diff = _unified(desired.path, _dump(shown_before), _dump(shown_after), mode_note)
+    return FileChange(desired.path, "update", before, after, diff,
+                      structure or (mode_note,))
+
+
+def deletion(live: LiveFile, salt: bytes) -> FileChange:
+    diff = f"--- {live.path}\n+++ (deleted)\n# no longer desired: cargoship created it\n"
+    return FileChange(live.path, "delete", file_digest(live.content, salt), None, diff,
+                      ("deleted",))
+
+
+def _structure(current: Any, wanted: Any) -> tuple[str, ...]:
+    found = DeepDiff(current, wanted)  # values stay out of what we print: paths only
+    lines = []
+    for kind, items in sorted(found.items()):
+        for path in sorted(str(p) for p in items):
+            lines.append(f"{kind.replace('_', ' ')}: {path}")
+    return tuple(lines)
+
+
+def _masked(data: Any, other: Any, before: bool = False, key: str | None = None) -> Any:
+    """A copy of `data` with secrets masked; `other` is the opposite side, to say "changed"."""
+    secret_here = isinstance(data, Secret) or isinstance(other, Secret)
+    if secret_here or (key in SENSITIVE_KEYS and isinstance(data, str)):
+        mine = data.reveal() if isinstance(data, Secret) else data
+        theirs = other.reveal() if isinstance(other, Secret) else other
+        return MASK if before or theirs is None or mine == theirs else MASK_CHANGED
+    if isinstance(data, dict):
+        peer = other if isinstance(other, dict) else {}
+        return {k: _masked(v, peer.get(k), before, str(k)) for k, v in data.items()}
+    if isinstance(data, list):
+        peer_list = other if isinstance(other, list) else []
+        return [_masked(v, peer_list[i] if i < len(peer_list) else None, before)
+                for i, v in enumerate(data)]
+    return data
+
+
+def _dump(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=True, default_flow_style=False) if data is not None \
+        else ""
+
+
+def _unified(path: str, before: str, after: str, note: str) -> str:
+    lines = difflib.unified_diff(before.splitlines(keepends=True),
+                                 after.splitlines(keepends=True), fromfile=f"{path} (live)",
+                                 tofile=f"{path} (desired)")
+    text = "".join(lines)
+    return text + (f"# {note}\n" if note else "")

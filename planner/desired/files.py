@@ -1,0 +1,101 @@
+"""Render the files a host should have from `engineConfig`, per distro and role.
+
+Which changes need a restart follows the design: registries.yaml on any node; audit policy,
+Pod Security config and the config drop-in that points at them on controllers; chart values
+(HelmChartConfig manifests, reconciled by the engine's helm controller) never.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from ..config.model import ClusterConfig
+from ..config.secrets import Secret
+from ..facts.distro import LAYOUTS, DistroLayout
+
+OWNED_PREFIX = "cargoship-"  # files cargoship may delete when no longer desired
+
+
+@dataclass(frozen=True)
+class DesiredFile:
+    path: str
+    kind: str  # "registries", "audit-policy", "pod-security", "config-dropin", "chart"
+    data: Any  # structure, secrets as Secret objects
+    mode: int
+    restart: bool
+
+    def content(self) -> str:
+        """The exact bytes to write (secrets revealed): only the executor writes them."""
+        return yaml.safe_dump(_reveal(self.data), sort_keys=False, default_flow_style=False)
+
+
+def owned_paths(layout: DistroLayout) -> tuple[str, ...]:
+    """Glob-free list of directories where cargoship-owned files live."""
+    return (layout.config_dir, f"{layout.config_dir}/config.yaml.d", layout.manifests_dir)
+
+
+def desired_files(config: ClusterConfig, role: str) -> list[DesiredFile]:
+    layout = LAYOUTS[config.engine.distro]
+    engine = config.engine_config
+    files: list[DesiredFile] = []
+    if "registries" in engine:
+        files.append(DesiredFile(layout.registries_path, "registries", engine["registries"],
+                                 0o600, restart=True))
+    if role != "controller":
+        return files
+    args: dict[str, str] = {}
+    if "auditPolicy" in engine:
+        path = f"{layout.config_dir}/{OWNED_PREFIX}audit-policy.yaml"
+        files.append(DesiredFile(path, "audit-policy", engine["auditPolicy"], 0o600, True))
+        args["audit-policy-file"] = path
+    if "podSecurity" in engine:
+        path = f"{layout.config_dir}/{OWNED_PREFIX}pod-security.yaml"
+        files.append(DesiredFile(path, "pod-security", engine["podSecurity"], 0o600, True))
+        args["pod-security"] = path
+    if args:
+        files.append(DesiredFile(f"{layout.config_dir}/config.yaml.d/50-{OWNED_PREFIX[:-1]}"
+                                 ".yaml", "config-dropin", _dropin(layout, args), 0o600, True))
+    for chart, settings in sorted(engine.get("charts", {}).items()):
+        files.append(DesiredFile(f"{layout.manifests_dir}/{OWNED_PREFIX}{chart}.yaml", "chart",
+                                 _helm_chart_config(chart, settings["values"]), 0o600, False))
+    return files
+
+
+def _dropin(layout: DistroLayout, args: dict[str, str]) -> dict[str, Any]:
+    if layout.distro == "rke2":
+        data: dict[str, Any] = {}
+        if "audit-policy-file" in args:
+            data["audit-policy-file"] = args["audit-policy-file"]
+        if "pod-security" in args:
+            data["pod-security-admission-config-file"] = args["pod-security"]
+        return data
+    # k3s has no dedicated keys: the flags go to the API server.
+    flags = []
+    if "audit-policy-file" in args:
+        flags += [f"audit-policy-file={args['audit-policy-file']}",
+                  f"audit-log-path={layout.data_dir}/server/logs/audit.log"]
+    if "pod-security" in args:
+        flags.append(f"admission-control-config-file={args['pod-security']}")
+    return {"kube-apiserver-arg": flags}
+
+
+def _helm_chart_config(chart: str, values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "helm.cattle.io/v1",
+        "kind": "HelmChartConfig",
+        "metadata": {"name": chart, "namespace": "kube-system"},
+        "spec": {"valuesContent": yaml.safe_dump(values, sort_keys=True)},
+    }
+
+
+def _reveal(value: Any) -> Any:
+    if isinstance(value, Secret):
+        return value.reveal()
+    if isinstance(value, dict):
+        return {k: _reveal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_reveal(v) for v in value]
+    return value
