@@ -7,6 +7,7 @@ problem of the cluster is reported together.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,19 @@ class Finding:
     text: str
 
 
+@dataclass(frozen=True)
+class PlannedChange:
+    phase: str
+    host: int | None  # index into PlanContext.hosts; None for the local machine
+    action: str  # "create", "update", "delete", "label", "merge"
+    target: str
+    before: str | None
+    after: str | None
+    diff: str
+    drain: bool = False
+    restart: bool = False
+
+
 @dataclass
 class PlanContext:
     config: ClusterConfig
@@ -68,6 +82,12 @@ class PlanContext:
     findings: list[Finding] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
+    unassessed_items: list[Finding] = field(default_factory=list)
+    changes: list[PlannedChange] = field(default_factory=list)
+    # Salts every digest of host content in this plan (secrets live in some of it).
+    salt: bytes = field(default_factory=lambda: secrets.token_bytes(16))
+    # What each host's reads returned, by target: the plan's fingerprints for drift checks.
+    reads: dict[int, dict[str, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -92,6 +112,18 @@ class PlanContext:
         with self._lock:
             self.warnings.append(Finding(phase, _index(host), text))
 
+    def unassessed(self, phase: str, host: HostState | None, reason: str) -> None:
+        with self._lock:
+            self.unassessed_items.append(Finding(phase, _index(host), reason))
+
+    def change(self, change: PlannedChange) -> None:
+        with self._lock:
+            self.changes.append(change)
+
+    def record_read(self, host: HostState, target: str, fingerprint: str) -> None:
+        with self._lock:
+            self.reads.setdefault(host.config.index, {})[target] = fingerprint
+
     def fail_host(self, phase: str, host: HostState, text: str) -> None:
         """Record a problem that makes the host unusable for the rest of the run."""
         self.problem(phase, host, text)
@@ -103,12 +135,13 @@ class PlanContext:
         facts_for: Callable[[HostState], Sequence[Fact[Any]]],
         *,
         as_root: bool = False,
+        hosts: Sequence[HostState] | None = None,
     ) -> list[tuple[HostState, list[Any]]]:
-        """Gather each active host's facts in one round trip per host, hosts in parallel.
-
-        Hosts whose reads fail drop out with a problem; the rest are returned in config order.
+        """Gather each host's facts (default: all active hosts) in one round trip per host,
+        hosts in parallel. Hosts whose reads fail drop out with a problem; the rest are
+        returned in config order.
         """
-        hosts = self.active_hosts()
+        hosts = [h for h in (self.active_hosts() if hosts is None else hosts) if h.active]
 
         def read(host: HostState) -> list[Any]:
             assert host.reader is not None

@@ -7,8 +7,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .context import PlanContext
-from .phases.base import DryRun, Phase
+from .context import HostState, PlanContext
+from .phases.base import DryRun, Phase, Resource
 from .phases.disconnect import close_all
 
 log = logging.getLogger("cargoship.planner")
@@ -19,8 +19,9 @@ class PhaseRecord:
     number: int
     title: str
     dry_run: DryRun
-    outcome: str  # "ran", "ran its dry-run path", "reported"
-    assessment: str | None  # for reported phases: what it would do, if assessed
+    # "ran", "ran its dry-run path"; reported phases: "planned", "no changes",
+    # "unassessed" or "reported" (a phase with no assessment)
+    outcome: str
     seconds: float
 
 
@@ -38,11 +39,11 @@ class DryRunReport:
 def dry_run(ctx: PlanContext, phases: Sequence[Phase]) -> DryRunReport:
     records: list[PhaseRecord] = []
     started = time.monotonic()
+    would_write: dict[Resource, str] = {}  # what earlier reported phases would write, by whom
     try:
         for number, phase in enumerate(phases, 1):
             phase_started = time.monotonic()
             phase.prepare(ctx)
-            assessment = None
             if phase.dry_run is DryRun.RUNS_READ_ONLY:
                 phase.run(ctx)
                 outcome = "ran"
@@ -50,13 +51,50 @@ def dry_run(ctx: PlanContext, phases: Sequence[Phase]) -> DryRunReport:
                 phase.dry_run_path(ctx)
                 outcome = "ran its dry-run path"
             else:
-                assessment = phase.assess(ctx)
-                outcome = "reported"
+                outcome = _assess(ctx, phase, would_write)
             elapsed = time.monotonic() - phase_started
             log.debug("phase %d %s: %s in %.3fs", number, phase.title, outcome, elapsed)
-            records.append(PhaseRecord(number, phase.title, phase.dry_run, outcome, assessment,
-                                       elapsed))
+            records.append(PhaseRecord(number, phase.title, phase.dry_run, outcome, elapsed))
     finally:
         # Also on Ctrl-C or a bug: no SSH session outlives the run.
         close_all(ctx)
     return DryRunReport(ctx, tuple(records), time.monotonic() - started)
+
+
+def _assess(ctx: PlanContext, phase: Phase, would_write: dict[Resource, str]) -> str:
+    """Assess a reported phase where it can be, and say why not where it can't."""
+    blocked_cluster = _conflict(phase.cluster_reads(ctx), None, would_write)
+    assessable: list[HostState] = []
+    for host in ctx.active_hosts():
+        reason = blocked_cluster or _conflict(phase.reads(ctx, host), host.config.index,
+                                              would_write)
+        if reason:
+            ctx.unassessed(phase.title, host, reason)
+        else:
+            assessable.append(host)
+    changes_before = len(ctx.changes)
+    writes = phase.assess(ctx, assessable) if assessable or not ctx.active_hosts() else set()
+    if writes is None:
+        return "reported"
+    for resource in writes:
+        would_write.setdefault(resource, phase.title)
+    if len(ctx.changes) > changes_before or writes:
+        return "planned"
+    if len(assessable) < len(ctx.active_hosts()):
+        return "unassessed"
+    return "no changes"
+
+
+def _conflict(reads: frozenset[str], host: int | None,
+              would_write: dict[Resource, str]) -> str | None:
+    for what in sorted(reads):
+        writer = would_write.get((host, what)) or would_write.get((None, what))
+        if writer:
+            return f"reads {_describe(what)}, which {writer!r} would change first"
+    return None
+
+
+def _describe(what: str) -> str:
+    kind, _, name = what.partition(":")
+    return {"file": f"{name}", "node": "its node object", "lock": "the lock file",
+            "kubeconfig": "the local kubeconfig"}.get(kind, what) if kind != "file" else name

@@ -17,7 +17,7 @@ import yaml
 from deepdiff import DeepDiff
 
 from ..config.secrets import Secret
-from .files import DesiredFile
+from .files import DesiredFile, dump_yaml
 
 SENSITIVE_KEYS = frozenset({"password", "auth", "identity_token", "token"})
 MASK, MASK_CHANGED = "***", "*** (changed)"
@@ -85,10 +85,10 @@ def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | N
                       structure or (mode_note,))
 
 
-def deletion(live: LiveFile, salt: bytes) -> FileChange:
-    diff = f"--- {live.path}\n+++ (deleted)\n# no longer desired: cargoship created it\n"
-    return FileChange(live.path, "delete", file_digest(live.content, salt), None, diff,
-                      ("deleted",))
+def deletion(path: str) -> FileChange:
+    """A file cargoship created that is no longer desired (its content was not read)."""
+    diff = f"--- {path}\n+++ (deleted)\n# no longer desired: cargoship created it\n"
+    return FileChange(path, "delete", "present", None, diff, ("deleted",))
 
 
 def _structure(current: Any, wanted: Any) -> tuple[str, ...]:
@@ -118,8 +118,7 @@ def _masked(data: Any, other: Any, before: bool = False, key: str | None = None)
 
 
 def _dump(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=True, default_flow_style=False) if data is not None \
-        else ""
+    return dump_yaml(data, sort_keys=True) if data is not None else ""
 
 
 def _unified(path: str, before: str, after: str, note: str) -> str:

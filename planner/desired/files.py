@@ -17,6 +17,7 @@ from ..config.secrets import Secret
 from ..facts.distro import LAYOUTS, DistroLayout
 
 OWNED_PREFIX = "cargoship-"  # files cargoship may delete when no longer desired
+DROPIN_NAME = "50-cargoship.yaml"
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,30 @@ class DesiredFile:
 
     def content(self) -> str:
         """The exact bytes to write (secrets revealed): only the executor writes them."""
-        return yaml.safe_dump(_reveal(self.data), sort_keys=False, default_flow_style=False)
+        return dump_yaml(_reveal(self.data), sort_keys=False)
+
+
+class _BlockDumper(yaml.SafeDumper):
+    pass
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    # Multi-line strings (HelmChartConfig valuesContent) as readable `|` blocks.
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str)
+
+
+def dump_yaml(data: Any, *, sort_keys: bool) -> str:
+    return yaml.dump(data, Dumper=_BlockDumper, sort_keys=sort_keys, default_flow_style=False,
+                     allow_unicode=True)
+
+
+def is_owned(name: str) -> bool:
+    """Files cargoship created (and so may delete): `cargoship-*` and the config drop-in."""
+    return name.startswith(OWNED_PREFIX) or name == DROPIN_NAME
 
 
 def owned_paths(layout: DistroLayout) -> tuple[str, ...]:
@@ -56,8 +80,8 @@ def desired_files(config: ClusterConfig, role: str) -> list[DesiredFile]:
         files.append(DesiredFile(path, "pod-security", engine["podSecurity"], 0o600, True))
         args["pod-security"] = path
     if args:
-        files.append(DesiredFile(f"{layout.config_dir}/config.yaml.d/50-{OWNED_PREFIX[:-1]}"
-                                 ".yaml", "config-dropin", _dropin(layout, args), 0o600, True))
+        files.append(DesiredFile(f"{layout.config_dir}/config.yaml.d/{DROPIN_NAME}",
+                                 "config-dropin", _dropin(layout, args), 0o600, True))
     for chart, settings in sorted(engine.get("charts", {}).items()):
         files.append(DesiredFile(f"{layout.manifests_dir}/{OWNED_PREFIX}{chart}.yaml", "chart",
                                  _helm_chart_config(chart, settings["values"]), 0o600, False))

@@ -5,18 +5,28 @@ with a phase is decided only by its `dry_run` declaration, and the default is RE
 a phase that declares nothing is never run by a dry run, so a phase added later is safe.
 
 Hooks, all read-only in the planner:
-    prepare(ctx)       learn what the phase needs (every phase, reported ones included)
-    run(ctx)           the phase's work; a dry run calls it only for RUNS_READ_ONLY phases
-    dry_run_path(ctx)  a phase's own dry-run behaviour (RUNS_OWN_DRY_RUN_PATH)
-    assess(ctx)        reported phases: what the phase would do; None = not assessed yet
+    prepare(ctx)        learn what the phase needs (every phase, reported ones included)
+    run(ctx)            the phase's work; a dry run calls it only for RUNS_READ_ONLY phases
+    dry_run_path(ctx)   a phase's own dry-run behaviour (RUNS_OWN_DRY_RUN_PATH)
+    reads(ctx, host)    what assessing this phase reads on a host ("file:/etc/x", "node"...)
+    cluster_reads(ctx)  what it reads that belongs to no host ("kubeconfig:local")
+    assess(ctx, hosts)  reported phases: record what the phase would do for these hosts
+                        (changes and findings on ctx) and return what it would write
+
+From reads and writes the runner derives, generically, which hosts a phase cannot be
+assessed for: those where it reads something an earlier reported phase would write.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from typing import ClassVar
 
-from ..context import PlanContext
+from ..context import HostState, PlanContext
+
+# (host index, what) or (None, what) for something that belongs to no host.
+Resource = tuple[int | None, str]
 
 
 class DryRun(enum.Enum):
@@ -42,5 +52,12 @@ class Phase:
     def dry_run_path(self, ctx: PlanContext) -> None:
         raise PhaseNotRunnable(f"phase {self.title!r} has no dry-run path")
 
-    def assess(self, ctx: PlanContext) -> str | None:
+    def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
+        return frozenset()
+
+    def cluster_reads(self, ctx: PlanContext) -> frozenset[str]:
+        return frozenset()
+
+    def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource] | None:
+        """None: this phase has no assessment (it is reported as is)."""
         return None

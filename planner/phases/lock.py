@@ -1,13 +1,43 @@
-"""Acquire exclusive host lock: Runs a background task that touches a lock file on each host every
-30 seconds; other runs may take it over only after a minute untouched.
+"""3. Acquire exclusive host lock: a lock file on each host, touched every 30 seconds by a
+background task; another run may take it over only when untouched for over a minute.
 
-A mutating phase: a dry run reports it and never runs it (the default declaration).
+A dry run reports it and never runs it; it still reads each host's lock, to warn when a
+live run of someone else holds it (the plan can then already be out of date).
 """
 
 from __future__ import annotations
 
-from .base import Phase
+import getpass
+import socket
+from collections.abc import Sequence
+
+from ..context import HostState, PlanContext
+from ..facts.lock import LOCK, LOCK_PATH
+from .base import Phase, Resource
+
+
+def whoami() -> str:
+    return f"{getpass.getuser()}@{socket.gethostname()}"
 
 
 class AcquireLock(Phase):
     title = "Acquire exclusive host lock"
+
+    def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
+        return frozenset({"lock"})
+
+    def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
+        writes: set[Resource] = set()
+        for host, (state,) in ctx.gather(self.title, lambda _: [LOCK], as_root=True,
+                                          hosts=hosts):
+            writes.add((host.config.index, "lock"))
+            if state.live:
+                ctx.warn(self.title, host, f"{LOCK_PATH} is held by another run: "
+                                           f"{state.describe()}; an apply now would wait or "
+                                           "fail, and that run may be changing this host")
+            elif state.holder is not None:
+                ctx.found(self.title, host, f"stale lock would be taken over: "
+                                            f"{state.describe()}")
+        if writes:
+            ctx.found(self.title, None, f"would lock {len(writes)} host(s) as {whoami()}")
+        return writes

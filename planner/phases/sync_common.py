@@ -1,0 +1,84 @@
+"""What the two Sync Registry Config phases share: assess one role's hosts.
+
+Per host: render the desired files, read the live ones (one round trip, as root), compare
+by structure, and plan a create/update/delete per file. A host with any change that needs
+a restart is drained and restarted; chart values alone are written in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..context import HostState, PlanContext, PlannedChange
+from ..desired.compare import FileChange, LiveFile, compare, deletion, file_digest
+from ..desired.files import DesiredFile, desired_files, is_owned, owned_paths
+from ..facts.distro import LAYOUTS
+from ..facts.files import files_fact
+from .base import Resource
+
+
+def sync_reads(ctx: PlanContext, host: HostState) -> frozenset[str]:
+    layout = LAYOUTS[ctx.config.engine.distro]
+    paths = {f.path for f in desired_files(ctx.config, host.config.role)}
+    return frozenset({f"file:{p}" for p in paths} | {f"dir:{d}" for d in owned_paths(layout)})
+
+
+def admin_kubeconfig(distro: str) -> str:
+    return f"{LAYOUTS[distro].config_dir}/{distro}.yaml"
+
+
+def assess_role(ctx: PlanContext, phase: str, role: str,
+                hosts: Sequence[HostState]) -> set[Resource]:
+    ours = [h for h in hosts if h.config.role == role]
+    layout = LAYOUTS[ctx.config.engine.distro]
+    wanted = desired_files(ctx.config, role)
+    dirs = owned_paths(layout)
+    fact = files_fact([f.path for f in wanted], dirs)
+    writes: set[Resource] = set()
+    gathered = {h.config.index: v for h, v in
+                ctx.gather(phase, lambda _: [fact], as_root=True, hosts=ours)}
+    for host in ours:
+        if host.config.index not in gathered:
+            continue  # failed to read: the host has a problem recorded already
+        live, listings = gathered[host.config.index][0]
+        changes = _file_changes(ctx, host, wanted, live, listings, dirs)
+        needs_restart = {f.path for f in wanted if f.restart}
+        restart = False
+        for change in changes:
+            # Chart values are reconciled by the engine; anything else is read at start.
+            own = change.path in needs_restart or (
+                change.action == "delete" and not change.path.startswith(layout.manifests_dir))
+            restart |= own
+            ctx.change(PlannedChange(phase, host.config.index, change.action, change.path,
+                                     change.before, change.after, change.diff,
+                                     drain=own, restart=own))
+            writes.add((host.config.index, f"file:{change.path}"))
+        if restart:
+            # Draining cordons the node; restarting rewrites the engine's admin kubeconfig.
+            writes |= {(host.config.index, "node"),
+                       (host.config.index, f"file:{admin_kubeconfig(layout.distro)}")}
+        if changes:
+            how = "drain and restart" if restart else "in place, no restart"
+            ctx.found(phase, host, f"{len(changes)} file(s) to change, {how}")
+    return writes
+
+
+def _file_changes(ctx: PlanContext, host: HostState, wanted: list[DesiredFile],
+                  live: dict[str, LiveFile], listings: dict[str, list[str]],
+                  dirs: Sequence[str]) -> list[FileChange]:
+    changes: list[FileChange] = []
+    for desired in wanted:
+        current = live[desired.path]
+        ctx.record_read(host, desired.path, file_digest(current.content, ctx.salt)
+                        if current.exists else "absent")
+        change = compare(desired, current, ctx.salt)
+        if change:
+            changes.append(change)
+    wanted_paths = {f.path for f in wanted}
+    for directory in dirs:
+        for name in listings.get(directory, []):
+            path = f"{directory}/{name}"
+            if is_owned(name) and path not in wanted_paths:
+                ctx.record_read(host, path, "present")
+                changes.append(deletion(path))
+    return changes
