@@ -18,10 +18,14 @@ from planner.dryrun import dry_run
 from planner.errors import CargoshipError, ConfigError
 from planner.hosts.ssh import ConnectOptions
 from planner.phases import engine_config_sync
-from planner.render import render_text
+from planner.plan import codec
+from planner.plan.build import build_plan
+from planner.render import render_markdown, render_text
 
 EXAMPLES = {
-    "plan": "example:\n  cargoship plan -c cluster.yaml\n",
+    "plan": "examples:\n  cargoship plan -c cluster.yaml\n"
+            "  cargoship plan -c cluster.yaml -out plan.json --detailed-exitcode\n",
+    "show": "examples:\n  cargoship show plan.json\n  cargoship show plan.json --markdown\n",
     "engine-config-sync": "example:\n  cargoship engine-config-sync -c cluster.yaml --dry-run\n",
     "validate": "example:\n  cargoship validate -c cluster.yaml\n",
 }
@@ -40,11 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def command(name: str, help_text: str, config: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES[name],
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("-c", "--config", required=True, type=Path, metavar="FILE",
-                       help="the cluster config (cluster.yaml)")
+        if config:
+            p.add_argument("-c", "--config", required=True, type=Path, metavar="FILE",
+                           help="the cluster config (cluster.yaml)")
         return p
 
     for name, help_text in (
@@ -58,6 +63,18 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "engine-config-sync":
             p.add_argument("--dry-run", action="store_true",
                            help="connect and run the preflight, report the rest, change nothing")
+        else:
+            p.add_argument("-out", "--out", type=Path, metavar="PLAN",
+                           help="write the plan file (JSON) for a later apply or review")
+            p.add_argument("--detailed-exitcode", action="store_true",
+                           help="exit 0 when nothing would change, 2 when something would, "
+                                "1 on error")
+    show = command("show", "Render a saved plan (checks its schema and digest first); offline.",
+                   config=False)
+    show.add_argument("plan", type=Path, metavar="PLAN", help="a plan file from plan -out")
+    fmt = show.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="the plan as JSON, for machines")
+    fmt.add_argument("--markdown", action="store_true", help="markdown for a pull request")
     command("validate", "Check the cluster config (schema and consistency); no connections.")
     return parser
 
@@ -89,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "show":
+        return _show(args)
     config = load_config(args.config)
     if args.command == "validate":
         print(f"{args.config}: valid ({len(config.hosts)} host(s), "
@@ -100,6 +119,28 @@ def _dispatch(args: argparse.Namespace) -> int:
     options = ConnectOptions(connect_timeout=config.options.connect_timeout,
                              accept_new_host_keys=args.accept_new_host_keys)
     ctx = PlanContext.create(config, options)
-    report = dry_run(ctx, engine_config_sync())
-    sys.stdout.write(render_text(report))
-    return 0 if report.ok else 1
+    plan = build_plan(dry_run(ctx, engine_config_sync()))
+    sys.stdout.write(render_text(plan))
+    out: Path | None = getattr(args, "out", None)
+    if plan.problems:
+        if out:
+            print(f"cargoship: plan not written to {out}: fix the problems above first",
+                  file=sys.stderr)
+        return 1
+    if out:
+        codec.write(plan, out)
+        print(f"\nPlan {plan.plan_id} saved to {out}; apply it with: cargoship apply {out}")
+    if getattr(args, "detailed_exitcode", False):
+        return 2 if plan.changes or plan.unassessed else 0
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    plan = codec.read(args.plan)
+    if args.json:
+        sys.stdout.write(codec.dumps(plan))
+    elif args.markdown:
+        sys.stdout.write(render_markdown(plan))
+    else:
+        sys.stdout.write(render_text(plan))
+    return 0

@@ -39,6 +39,7 @@ class HostState:
     private_address: str | None = None
     privilege: Privilege | None = None
     engine: EngineFacts | None = None
+    host_key: str | None = None  # SHA256 fingerprint seen at connect
     error: str | None = None  # set when the host dropped out of the run
 
     @property

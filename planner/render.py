@@ -1,61 +1,86 @@
-"""Render a dry-run report as text for a person: per phase its label and outcome, per host
-what was found and would change (diffs with secrets masked), then unassessed items,
-warnings and problems, each in one place."""
+"""Render a plan for people: text for a terminal, markdown for a pull-request comment.
+
+Both show, per phase, its dry-run label and outcome, what was found per host, what would
+change (diffs, secrets already masked in the plan) and what could not be assessed; then
+warnings and problems, each in one place.
+"""
 
 from __future__ import annotations
 
-from .context import PlanContext, PlannedChange
-from .dryrun import DryRunReport
+from .plan.model import Change, Plan
 
 
-def render_text(report: DryRunReport) -> str:
-    ctx = report.ctx
-    cfg = ctx.config
-    width = max((len(h.label) for h in ctx.hosts), default=0)
-    lines = [f"cargoship plan: cluster {cfg.name}, {cfg.engine.distro} {cfg.engine.version}, "
-             f"{len(cfg.hosts)} host(s)", ""]
-    for record in report.phases:
-        lines.append(f"{record.number:>2}. {record.title}  [{record.dry_run.value}] "
-                     f"{record.outcome}")
-        for finding in ctx.findings:
-            if finding.phase == record.title:
-                lines.append(f"      {ctx.label(finding) or 'cluster':<{width}}  {finding.text}")
-        for change in ctx.changes:
-            if change.phase == record.title:
-                lines += _change(ctx, change)
-        for item in ctx.unassessed_items:
-            if item.phase == record.title:
-                lines.append(f"      {ctx.label(item) or 'cluster':<{width}}  unassessed: "
-                             f"{item.text}")
-    lines.append("")
-    if ctx.changes or ctx.unassessed_items:
-        hosts = len({c.host for c in ctx.changes})
-        restarts = len({c.host for c in ctx.changes if c.restart})
-        lines.append(f"Plan: {len(ctx.changes)} change(s) on {hosts} host(s), {restarts} "
-                     f"restart(s), {len(ctx.unassessed_items)} unassessed.")
-    elif not ctx.problems:
-        lines.append("No changes: every host matches the desired engine config.")
-    if ctx.warnings:
-        lines += ["", f"Warnings ({len(ctx.warnings)}):"]
-        lines += [f"  ! {_where(ctx.label(w))}{w.phase}: {w.text}" for w in ctx.warnings]
-    if ctx.problems:
-        lines += ["", f"Problems ({len(ctx.problems)}):"]
-        lines += [f"  x {_where(ctx.label(p))}{p.phase}: {p.text}" for p in ctx.problems]
-        lines += ["", f"Plan failed: {len(ctx.problems)} problem(s); nothing was changed on "
-                      f"any host. ({report.seconds:.1f}s)"]
+def _flags(change: Change) -> str:
+    return "drain + restart" if change.restart else "in place"
+
+
+def summary_line(plan: Plan) -> str:
+    s = plan.summary
+    if not s["changes"] and not s["unassessed"]:
+        return "No changes: every host matches the desired engine config."
+    return (f"Plan: {s['changes']} change(s) on {s['hosts_changed']} host(s), "
+            f"{s['restarts']} restart(s), {s['unassessed']} unassessed.")
+
+
+def render_text(plan: Plan) -> str:
+    width = max((len(n.host or "cluster") for p in plan.phases for n in p.findings), default=7)
+    lines = [f"cargoship plan {plan.plan_id}: cluster {plan.cluster}, "
+             f"{plan.desired['engine']['distro']} {plan.desired['engine']['version']}, "
+             f"{len(plan.hosts)} host(s)", ""]
+    for phase in plan.phases:
+        lines.append(f"{phase.number:>2}. {phase.title}  [{phase.dry_run}] {phase.outcome}")
+        lines += [f"      {n.host or 'cluster':<{width}}  {n.text}" for n in phase.findings]
+        for change in (c for c in plan.changes if c.phase == phase.title):
+            lines.append(f"      {change.host or 'local'}  {change.action} {change.target} "
+                         f"({_flags(change)})")
+            lines += [f"          {line}" for line in change.diff.rstrip("\n").splitlines()]
+        lines += [f"      {u.host or 'cluster':<{width}}  unassessed: {u.reason}"
+                  for u in plan.unassessed if u.phase == phase.title]
+    lines += ["", summary_line(plan) if not plan.problems else ""]
+    if plan.warnings:
+        lines += ["", f"Warnings ({len(plan.warnings)}):"] + [f"  ! {w}" for w in plan.warnings]
+    if plan.problems:
+        lines += [f"Problems ({len(plan.problems)}):"] + [f"  x {p}" for p in plan.problems]
+        lines += ["", f"Plan failed: {len(plan.problems)} problem(s); nothing was changed on "
+                      f"any host. ({plan.seconds:.1f}s)"]
     else:
-        lines.append(f"Preflight passed on {len(ctx.hosts)} host(s); nothing was changed on any "
-                     f"host. ({report.seconds:.1f}s)")
+        lines.append(f"Preflight passed on {len(plan.hosts)} host(s); nothing was changed on "
+                     f"any host. ({plan.seconds:.1f}s)")
+    return "\n".join(lines).replace("\n\n\n", "\n\n") + "\n"
+
+
+def render_markdown(plan: Plan) -> str:
+    s = plan.summary
+    lines = [f"### cargoship plan for `{plan.cluster}`", "",
+             f"{summary_line(plan) if not plan.problems else 'Plan failed.'}  ",
+             f"Plan `{plan.plan_id}` by {plan.created_by} at {plan.created_at}, "
+             f"cargoship {plan.cargoship_version}.", "",
+             "| hosts | changes | hosts changed | restarts | unassessed | warnings | problems |",
+             "|---|---|---|---|---|---|---|",
+             f"| {s['hosts']} | {s['changes']} | {s['hosts_changed']} | {s['restarts']} | "
+             f"{s['unassessed']} | {s['warnings']} | {s['problems']} |", "",
+             "| # | phase | dry run | outcome |", "|---|---|---|---|"]
+    lines += [f"| {p.number} | {p.title} | {p.dry_run} | {p.outcome} |" for p in plan.phases]
+    hosts = sorted({c.host or "local" for c in plan.changes})
+    for host in hosts:
+        changes = [c for c in plan.changes if (c.host or "local") == host]
+        lines += ["", f"<details><summary><b>{_md(host)}</b>: {len(changes)} change(s)"
+                      f"</summary>", ""]
+        for change in changes:
+            lines += [f"**{change.action}** `{change.target}` ({_flags(change)})", "",
+                      "```diff", change.diff.rstrip("\n").replace("```", "ˋˋˋ"), "```", ""]
+        lines.append("</details>")
+    if plan.unassessed:
+        lines += ["", "#### Unassessed", ""]
+        lines += [f"- {u.phase} on {_md(u.host or 'cluster')}: {_md(u.reason)}"
+                  for u in plan.unassessed]
+    if plan.warnings:
+        lines += ["", "#### Warnings", ""] + [f"- {_md(w)}" for w in plan.warnings]
+    if plan.problems:
+        lines += ["", "#### Problems", ""] + [f"- {_md(p)}" for p in plan.problems]
     return "\n".join(lines) + "\n"
 
 
-def _change(ctx: PlanContext, change: PlannedChange) -> list[str]:
-    who = ctx.hosts[change.host].label if change.host is not None else "local"
-    flags = "drain + restart" if change.restart else "in place"
-    lines = [f"      {who}  {change.action} {change.target} ({flags})"]
-    lines += [f"          {line}" for line in change.diff.rstrip("\n").splitlines()]
-    return lines
-
-
-def _where(host: str | None) -> str:
-    return f"{host}: " if host else ""
+def _md(text: str) -> str:
+    """Plain text inside markdown: no accidental formatting, no HTML from host data."""
+    return text.replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")

@@ -30,6 +30,7 @@ class Connect(Phase):
                 ctx.fail_host(self.title, host, f"cannot connect: {result}")
             else:
                 host.reader = result
+                host.host_key = result.host_key_fingerprint
                 ctx.found(self.title, host, f"connected as {host.config.ssh.user} to "
                                             f"{host.config.ssh.endpoint}, host key "
                                             f"{result.host_key_fingerprint}")

@@ -22,7 +22,15 @@ import schemas
 
 from ..config.yamlio import format_path
 from ..errors import CargoshipError
-from .model import FORMAT_VERSION, Change, HostIdentity, PhaseOutcome, Plan, Unassessed
+from .model import (
+    FORMAT_VERSION,
+    Change,
+    HostIdentity,
+    Note,
+    PhaseOutcome,
+    Plan,
+    Unassessed,
+)
 
 PLAN_SCHEMA = "plan.schema.json"
 MAX_PLAN_BYTES = 64 << 20
@@ -43,12 +51,8 @@ def digest_of(data: dict[str, Any]) -> str:
 
 
 def to_dict(plan: Plan) -> dict[str, Any]:
-    data = asdict(plan)
-    data["hosts"] = [asdict(h) for h in plan.hosts]
-    data["phases"] = [asdict(p) for p in plan.phases]
-    data["changes"] = [asdict(c) for c in plan.changes]
-    data["unassessed"] = [asdict(u) for u in plan.unassessed]
-    data["warnings"] = list(plan.warnings)
+    # Through JSON once: tuples become lists, exactly what a reader will see.
+    data: dict[str, Any] = json.loads(json.dumps(asdict(plan)))
     data["summary"] = plan.summary
     data["digest"] = digest_of(data)
     return data
@@ -65,10 +69,14 @@ def from_dict(data: dict[str, Any]) -> Plan:
         cluster=data["cluster"],
         desired=data["desired"],
         hosts=tuple(HostIdentity(**h) for h in data["hosts"]),
-        phases=tuple(PhaseOutcome(**p) for p in data["phases"]),
+        phases=tuple(PhaseOutcome(**{**p, "findings": tuple(Note(**n) for n in p["findings"])})
+                     for p in data["phases"]),
         changes=tuple(Change(**c) for c in data["changes"]),
         unassessed=tuple(Unassessed(**u) for u in data["unassessed"]),
         warnings=tuple(data["warnings"]),
+        problems=tuple(data["problems"]),
+        salt=data["salt"],
+        seconds=data["seconds"],
         applyable=data["applyable"],
         complete=data["complete"],
         format_version=data["format_version"],

@@ -15,15 +15,21 @@ Outcome = Literal["ran", "no changes", "planned", "reported", "unassessed"]
 
 
 @dataclass(frozen=True)
+class Note:
+    host: str | None  # None: about the cluster, or the local machine
+    text: str
+
+
+@dataclass(frozen=True)
 class HostIdentity:
     name: str
     address: str
     port: int
     role: str
     profile: str | None
-    host_key: str  # SHA256 fingerprint the plan was made against
-    os: str
-    arch: str
+    host_key: str | None  # SHA256 fingerprint the plan was made against (None: unreachable)
+    os: str | None
+    arch: str | None
     engine_version: str | None
     # target -> fingerprint of what the plan read there ("absent" when it did not exist)
     reads: dict[str, str] = field(default_factory=dict)
@@ -35,12 +41,12 @@ class PhaseOutcome:
     title: str
     dry_run: str
     outcome: Outcome
-    detail: str = ""
+    findings: tuple[Note, ...] = ()
 
 
 @dataclass(frozen=True)
 class Change:
-    host: str
+    host: str | None  # None: the local machine (kubeconfig)
     phase: str
     action: str  # "create", "update", "delete", "label", "merge"
     target: str
@@ -72,6 +78,9 @@ class Plan:
     changes: tuple[Change, ...] = ()
     unassessed: tuple[Unassessed, ...] = ()
     warnings: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    salt: str = ""  # hex; salts the digests of host content and secrets in this plan
+    seconds: float = 0.0  # how long planning took
     applyable: bool = True
     complete: bool = True
     format_version: str = FORMAT_VERSION
@@ -86,4 +95,5 @@ class Plan:
             "restarts": len({c.host for c in self.changes if c.restart}),
             "unassessed": len(self.unassessed),
             "warnings": len(self.warnings),
+            "problems": len(self.problems),
         }

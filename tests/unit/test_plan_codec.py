@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from planner.plan import codec
-from planner.plan.model import Change, HostIdentity, PhaseOutcome, Plan, Unassessed
+from planner.plan.model import Change, HostIdentity, Note, PhaseOutcome, Plan, Unassessed
 
 
 def sample_plan() -> Plan:
@@ -24,12 +24,14 @@ def sample_plan() -> Plan:
         hosts=(HostIdentity("ctl-1", "10.0.0.1", 22, "controller", None,
                             "SHA256:" + "A" * 43, "Ubuntu 22.04", "amd64", "v1.30.4+rke2r1",
                             {"/etc/rancher/rke2/registries.yaml": "sha256:" + "b" * 64}),),
-        phases=(PhaseOutcome(1, "Connect to hosts", "runs, reads only", "ran"),),
+        phases=(PhaseOutcome(1, "Connect to hosts", "runs, reads only", "ran",
+                             (Note("ctl-1", "connected"), Note(None, "cluster-wide"))),),
         changes=(Change("ctl-1", "Sync Registry Config Controller", "update",
                         "/etc/rancher/rke2/registries.yaml", "sha256:" + "b" * 64,
                         "sha256:" + "c" * 64, "--- a\n+++ b\n", drain=True, restart=True),),
         unassessed=(Unassessed("Labeling nodes with their profile group", "ctl-1", "why"),),
         warnings=("a warning",),
+        salt="00" * 16,
     )
 
 
@@ -43,7 +45,7 @@ def test_round_trip_is_identical(tmp_path: Path) -> None:
     assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
     data = json.loads(path.read_text())
     assert data["summary"] == {"hosts": 1, "changes": 1, "hosts_changed": 1, "restarts": 1,
-                               "unassessed": 1, "warnings": 1}
+                               "unassessed": 1, "warnings": 1, "problems": 0}
 
 
 def test_truncated_plan_is_refused_with_one_line(tmp_path: Path) -> None:

@@ -1,0 +1,107 @@
+"""Turn what a dry run learned (PlanContext + phase records) into a Plan."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from .. import __version__
+from ..config.secrets import Secret
+from ..context import Finding, HostState, PlanContext
+from ..dryrun import DryRunReport
+from ..phases.base import DryRun
+from ..phases.lock import whoami
+from .model import Change, HostIdentity, Note, Outcome, PhaseOutcome, Plan, Unassessed
+
+
+def build_plan(report: DryRunReport) -> Plan:
+    ctx = report.ctx
+    names = {h.config.index: _name(h) for h in ctx.hosts}
+    return Plan(
+        plan_id=uuid.uuid4().hex,
+        created_at=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+        + "Z",
+        created_by=whoami(),
+        cargoship_version=__version__,
+        config_digest=ctx.config.digest,
+        cluster=ctx.config.name,
+        desired=_desired(ctx),
+        hosts=tuple(_identity(ctx, h) for h in ctx.hosts),
+        phases=tuple(
+            PhaseOutcome(r.number, r.title, r.dry_run.value, _outcome(r.dry_run, r.outcome),
+                         tuple(Note(_host(names, f), f.text) for f in ctx.findings
+                               if f.phase == r.title))
+            for r in report.phases),
+        changes=tuple(Change(names.get(c.host) if c.host is not None else None, c.phase,
+                             c.action, c.target, c.before, c.after, c.diff, c.drain, c.restart)
+                      for c in ctx.changes),
+        unassessed=tuple(Unassessed(u.phase, _host(names, u), u.text)
+                         for u in ctx.unassessed_items),
+        warnings=tuple(_line(names, w) for w in ctx.warnings),
+        problems=tuple(_line(names, p) for p in ctx.problems),
+        salt=ctx.salt.hex(),
+        seconds=round(report.seconds, 3),
+        applyable=not ctx.problems,
+        complete=not ctx.problems and not ctx.unassessed_items,
+    )
+
+
+def _name(host: HostState) -> str:
+    name = host.hostname or host.config.hostname
+    return f"{name} ({host.config.ssh.address})" if name else host.config.ssh.address
+
+
+def _host(names: dict[int, str], finding: Finding) -> str | None:
+    return None if finding.host is None else names[finding.host]
+
+
+def _line(names: dict[int, str], finding: Finding) -> str:
+    where = f"{names[finding.host]}: " if finding.host is not None else ""
+    return f"{where}{finding.phase}: {finding.text}"
+
+
+def _outcome(dry_run: DryRun, outcome: str) -> Outcome:
+    if dry_run is not DryRun.REPORTED:
+        return "ran"
+    known: dict[str, Outcome] = {"planned": "planned", "no changes": "no changes",
+                                 "unassessed": "unassessed"}
+    return known.get(outcome, "reported")
+
+
+def _identity(ctx: PlanContext, host: HostState) -> HostIdentity:
+    cfg = host.config
+    return HostIdentity(
+        name=host.hostname or cfg.hostname or cfg.ssh.address,
+        address=cfg.ssh.address,
+        port=cfg.ssh.port,
+        role=cfg.role,
+        profile=cfg.profile,
+        host_key=host.host_key,
+        os=host.os.pretty_name if host.os else None,
+        arch=host.kernel.machine if host.kernel else None,
+        engine_version=str(host.engine.version) if host.engine and host.engine.version
+        else None,
+        reads=dict(sorted(ctx.reads.get(cfg.index, {}).items())),
+    )
+
+
+def _desired(ctx: PlanContext) -> dict[str, Any]:
+    cfg = ctx.config
+    return {
+        "engine": {"distro": cfg.engine.distro, "version": cfg.engine.version},
+        "engineConfig": _digest_secrets(cfg.engine_config, ctx.salt),
+        "options": {"workerConcurrency": cfg.options.worker_concurrency,
+                    "labelProfiles": cfg.options.label_profiles,
+                    "kubeconfig": cfg.options.kubeconfig_enabled},
+    }
+
+
+def _digest_secrets(value: Any, salt: bytes) -> Any:
+    if isinstance(value, Secret):
+        return {"secret": value.source, "digest": value.salted_digest(salt)}
+    if isinstance(value, dict):
+        return {k: _digest_secrets(v, salt) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_digest_secrets(v, salt) for v in value]
+    return value
