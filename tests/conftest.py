@@ -1,0 +1,42 @@
+"""Lab fixtures: real SSH hosts for end-to-end tests (root needed)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.lab import HostSpec, Lab
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root (namespaces)")
+
+
+@pytest.fixture
+def lab_factory(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
+    """Start labs inside a test; every one is removed when the test ends, pass or fail."""
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root (namespaces)")
+    labs: list[Lab] = []
+
+    def make(hosts: list[HostSpec], distro: str = "rke2") -> Lab:
+        lab = Lab.up(tmp_path / f"lab{len(labs)}", hosts, distro=distro)
+        labs.append(lab)
+        return lab
+
+    yield make
+    for lab in labs:
+        lab.down()
+
+
+@pytest.fixture(scope="session")
+def healthy_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """3 controllers + 3 workers, rke2, shared by tests that only read it."""
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root (namespaces)")
+    specs = [HostSpec(f"ctl-{i}", "controller") for i in (1, 2, 3)]
+    specs += [HostSpec(f"wrk-{i}", "worker") for i in (1, 2, 3)]
+    lab = Lab.up(tmp_path_factory.mktemp("healthy"), specs)
+    yield lab
+    lab.down()

@@ -1,0 +1,78 @@
+"""Command line of the lab: up, exec, ls, down. Scripts rely on this contract."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import DEFAULT_VERSIONS, HostSpec, Lab, LabError, down_all
+
+
+def _specs(args: argparse.Namespace) -> list[HostSpec]:
+    oses = [o for o in (args.os or "ubuntu-22.04").split(",") if o]
+    names = [(f"ctl-{i}", "controller") for i in range(1, args.controllers + 1)]
+    names += [(f"wrk-{i}", "worker") for i in range(1, args.workers + 1)]
+    return [HostSpec(name, role, os=oses[i % len(oses)], user=args.user or "root",
+                     sudo=not args.no_sudo) for i, (name, role) in enumerate(names)]
+
+
+def _print_hosts(lab: Lab) -> None:
+    for host in lab.hosts:
+        version = host.spec.engine_version or lab.version
+        engine = f"{lab.distro} {version}" if host.spec.engine_installed else "no engine"
+        print(f"{host.name:<10} {host.role:<10} {host.address:<14} {host.spec.os:<18} {engine}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.lab",
+                                     description="Real SSH hosts on this machine.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start hosts and write DIR/cluster.yaml")
+    up.add_argument("--dir", type=Path, required=True)
+    up.add_argument("--controllers", type=int, default=1)
+    up.add_argument("--workers", type=int, default=0)
+    up.add_argument("--distro", choices=sorted(DEFAULT_VERSIONS), default="rke2")
+    up.add_argument("--os", help="comma list of OS releases, cycled over the hosts")
+    up.add_argument("--user", help="a non-root SSH user on every host")
+    up.add_argument("--no-sudo", action="store_true", help="the --user gets no sudo")
+    run = sub.add_parser("exec", help="run a command inside a host")
+    run.add_argument("--dir", type=Path, required=True)
+    run.add_argument("host")
+    run.add_argument("cmd", nargs=argparse.REMAINDER)
+    ls = sub.add_parser("ls", help="list the hosts")
+    ls.add_argument("--dir", type=Path, required=True)
+    down = sub.add_parser("down", help="remove everything up made")
+    target = down.add_mutually_exclusive_group(required=True)
+    target.add_argument("--dir", type=Path)
+    target.add_argument("--all", action="store_true", help="every lab on this machine")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            started = time.monotonic()
+            lab = Lab.up(args.dir, _specs(args), distro=args.distro)
+            _print_hosts(lab)
+            print(f"{len(lab.hosts)} host(s) up in {time.monotonic() - started:.1f}s; "
+                  f"config: {lab.dir / 'cluster.yaml'}", file=sys.stderr)
+        elif args.command == "exec":
+            cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+            if not cmd:
+                parser.error("exec needs a command after --")
+            lab = Lab.load(args.dir)
+            return subprocess.run([*lab.nsenter(args.host), *cmd]).returncode
+        elif args.command == "ls":
+            _print_hosts(Lab.load(args.dir))
+        elif args.all:
+            print(f"removed {down_all()} lab(s)", file=sys.stderr)
+        else:
+            Lab.load(args.dir).down()
+    except LabError as exc:
+        print(f"lab: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

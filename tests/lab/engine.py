@@ -1,0 +1,147 @@
+"""The lab's stand-in for the rke2 / k3s engine, run on a lab host.
+
+The per-host wrapper /usr/local/bin/{rke2,k3s} answers `--version` itself (no Python start-up)
+and execs this for everything else, adding `--distro` and `--role`. It behaves like the real
+engine where cargoship can see it:
+
+* `server` / `agent` read config.yaml and registries.yaml from /etc/rancher/<distro>/ at start;
+  when either is not YAML or not a mapping (an empty file is fine) it logs one fatal line to
+  stderr and exits 1. runit then restarts it, so it keeps failing, like systemd's restart loop.
+* Once started it records {"pid", "started_at"} in /var/lib/rancher/<distro>/lab-engine.json
+  and runs until SIGTERM, then removes that file and exits 0.
+
+It runs on the system Python (/usr/bin/python3 with python3-yaml), not the test virtualenv:
+it is a program on the host, so it imports nothing from the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+STATE_FILE = "lab-engine.json"
+
+
+class EngineError(Exception):
+    """A fatal start-up problem; the message becomes the one log line."""
+
+
+def log(level: str, message: str) -> None:
+    """One line in the real engine's (logrus) format, to stderr as the real one does."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    print(f'time="{now}" level={level} msg={json.dumps(message)}', file=sys.stderr, flush=True)
+
+
+def load_mapping(path: Path) -> dict[str, Any]:
+    """A YAML file that must hold a mapping; missing or empty means no settings."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise EngineError(f"failed to read {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        detail = " ".join(str(exc).split())
+        raise EngineError(f"failed to parse {path}: {detail}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise EngineError(f"failed to parse {path}: expected a mapping, "
+                          f"got {type(data).__name__}")
+    return data
+
+
+@dataclass
+class Engine:
+    distro: str
+    role: str
+    config_path: Path
+    data_dir: Path
+
+    @property
+    def registries_path(self) -> Path:
+        return self.config_path.parent / "registries.yaml"
+
+    @property
+    def state_path(self) -> Path:
+        return self.data_dir / STATE_FILE
+
+    def start(self) -> None:
+        """Everything the real engine does before it reports itself up."""
+        # A state file from an earlier run would make a failed start look like a running one.
+        self.state_path.unlink(missing_ok=True)
+        self.config = load_mapping(self.config_path)
+        self.registries = load_mapping(self.registries_path)
+        # Node registration with the cluster API stand-in belongs here.
+        self._write_state({"pid": os.getpid(), "started_at": time.time()})
+        log("info", f"{self.distro} {self.role} running (pid {os.getpid()})")
+
+    def serve(self, stop: threading.Event) -> None:
+        """Run until asked to stop. A heartbeat (keep the node Ready) can loop here."""
+        stop.wait()
+
+    def shutdown(self) -> None:
+        self.state_path.unlink(missing_ok=True)
+        log("info", f"{self.distro} {self.role} stopped")
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        # Atomic, so a reader never sees a half-written file.
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state) + "\n")
+        tmp.rename(self.state_path)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="engine.py")
+    parser.add_argument("--distro", required=True, choices=("rke2", "k3s"))
+    parser.add_argument("--role", choices=("controller", "worker"))
+    parser.add_argument("command", nargs="?")
+    args, rest = parser.parse_known_args(argv)
+    if args.role is None:  # the wrapper may leave it out: the subcommand says it
+        args.role = "worker" if args.command == "agent" else "controller"
+    # The real `server` / `agent` take many flags; these two are the ones that move files.
+    sub = argparse.ArgumentParser(prog=f"{args.distro} {args.command}", add_help=False)
+    sub.add_argument("--config", "-c", default=f"/etc/rancher/{args.distro}/config.yaml")
+    sub.add_argument("--data-dir", "-d", default=f"/var/lib/rancher/{args.distro}")
+    opts, _ = sub.parse_known_args(rest)
+    args.config, args.data_dir = Path(opts.config), Path(opts.data_dir)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command not in ("server", "agent"):
+        print(f"Incorrect Usage: {args.distro}: unknown command {args.command!r} "
+              "(the lab engine knows server, agent, --version)", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+    # Before start(), so a stop request during start-up is not lost.
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    engine = Engine(args.distro, args.role, args.config, args.data_dir)
+    try:
+        engine.start()
+    except EngineError as exc:
+        log("fatal", str(exc))
+        return 1
+    try:
+        engine.serve(stop)
+    finally:
+        engine.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""The files that make a lab host what it is: prepared on the machine before it starts.
+
+Everything goes under the host's own directory; the host's init mounts it over /etc
+(an overlay), /root (an overlay hiding the shell rc files), /etc/rancher, /var/lib/rancher,
+/usr/local/bin and /home.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from .osreleases import OS_RELEASES
+from .spec import HostSpec
+
+ENGINE_SOURCE = Path(__file__).with_name("engine.py")
+RC_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login")
+FIRST_UID = 1001
+
+
+def engine_service(distro: str, role: str) -> str:
+    if distro == "rke2":
+        return "rke2-server" if role == "controller" else "rke2-agent"
+    return "k3s" if role == "controller" else "k3s-agent"
+
+
+def faketime_library() -> str:
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
+    if not found:
+        raise RuntimeError("libfaketime not found (apt-get install faketime)")
+    return found[0]
+
+
+def sshd_config(address: str, clock_offset: int) -> str:
+    lines = [
+        f"ListenAddress {address}",
+        "Port 22",
+        "HostKey /etc/ssh/lab_host_ed25519_key",
+        "StrictModes no",
+        "UsePAM no",
+        "UseDNS no",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "PermitRootLogin prohibit-password",
+        "AuthorizedKeysFile .ssh/authorized_keys",
+        "PidFile /run/sshd.pid",
+        "MaxStartups 500",
+        "MaxSessions 100",
+        "Subsystem sftp internal-sftp",
+    ]
+    if clock_offset:
+        # Every process of an SSH session then sees the shifted clock.
+        lines.append(f"SetEnv LD_PRELOAD={faketime_library()} FAKETIME={clock_offset:+d}")
+    return "\n".join(lines) + "\n"
+
+
+def engine_wrapper(distro: str, version: str) -> str:
+    commit = "6b4e1a7b" if distro == "rke2" else "98262b5d"
+    go = "go version go1.22.5 X:boringcrypto" if distro == "rke2" else "go version go1.22.5"
+    return (
+        "#!/bin/sh\n"
+        "case \"$1\" in\n"
+        f"  --version|-v) printf '%s\\n' '{distro} version {version} ({commit})' '{go}'; "
+        "exit 0;;\n"
+        "esac\n"
+        f"exec /usr/bin/python3 /usr/local/bin/lab-engine.py --distro {distro} \"$@\"\n"
+    )
+
+
+def write(path: Path, text: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+
+
+def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, version: str,
+            client_pubkey: str, registries: dict[str, object], uid: int) -> str:
+    """Lay out a host's files; returns its SSH host public key line (type + base64)."""
+    if spec.os not in OS_RELEASES:
+        raise ValueError(f"unknown lab OS {spec.os!r}; known: {', '.join(OS_RELEASES)}")
+    for name in ("etc.upper", "etc.work", "root.upper", "root.work", "rancher-etc",
+                 "rancher-var", "bin", "home"):
+        (host_dir / name).mkdir(parents=True, exist_ok=True)
+    write(host_dir / "hostname", spec.name + "\n")
+    etc = host_dir / "etc.upper"
+    write(etc / "os-release", OS_RELEASES[spec.os])
+    write(etc / "hostname", spec.name + "\n")
+    write(etc / "bash.bashrc", "")  # Debian's bash reads it for ssh commands: ~80 ms each
+    (etc / "rancher").mkdir(exist_ok=True)  # mount point
+    write(etc / "ssh" / "sshd_config_lab", sshd_config(address, spec.clock_offset))
+    key = etc / "ssh" / "lab_host_ed25519_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", spec.name, "-f",
+                    str(key)], check=True)
+    services = etc / "service"
+    services.mkdir(exist_ok=True)
+    # Opaque: the machine's own /etc/service entries must not appear inside the host.
+    os.setxattr(services, "trusted.overlay.opaque", b"y")
+    write(services / "sshd" / "run",
+          "#!/bin/sh\nexec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config_lab 2>&1\n", 0o755)
+    if spec.engine_installed:
+        set_engine_version(host_dir, distro, version)
+        shutil.copyfile(ENGINE_SOURCE, host_dir / "bin" / "lab-engine.py")
+        mode = "server" if spec.role == "controller" else "agent"
+        write(services / engine_service(distro, spec.role) / "run",
+              f"#!/bin/sh\nexec /usr/local/bin/{distro} {mode} 2>&1\n", 0o755)
+        config_dir = host_dir / "rancher-etc" / distro
+        write(config_dir / "config.yaml", "write-kubeconfig-mode: \"0600\"\n", 0o600)
+        write(config_dir / "registries.yaml", yaml.safe_dump(registries, sort_keys=False),
+              0o600)
+        (host_dir / "rancher-var" / distro).mkdir(exist_ok=True)
+    _authorize(host_dir / "root.upper", client_pubkey, 0, 0)
+    for name in RC_FILES:
+        whiteout = host_dir / "root.upper" / name
+        if not whiteout.exists():
+            os.mknod(whiteout, 0o600 | 0o020000, os.makedev(0, 0))  # char 0/0 = whiteout
+    if spec.user != "root":
+        _add_user(host_dir, spec, uid, client_pubkey)
+    return " ".join((key.with_suffix(".pub")).read_text().split()[:2])
+
+
+def set_engine_version(host_dir: Path, distro: str, version: str) -> None:
+    write(host_dir / "bin" / distro, engine_wrapper(distro, version), 0o755)
+
+
+def set_sshd_config(host_dir: Path, address: str, clock_offset: int) -> None:
+    write(host_dir / "etc.upper" / "ssh" / "sshd_config_lab", sshd_config(address, clock_offset))
+
+
+def _authorize(home: Path, pubkey: str, uid: int, gid: int) -> None:
+    ssh = home / ".ssh"
+    ssh.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write(ssh / "authorized_keys", pubkey, 0o600)
+    for path in (home, ssh, ssh / "authorized_keys"):
+        os.chown(path, uid, gid)
+
+
+def _add_user(host_dir: Path, spec: HostSpec, uid: int, pubkey: str) -> None:
+    etc = host_dir / "etc.upper"
+    user = spec.user
+    for name, line, mode in (
+        ("passwd", f"{user}:x:{uid}:{uid}::/home/{user}:/bin/bash\n", 0o644),
+        ("group", f"{user}:x:{uid}:\n", 0o644),
+        ("shadow", f"{user}:*:19000:0:99999:7:::\n", 0o640),
+    ):
+        original = Path("/etc", name).read_text()
+        write(etc / name, original + line, mode)
+        shutil.copystat(Path("/etc", name), etc / name)
+        stat = Path("/etc", name).stat()
+        os.chown(etc / name, stat.st_uid, stat.st_gid)
+    if spec.sudo:
+        write(etc / "sudoers.d" / f"lab-{user}", f"{user} ALL=(ALL) NOPASSWD:ALL\n", 0o440)
+    home = host_dir / "home" / user
+    home.mkdir(parents=True, exist_ok=True)
+    _authorize(home, pubkey, uid, uid)

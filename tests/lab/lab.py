@@ -1,0 +1,263 @@
+"""A lab: real SSH hosts on this machine, started, used and removed as one unit.
+
+State lives in DIR/lab.json so that `python -m tests.lab exec/down` in another process
+finds the hosts `up` started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import hostfs, network
+from .spec import DEFAULT_VERSIONS, HostSpec, LabHost
+
+INIT_SCRIPT = Path(__file__).with_name("init.sh")
+LAB_REGISTRIES = {"mirrors": {"docker.io": {"endpoint": ["https://mirror.lab.internal:5000"]}}}
+START_TIMEOUT = 60.0
+
+
+class LabError(RuntimeError):
+    pass
+
+
+def _wait(what: str, check: Any, timeout: float = START_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while not check():
+        if time.monotonic() > deadline:
+            raise LabError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
+def _listening(address: str, port: int = 22) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=0.5) as sock:
+            return sock.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+@dataclass
+class Lab:
+    dir: Path
+    index: int
+    distro: str
+    version: str
+    hosts: list[LabHost] = field(default_factory=list)
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    @classmethod
+    def up(cls, dir: Path, hosts: list[HostSpec], distro: str = "rke2",
+           version: str | None = None) -> Lab:
+        dir = Path(dir).resolve()
+        if os.geteuid() != 0:
+            raise LabError("the lab needs root (network, mount and PID namespaces)")
+        if (dir / "lab.json").exists():
+            raise LabError(f"{dir} already holds a lab; run `python -m tests.lab down --dir "
+                           f"{dir}` first")
+        names = [h.name for h in hosts]
+        if len(set(names)) != len(names) or not hosts:
+            raise LabError("host names must be unique and at least one host is needed")
+        dir.mkdir(parents=True, exist_ok=True)
+        Path("/var/lib/rancher").mkdir(parents=True, exist_ok=True)  # mount point only
+        index = network.claim_index(dir)
+        lab = cls(dir, index, distro, version or DEFAULT_VERSIONS[distro])
+        try:
+            lab._start(hosts)
+        except BaseException:
+            lab.down()
+            raise
+        return lab
+
+    def _start(self, specs: list[HostSpec]) -> None:
+        key = self.dir / "id_ed25519"
+        if not key.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "lab-client",
+                            "-f", str(key)], check=True)
+        pubkey = key.with_suffix(".pub").read_text()
+        self.hosts = [
+            LabHost(spec, i, network.host_address(self.index, i),
+                    f"cslab{self.index}-{spec.name}", str(self.dir / "hosts" / spec.name))
+            for i, spec in enumerate(specs)
+        ]
+        self._save()  # so that down() can clean up even if starting fails half-way
+        network.create_bridge(self.index)
+        network.create_hosts(self.index, [(h.netns, h.address, h.index) for h in self.hosts])
+
+        def prepare(host: LabHost) -> str:
+            return hostfs.prepare(
+                Path(host.dir), host.spec, address=host.address, distro=self.distro,
+                version=host.spec.engine_version or self.version, client_pubkey=pubkey,
+                registries=LAB_REGISTRIES, uid=hostfs.FIRST_UID + host.index)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            host_keys = list(pool.map(prepare, self.hosts))
+        (self.dir / "known_hosts").write_text(
+            "".join(f"{h.address} {k}\n" for h, k in zip(self.hosts, host_keys, strict=True)))
+        for host in self.hosts:
+            host.pid = self._launch(host)
+        self._save()
+        for host in self.hosts:
+            self._wait_ready(host)
+        self.write_cluster_yaml()
+
+    def _launch(self, host: LabHost) -> int:
+        console = open(Path(host.dir) / "console.log", "ab")  # noqa: SIM115 - child keeps it
+        try:
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", host.netns, "unshare", "--uts", "--mount", "--pid",
+                 "--fork", "--kill-child", "--mount-proc", "/bin/sh", str(INIT_SCRIPT),
+                 host.dir],
+                stdin=subprocess.DEVNULL, stdout=console, stderr=console,
+                start_new_session=True)  # survives the `up` command that started it
+        finally:
+            console.close()
+        return proc.pid
+
+    def _wait_ready(self, host: LabHost) -> None:
+        _wait(f"sshd on {host.name}", lambda: _listening(host.address))
+        if host.spec.engine_installed:
+            marker = Path(host.dir) / "rancher-var" / self.distro / "lab-engine.json"
+            _wait(f"the engine on {host.name}", marker.exists)
+
+    def down(self) -> None:
+        """Remove everything `up` made; safe to call twice or on a half-started lab."""
+        for host in self.hosts:
+            if host.pid:
+                try:
+                    os.kill(host.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for host in self.hosts:
+            if host.pid:
+                _wait(f"{host.name} to stop", lambda h=host: not _alive(h.pid), timeout=10)
+        network.destroy(self.index, [h.netns for h in self.hosts])
+        subprocess.run(["rm", "-rf", "--one-file-system", str(self.dir / "hosts")], check=False)
+        (self.dir / "lab.json").unlink(missing_ok=True)
+        network.release_index(self.index)
+
+    # -- state ----------------------------------------------------------------------------
+
+    def _save(self) -> None:
+        data = {"index": self.index, "distro": self.distro, "version": self.version,
+                "hosts": [h.to_json() for h in self.hosts]}
+        tmp = self.dir / "lab.json.tmp"
+        tmp.write_text(json.dumps(data, indent=2))
+        tmp.replace(self.dir / "lab.json")
+
+    @classmethod
+    def load(cls, dir: Path) -> Lab:
+        dir = Path(dir).resolve()
+        try:
+            data = json.loads((dir / "lab.json").read_text())
+        except FileNotFoundError:
+            raise LabError(f"no lab in {dir} (no lab.json)") from None
+        return cls(dir, data["index"], data["distro"], data["version"],
+                   [LabHost.from_json(h) for h in data["hosts"]])
+
+    def host(self, name: str) -> LabHost:
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise LabError(f"no host {name!r} in this lab (hosts: "
+                       f"{', '.join(h.name for h in self.hosts)})")
+
+    # -- using hosts ----------------------------------------------------------------------
+
+    def init_pid(self, name: str) -> int:
+        host = self.host(name)
+        children = Path(f"/proc/{host.pid}/task/{host.pid}/children").read_text().split()
+        if not children:
+            raise LabError(f"host {name} is not running")
+        return int(children[0])
+
+    def nsenter(self, name: str) -> list[str]:
+        return ["nsenter", "--target", str(self.init_pid(name)), "--mount", "--uts", "--net",
+                "--pid", "--"]
+
+    def exec(self, host: str, cmd: list[str] | str, *, input: str | None = None,
+             check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        result = subprocess.run([*self.nsenter(host), *argv], input=input, capture_output=True,
+                                text=True, timeout=timeout, env=_host_env())
+        if check and result.returncode != 0:
+            raise LabError(f"{host}: {argv!r} exited {result.returncode}: "
+                           f"{result.stderr.strip()[:500]}")
+        return result
+
+    def set_clock_offset(self, host: str, seconds: int) -> None:
+        lab_host = self.host(host)
+        lab_host.spec.clock_offset = seconds
+        hostfs.set_sshd_config(Path(lab_host.dir), lab_host.address, seconds)
+        self.exec(host, ["sv", "restart", "/etc/service/sshd"])
+        _wait(f"sshd on {host}", lambda: _listening(lab_host.address))
+        self._save()
+
+    def set_engine_version(self, host: str, version: str) -> None:
+        lab_host = self.host(host)
+        lab_host.spec.engine_version = version
+        hostfs.set_engine_version(Path(lab_host.dir), self.distro, version)
+        self._save()
+
+    def engine_service(self, host: str) -> str:
+        return hostfs.engine_service(self.distro, self.host(host).role)
+
+    def write_cluster_yaml(self, path: Path | None = None, **overrides: Any) -> Path:
+        path = path or self.dir / "cluster.yaml"
+        hosts = [{"role": h.role, "ssh": {
+            "address": h.address, "port": 22, "user": h.user,
+            "keyPath": str(self.dir / "id_ed25519"),
+            "knownHosts": str(self.dir / "known_hosts")}} for h in self.hosts]
+        spec: dict[str, Any] = {
+            "engine": {"distro": self.distro, "version": self.version},
+            "hosts": hosts,
+            "engineConfig": {"registries": LAB_REGISTRIES},
+            "options": {"concurrency": {"hosts": 32, "workers": 2}},
+        }
+        spec.update(overrides)
+        doc = {"apiVersion": "cargoship/v1", "kind": "Cluster",
+               "metadata": {"name": f"lab-{self.index}"}, "spec": spec}
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (our own child, not yet reaped) is as good as gone.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _host_env() -> dict[str, str]:
+    return {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME": "/root", "LANG": "C.UTF-8", "SVDIR": "/etc/service"}
+
+
+def down_all() -> int:
+    """Remove every lab registered on this machine; returns how many."""
+    count = 0
+    for lab_dir in network.registered_dirs():
+        try:
+            Lab.load(lab_dir).down()
+            count += 1
+        except LabError:
+            continue
+    return count

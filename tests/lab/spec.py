@@ -1,0 +1,50 @@
+"""What a lab host is asked to be (HostSpec) and what it became (LabHost)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+DEFAULT_VERSIONS = {"rke2": "v1.30.4+rke2r1", "k3s": "v1.30.4+k3s1"}
+
+
+@dataclass
+class HostSpec:
+    name: str  # hostname, e.g. "ctl-1"
+    role: str  # "controller" | "worker"
+    os: str = "ubuntu-22.04"  # key into osreleases.OS_RELEASES
+    user: str = "root"  # ssh user; non-root gets a real account
+    sudo: bool = True  # only meaningful for non-root
+    engine_version: str | None = None  # None: the lab's pinned version
+    engine_installed: bool = True  # False: no engine binary, no engine service
+    clock_offset: int = 0  # seconds, via libfaketime in ssh sessions
+
+
+@dataclass
+class LabHost:
+    spec: HostSpec
+    index: int
+    address: str
+    netns: str
+    dir: str  # per-host state directory
+    pid: int = 0  # the unshare process; its child is the host's PID 1
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def role(self) -> str:
+        return self.spec.role
+
+    @property
+    def user(self) -> str:
+        return self.spec.user
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LabHost:
+        return cls(spec=HostSpec(**data.pop("spec")), **data)
