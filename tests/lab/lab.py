@@ -115,7 +115,7 @@ class Lab:
         self.write_cluster_yaml()
 
     def _launch(self, host: LabHost) -> int:
-        console = open(Path(host.dir) / "console.log", "ab")  # noqa: SIM115 - child keeps it
+        console = open(Path(host.dir) / "console.log", "ab")
         try:
             proc = subprocess.Popen(
                 ["ip", "netns", "exec", host.netns, "unshare", "--uts", "--mount", "--pid",
