@@ -14,7 +14,9 @@ from typing import Any
 
 from ..hosts.batch import Fact, FactParseError, Output, quote
 
-LOCK_PATH = "/run/cargoship/lock"  # on tmpfs: a reboot clears a crashed run's lock
+# On tmpfs, so a reboot clears a crashed run's lock; mode 0644 (it holds no secret) so that
+# a plan reads it without sudo.
+LOCK_PATH = "/run/cargoship/lock"
 TOUCH_EVERY = 30
 STALE_AFTER = 60
 

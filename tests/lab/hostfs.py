@@ -90,6 +90,8 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
     etc = host_dir / "etc.upper"
     write(etc / "os-release", OS_RELEASES[spec.os])
     write(etc / "hostname", spec.name + "\n")
+    # sudo resolves the host's own name; without an entry it waits for DNS (seconds).
+    write(etc / "hosts", Path("/etc/hosts").read_text() + f"127.0.1.1 {spec.name}\n")
     write(etc / "bash.bashrc", "")  # Debian's bash reads it for ssh commands: ~80 ms each
     (etc / "rancher").mkdir(exist_ok=True)  # mount point
     write(etc / "ssh" / "sshd_config_lab", sshd_config(address, spec.clock_offset))
