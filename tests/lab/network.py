@@ -35,9 +35,11 @@ def _routes() -> list[ipaddress.IPv4Network]:
 def claim_index(lab_dir: Path) -> int:
     REGISTRY.mkdir(parents=True, exist_ok=True)
     routes = _routes()
+    links = run("ip", "-o", "link", "show")
     for index in range(MAX_LABS):
         subnet = ipaddress.IPv4Network(f"10.{200 + index}.0.0/16")
-        if any(subnet.overlaps(r) for r in routes):
+        # Also skip names in use: a lab made by other code may not be registered here.
+        if any(subnet.overlaps(r) for r in routes) or f" {bridge_name(index)}:" in links:
             continue
         try:
             (REGISTRY / str(index)).mkdir()
