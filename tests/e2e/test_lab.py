@@ -59,14 +59,15 @@ def test_cli_contract_up_exec_ls_down(tmp_path: Path) -> None:
                                  text=True, check=True)
         assert listing.stdout == up.stdout
     finally:
-        down = subprocess.run([*LAB, "down", "--dir", str(lab_dir)], capture_output=True,
+            tag = Lab.load(lab_dir).tag
+    down = subprocess.run([*LAB, "down", "--dir", str(lab_dir)], capture_output=True,
                               text=True)
     assert down.returncode == 0, down.stderr
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     lab_json_gone = not (lab_dir / "lab.json").exists()
     index = up.stdout.split()[2].split(".")[1]
-    assert f"cslab{int(index) - 200}-" not in netns
+    assert f"cs{tag}-" not in netns and f"c{tag}h" not in links
     assert f"cslab{int(index) - 200}:" not in links
     assert lab_json_gone and not (lab_dir / "hosts").exists()
 

@@ -56,6 +56,7 @@ class Lab:
     distro: str
     version: str
     hosts: list[LabHost] = field(default_factory=list)
+    tag: str = field(default_factory=network.new_tag)
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -90,12 +91,12 @@ class Lab:
         pubkey = key.with_suffix(".pub").read_text()
         self.hosts = [
             LabHost(spec, i, network.host_address(self.index, i),
-                    f"cslab{self.index}-{spec.name}", str(self.dir / "hosts" / spec.name))
+                    f"cs{self.tag}-{spec.name}", str(self.dir / "hosts" / spec.name))
             for i, spec in enumerate(specs)
         ]
         self._save()  # so that down() can clean up even if starting fails half-way
         network.create_bridge(self.index)
-        network.create_hosts(self.index, [(h.netns, h.address, h.index) for h in self.hosts])
+        network.create_hosts(self.index, self.tag, [(h.netns, h.address, h.index) for h in self.hosts])
 
         def prepare(host: LabHost) -> str:
             return hostfs.prepare(
@@ -152,7 +153,8 @@ class Lab:
     # -- state ----------------------------------------------------------------------------
 
     def _save(self) -> None:
-        data = {"index": self.index, "distro": self.distro, "version": self.version,
+        data = {"index": self.index, "tag": self.tag, "distro": self.distro,
+                "version": self.version,
                 "hosts": [h.to_json() for h in self.hosts]}
         tmp = self.dir / "lab.json.tmp"
         tmp.write_text(json.dumps(data, indent=2))
@@ -166,7 +168,7 @@ class Lab:
         except FileNotFoundError:
             raise LabError(f"no lab in {dir} (no lab.json)") from None
         return cls(dir, data["index"], data["distro"], data["version"],
-                   [LabHost.from_json(h) for h in data["hosts"]])
+                   [LabHost.from_json(h) for h in data["hosts"]], data["tag"])
 
     def host(self, name: str) -> LabHost:
         for host in self.hosts:

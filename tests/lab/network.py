@@ -7,6 +7,7 @@ atomically with mkdir under /run/cargoship-lab, which also lets `down --all` fin
 from __future__ import annotations
 
 import ipaddress
+import secrets
 import subprocess
 from pathlib import Path
 
@@ -83,19 +84,25 @@ def create_bridge(index: int) -> None:
         f"link set {name} up\n"))
 
 
-def create_hosts(index: int, hosts: list[tuple[str, str, int]]) -> None:
+def new_tag() -> str:
+    """A short random name part: link and netns names of two labs (or of other code using
+    a similar scheme) never collide, within the 15 characters a link name may have."""
+    return secrets.token_hex(3)
+
+
+def create_hosts(index: int, tag: str, hosts: list[tuple[str, str, int]]) -> None:
     """hosts: (netns, address, position). Batched: `ip` per command costs ~3 ms each."""
     for netns, _, _ in hosts:
         run("ip", "netns", "add", netns)
     root = []
     for netns, _, position in hosts:
-        outer, inner = f"cs{index}h{position}", f"cs{index}p{position}"
+        outer, inner = f"c{tag}h{position}", f"c{tag}p{position}"
         root.append(f"link add {outer} type veth peer name {inner} netns {netns}")
         root.append(f"link set {outer} master {bridge_name(index)} up")
     run("ip", "-batch", "-", input="\n".join(root) + "\n")
     for netns, address, position in hosts:
         run("ip", "-n", netns, "-batch", "-", input=(
-            f"link set cs{index}p{position} name eth0\n"
+            f"link set c{tag}p{position} name eth0\n"
             f"addr add {address}/16 dev eth0\n"
             "link set eth0 up\nlink set lo up\n"
             f"route add default via {gateway(index)}\n"))
