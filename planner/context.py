@@ -23,6 +23,7 @@ from .hosts.batch import Fact
 from .hosts.pool import parallel
 from .hosts.reader import HostReader
 from .hosts.ssh import ConnectOptions
+from .kube import ApiFactory, official_client
 
 
 @dataclass
@@ -89,6 +90,8 @@ class PlanContext:
     salt: bytes = field(default_factory=lambda: secrets.token_bytes(16))
     # What each host's reads returned, by target: the plan's fingerprints for drift checks.
     reads: dict[int, dict[str, str]] = field(default_factory=dict)
+    # Builds the Kubernetes API client from a kubeconfig dict; tests may hand in another.
+    kube_api: ApiFactory = official_client
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod

@@ -1,13 +1,84 @@
-"""Updating kubeconfig file with the current cluster: If enabled, merges the cluster's admin
-credentials into the local kubeconfig.
+"""9. Updating kubeconfig file with the current cluster: if enabled, merge the cluster's
+admin credentials into the local kubeconfig as a named context.
 
-A mutating phase: a dry run reports it and never runs it (the default declaration).
+Assessed read-only: the admin kubeconfig is read from the first controller (server
+rewritten from 127.0.0.1 to that controller), the local kubeconfig from this machine.
 """
 
 from __future__ import annotations
 
-from .base import Phase
+import difflib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..context import HostState, PlanContext, PlannedChange
+from ..desired.compare import file_digest
+from ..kube import admin_kubeconfig_path, masked, merge, named_entries
+from .admin_access import first_controller, read_admin
+from .base import Phase, Resource
 
 
 class UpdateKubeconfig(Phase):
     title = "Updating kubeconfig file with the current cluster"
+
+    def cluster_reads(self, ctx: PlanContext) -> frozenset[str]:
+        return frozenset({"kubeconfig"}) if ctx.config.options.kubeconfig_enabled else \
+            frozenset()
+
+    def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
+        if ctx.config.options.kubeconfig_enabled and host is first_controller(ctx):
+            return frozenset({f"file:{admin_kubeconfig_path(ctx.config.engine.distro)}"})
+        return frozenset()
+
+    def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
+        options = ctx.config.options
+        if not options.kubeconfig_enabled:
+            ctx.found(self.title, None, "disabled (options.kubeconfig.enabled is false)")
+            return set()
+        controller = first_controller(ctx)
+        if controller is None or controller not in hosts:
+            return set()
+        admin = read_admin(ctx, self.title, controller)
+        if admin is None:
+            return set()
+        path = options.kubeconfig_path.expanduser()
+        name = options.kubeconfig_context or ctx.config.name
+        local, problem = _read_local(path)
+        if problem:
+            ctx.problem(self.title, None, problem)
+            return set()
+        entries = named_entries(admin, name)
+        if local and all(entries[s] in (local.get(s) or []) for s in entries):
+            ctx.found(self.title, None, f"{path} already has context {name}")
+            return set()
+        merged = merge(local, entries)
+        before = _dump(masked(local)) if local else ""
+        diff = "".join(difflib.unified_diff(
+            before.splitlines(keepends=True), _dump(masked(merged)).splitlines(keepends=True),
+            fromfile=f"{path} (local)", tofile=f"{path} (merged)"))
+        ctx.change(PlannedChange(self.title, None, "merge", str(path),
+                                 file_digest(path.read_bytes(), ctx.salt)
+                                 if local is not None else None, None, diff))
+        ctx.found(self.title, None, f"would merge context {name} (server "
+                                    f"{entries['clusters']['cluster'].get('server')}) into "
+                                    f"{path}")
+        return {(None, "kubeconfig")}
+
+
+def _read_local(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        return None, None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        return None, f"cannot read local kubeconfig {path}: {exc}"
+    if data is not None and not isinstance(data, dict):
+        return None, f"local kubeconfig {path} is not a mapping"
+    return data, None
+
+
+def _dump(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)

@@ -1,13 +1,68 @@
-"""Labeling nodes with their profile group: If enabled, sets node-role.kubernetes.io/<profile>=true
-where missing or different.
+"""10. Labeling nodes with their profile group: if enabled, each node of a host with a
+profile gets node-role.kubernetes.io/<profile>=true where missing or different.
 
-A mutating phase: a dry run reports it and never runs it (the default declaration).
+Assessed read-only through the Kubernetes API (official client, node list).
 """
 
 from __future__ import annotations
 
-from .base import Phase
+from collections.abc import Sequence
+
+import kubernetes
+
+from ..context import HostState, PlanContext, PlannedChange
+from .admin_access import first_controller, read_admin
+from .base import Phase, Resource
+
+LABEL_PREFIX = "node-role.kubernetes.io/"
 
 
 class LabelNodes(Phase):
     title = "Labeling nodes with their profile group"
+
+    def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
+        if ctx.config.options.label_profiles and host.config.profile:
+            return frozenset({"node"})
+        return frozenset()
+
+    def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
+        if not ctx.config.options.label_profiles:
+            ctx.found(self.title, None, "disabled (options.labelProfiles is false)")
+            return set()
+        wanted = [h for h in hosts if h.config.profile]
+        controller = first_controller(ctx)
+        if not wanted or controller is None:
+            return set()
+        admin = read_admin(ctx, self.title, controller)
+        if admin is None:
+            return set()
+        try:
+            nodes = {n.metadata.name: dict(n.metadata.labels or {})
+                     for n in ctx.kube_api(admin).list_node(_request_timeout=30).items}
+        except (kubernetes.client.ApiException, OSError, ValueError) as exc:
+            ctx.problem(self.title, None, f"cannot list nodes through the Kubernetes API: "
+                                          f"{_reason(exc)}")
+            return set()
+        writes: set[Resource] = set()
+        for host in wanted:
+            name = host.hostname or host.config.label
+            if name not in nodes:
+                ctx.warn(self.title, host, f"node {name} is not registered in the cluster")
+                continue
+            key = f"{LABEL_PREFIX}{host.config.profile}"
+            current = nodes[name].get(key)
+            ctx.record_read(host, f"label:{key}", current if current is not None else "absent")
+            if current == "true":
+                continue
+            diff = f"- {key}={current}\n+ {key}=true\n" if current is not None else \
+                f"+ {key}=true\n"
+            ctx.change(PlannedChange(self.title, host.config.index, "label", f"node/{name}",
+                                     current, "true", diff))
+            writes.add((host.config.index, "node"))
+        return writes
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, kubernetes.client.ApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"

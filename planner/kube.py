@@ -1,0 +1,86 @@
+"""The cluster's admin credentials and the Kubernetes API client built from them.
+
+The engine writes an admin kubeconfig on every controller, pointing at 127.0.0.1; cargoship
+reads it from the first reachable controller (over SSH, read-only) and points it at that
+controller's address. The official client is created through a factory held by the plan
+context, so tests can hand in another transport.
+"""
+
+from __future__ import annotations
+
+import copy
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+import kubernetes
+import yaml
+
+from .facts.distro import LAYOUTS
+
+# Keys of a kubeconfig user entry that are credentials: never shown, never in a plan.
+CREDENTIAL_KEYS = frozenset({"token", "client-key-data", "client-key", "password",
+                             "client-certificate-data"})
+
+ApiFactory = Callable[[dict[str, Any]], kubernetes.client.CoreV1Api]
+
+
+def official_client(kubeconfig: dict[str, Any]) -> kubernetes.client.CoreV1Api:
+    api_client = kubernetes.config.new_client_from_config_dict(kubeconfig)
+    return kubernetes.client.CoreV1Api(api_client)
+
+
+def admin_kubeconfig_path(distro: str) -> str:
+    return f"{LAYOUTS[distro].config_dir}/{distro}.yaml"
+
+
+class KubeconfigError(ValueError):
+    pass
+
+
+def parse_admin(text: str, address: str) -> dict[str, Any]:
+    """The admin kubeconfig with its server rewritten to a reachable controller."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise KubeconfigError("admin kubeconfig is not valid YAML") from None
+    try:
+        cluster = data["clusters"][0]["cluster"]
+        server = urllib.parse.urlsplit(cluster["server"])
+        data["users"][0]["user"]
+        data["contexts"][0]["context"]
+    except (KeyError, IndexError, TypeError):
+        raise KubeconfigError("admin kubeconfig lacks a cluster, user or context") from None
+    host = f"[{address}]" if ":" in address else address
+    if server.hostname in ("127.0.0.1", "localhost", "::1"):
+        netloc = f"{host}:{server.port}" if server.port else host
+        cluster["server"] = urllib.parse.urlunsplit(server._replace(netloc=netloc))
+    return dict(data)
+
+
+def masked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: ("***" if k in CREDENTIAL_KEYS else masked(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    return value
+
+
+def named_entries(admin: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
+    """The cluster, user and context entries to merge, all under one name."""
+    return {
+        "clusters": {"name": name, "cluster": copy.deepcopy(admin["clusters"][0]["cluster"])},
+        "users": {"name": name, "user": copy.deepcopy(admin["users"][0]["user"])},
+        "contexts": {"name": name, "context": {"cluster": name, "user": name}},
+    }
+
+
+def merge(local: dict[str, Any] | None, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """kubectl-compatible merge: replace same-named entries, keep every other one."""
+    merged: dict[str, Any] = copy.deepcopy(local) if local else {
+        "apiVersion": "v1", "kind": "Config", "preferences": {}}
+    for section, entry in entries.items():
+        kept = [e for e in merged.get(section) or [] if e.get("name") != entry["name"]]
+        merged[section] = [*kept, entry]
+    merged.setdefault("current-context", entries["contexts"]["name"])
+    return merged
