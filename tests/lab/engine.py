@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from engine_node import HEARTBEAT, Node, write_admin_kubeconfig
 
 STATE_FILE = "lab-engine.json"
+CLUSTER_FILE = "lab-cluster.json"  # where the lab tells the engine its API and token
 
 
 class EngineError(Exception):
@@ -84,16 +86,36 @@ class Engine:
         self.state_path.unlink(missing_ok=True)
         self.config = load_mapping(self.config_path)
         self.registries = load_mapping(self.registries_path)
-        # Node registration with the cluster API stand-in belongs here.
+        # Drop-ins are read like config.yaml, in name order, as the real engine does.
+        for dropin in sorted(self.config_path.parent.glob("config.yaml.d/*.yaml")):
+            load_mapping(dropin)
+        self.node = self._join_cluster()
         self._write_state({"pid": os.getpid(), "started_at": time.time()})
         log("info", f"{self.distro} {self.role} running (pid {os.getpid()})")
 
+    def _join_cluster(self) -> Node | None:
+        cluster_file = self.data_dir / CLUSTER_FILE
+        if not cluster_file.exists():
+            return None  # a lab without a Kubernetes API
+        node = Node(cluster_file)
+        if self.role == "controller":
+            cluster = json.loads(cluster_file.read_text())
+            write_admin_kubeconfig(self.config_path.parent / f"{self.distro}.yaml",
+                                   cluster["admin_server"], cluster["token"])
+        node.register()
+        node.report(ready=True)
+        return node
+
     def serve(self, stop: threading.Event) -> None:
-        """Run until asked to stop. A heartbeat (keep the node Ready) can loop here."""
-        stop.wait()
+        """Run until asked to stop, keeping the node Ready like a kubelet."""
+        while not stop.wait(HEARTBEAT):
+            if self.node:
+                self.node.report(ready=True)
 
     def shutdown(self) -> None:
         self.state_path.unlink(missing_ok=True)
+        if self.node:
+            self.node.report(ready=False)
         log("info", f"{self.distro} {self.role} stopped")
 
     def _write_state(self, state: dict[str, Any]) -> None:

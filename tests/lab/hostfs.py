@@ -8,6 +8,7 @@ Everything goes under the host's own directory; the host's init mounts it over /
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -18,7 +19,12 @@ import yaml
 from .osreleases import OS_RELEASES
 from .spec import HostSpec
 
-ENGINE_SOURCE = Path(__file__).with_name("engine.py")
+HERE = Path(__file__).parent
+ENGINE_SOURCE = HERE / "engine.py"
+# Programs copied into each host's /usr/local/bin (the host may not see the checkout).
+HOST_PROGRAMS = {"lab-engine.py": "engine.py", "engine_node.py": "engine_node.py"}
+API_PROGRAMS = ("kubeapi.py", "kubeapi_store.py")
+API_PORT = 6443
 RC_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login")
 FIRST_UID = 1001
 
@@ -79,7 +85,8 @@ def write(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, version: str,
-            client_pubkey: str, registries: dict[str, object], uid: int) -> str:
+            client_pubkey: str, registries: dict[str, object], uid: int,
+            api: dict[str, str] | None = None) -> str:
     """Lay out a host's files; returns its SSH host public key line (type + base64)."""
     if spec.os not in OS_RELEASES:
         raise ValueError(f"unknown lab OS {spec.os!r}; known: {', '.join(OS_RELEASES)}")
@@ -106,7 +113,8 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
           "#!/bin/sh\nexec /usr/sbin/sshd -D -e -f /etc/ssh/sshd_config_lab 2>&1\n", 0o755)
     if spec.engine_installed:
         set_engine_version(host_dir, distro, version)
-        shutil.copyfile(ENGINE_SOURCE, host_dir / "bin" / "lab-engine.py")
+        for target, source in HOST_PROGRAMS.items():
+            shutil.copyfile(HERE / source, host_dir / "bin" / target)
         mode = "server" if spec.role == "controller" else "agent"
         write(services / engine_service(distro, spec.role) / "run",
               f"#!/bin/sh\nexec /usr/local/bin/{distro} {mode} 2>&1\n", 0o755)
@@ -115,6 +123,8 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
         write(config_dir / "registries.yaml", yaml.safe_dump(registries, sort_keys=False),
               0o600)
         (host_dir / "rancher-var" / distro).mkdir(exist_ok=True)
+        if api is not None:
+            write(host_dir / "rancher-var" / distro / "lab-cluster.json", json.dumps(api), 0o600)
     _authorize(host_dir / "root.upper", client_pubkey, 0, 0)
     for name in RC_FILES:
         whiteout = host_dir / "root.upper" / name
@@ -159,3 +169,13 @@ def _add_user(host_dir: Path, spec: HostSpec, uid: int, pubkey: str) -> None:
     home = host_dir / "home" / user
     home.mkdir(parents=True, exist_ok=True)
     _authorize(home, pubkey, uid, uid)
+
+
+def add_api_server(host_dir: Path, token: str) -> None:
+    """Make this host serve the lab's Kubernetes API stand-in (a runit service)."""
+    for name in API_PROGRAMS:
+        if (HERE / name).exists():
+            shutil.copyfile(HERE / name, host_dir / "bin" / name)
+    write(host_dir / "etc.upper" / "service" / "kube-apiserver" / "run",
+          f"#!/bin/sh\nexec /usr/bin/python3 /usr/local/bin/kubeapi.py --listen "
+          f"0.0.0.0:{API_PORT} --token {token} 2>&1\n", 0o755)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +59,38 @@ class Lab:
     version: str
     hosts: list[LabHost] = field(default_factory=list)
     tag: str = field(default_factory=network.new_tag)
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+
+    @property
+    def api_host(self) -> LabHost | None:
+        """The first controller serves the lab's Kubernetes API stand-in."""
+        return next((h for h in self.hosts if h.role == "controller"
+                     and h.spec.engine_installed), None)
+
+    @property
+    def api_url(self) -> str:
+        host = self.api_host
+        assert host is not None, "this lab has no controller, so no Kubernetes API"
+        return f"http://{host.address}:{hostfs.API_PORT}"
+
+    def api(self, method: str, path: str, body: Any = None,
+            content_type: str = "application/json") -> Any:
+        """Call the lab's Kubernetes API as a test would (raw HTTP, JSON in and out)."""
+        request = urllib.request.Request(
+            self.api_url + path, method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": content_type})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return json.loads(response.read() or b"null")
+
+    def ready_nodes(self) -> set[str]:
+        try:
+            nodes = self.api("GET", "/api/v1/nodes")["items"]
+        except OSError:
+            return set()
+        return {n["metadata"]["name"] for n in nodes if any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in n.get("status", {}).get("conditions", []))}
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -96,16 +130,29 @@ class Lab:
         ]
         self._save()  # so that down() can clean up even if starting fails half-way
         network.create_bridge(self.index)
-        network.create_hosts(self.index, self.tag, [(h.netns, h.address, h.index) for h in self.hosts])
+        network.create_hosts(self.index, self.tag,
+                             [(h.netns, h.address, h.index) for h in self.hosts])
+
+        api_host = self.api_host
 
         def prepare(host: LabHost) -> str:
+            api = None
+            if api_host is not None:
+                # Controllers' admin kubeconfig points at 127.0.0.1 as the real one does;
+                # only the API's own host has it there, the others get its address.
+                local = host is api_host
+                api = {"api": self.api_url, "token": self.token,
+                       "admin_server": f"http://127.0.0.1:{hostfs.API_PORT}" if local
+                       else self.api_url}
             return hostfs.prepare(
                 Path(host.dir), host.spec, address=host.address, distro=self.distro,
                 version=host.spec.engine_version or self.version, client_pubkey=pubkey,
-                registries=LAB_REGISTRIES, uid=hostfs.FIRST_UID + host.index)
+                registries=LAB_REGISTRIES, uid=hostfs.FIRST_UID + host.index, api=api)
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             host_keys = list(pool.map(prepare, self.hosts))
+        if api_host is not None:
+            hostfs.add_api_server(Path(api_host.dir), self.token)
         (self.dir / "known_hosts").write_text(
             "".join(f"{h.address} {k}\n" for h, k in zip(self.hosts, host_keys, strict=True)))
         for host in self.hosts:
@@ -113,6 +160,15 @@ class Lab:
         self._save()
         for host in self.hosts:
             self._wait_ready(host)
+        if api_host is not None:
+            expected = {h.name for h in self.hosts if h.spec.engine_installed}
+            try:
+                _wait("every node Ready in the lab's Kubernetes API",
+                      lambda: expected <= self.ready_nodes())
+            except LabError as exc:
+                console = (Path(api_host.dir) / "console.log").read_text()[-1500:]
+                raise LabError(f"{exc}; ready: {sorted(self.ready_nodes())}; API host "
+                               f"console:\n{console}") from None
         self.write_cluster_yaml()
 
     def _launch(self, host: LabHost) -> int:
@@ -153,7 +209,7 @@ class Lab:
     # -- state ----------------------------------------------------------------------------
 
     def _save(self) -> None:
-        data = {"index": self.index, "tag": self.tag, "distro": self.distro,
+        data = {"index": self.index, "tag": self.tag, "token": self.token, "distro": self.distro,
                 "version": self.version,
                 "hosts": [h.to_json() for h in self.hosts]}
         tmp = self.dir / "lab.json.tmp"
@@ -168,7 +224,7 @@ class Lab:
         except FileNotFoundError:
             raise LabError(f"no lab in {dir} (no lab.json)") from None
         return cls(dir, data["index"], data["distro"], data["version"],
-                   [LabHost.from_json(h) for h in data["hosts"]], data["tag"])
+                   [LabHost.from_json(h) for h in data["hosts"]], data["tag"], data["token"])
 
     def host(self, name: str) -> LabHost:
         for host in self.hosts:

@@ -1,0 +1,81 @@
+"""The stand-in engine's side of the cluster: its node in the lab's Kubernetes API.
+
+Like a kubelet, it registers its node and keeps it Ready with a status heartbeat; on a
+clean stop it reports NotReady. Controllers also write the admin kubeconfig, as the real
+engine does at start. Standard library only (it runs on the system Python in a lab host).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+HEARTBEAT = 1.0  # seconds; the API reports a node Unknown when heartbeats stop
+
+
+class Node:
+    def __init__(self, cluster_file: Path) -> None:
+        cluster = json.loads(cluster_file.read_text())
+        self.api: str = cluster["api"]
+        self.token: str = cluster["token"]
+        self.name = socket.gethostname()
+        self.labels: dict[str, str] = cluster.get("labels", {})
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
+              content_type: str = "application/json") -> int:
+        request = urllib.request.Request(
+            self.api + path, method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": content_type})
+        try:
+            with urllib.request.urlopen(request, timeout=2) as response:
+                response.read()
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            exc.read()
+            return int(exc.code)
+        except OSError:
+            return 0  # the API is not up (yet): the next heartbeat tries again
+
+    def register(self) -> None:
+        body = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": self.name, "labels": {
+                    "kubernetes.io/hostname": self.name, **self.labels}},
+                "spec": {}}
+        self._call("POST", "/api/v1/nodes", body)
+
+    def report(self, ready: bool) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        condition = {"type": "Ready", "status": "True" if ready else "False",
+                     "reason": "KubeletReady" if ready else "KubeletNotReady",
+                     "lastHeartbeatTime": now, "lastTransitionTime": now,
+                     "message": "lab engine " + ("running" if ready else "stopped")}
+        status = self._call("PATCH", f"/api/v1/nodes/{self.name}/status",
+                            {"status": {"conditions": [condition]}},
+                            "application/merge-patch+json")
+        if ready and status == 404:  # deleted, or the API restarted: register again
+            self.register()
+            self._call("PATCH", f"/api/v1/nodes/{self.name}/status",
+                       {"status": {"conditions": [condition]}}, "application/merge-patch+json")
+
+
+def write_admin_kubeconfig(path: Path, server: str, token: str) -> None:
+    """What rke2/k3s write at start: cluster, user and context all named `default`."""
+    config = {
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": "default", "cluster": {"server": server}}],
+        "users": [{"name": "default", "user": {"token": token}}],
+        "contexts": [{"name": "default", "context": {"cluster": "default", "user": "default"}}],
+        "current-context": "default",
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(config, fh, indent=2)  # JSON is YAML: no PyYAML needed to write it
+    os.replace(tmp, path)
