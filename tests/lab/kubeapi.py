@@ -1,0 +1,406 @@
+"""The lab's stand-in for the Kubernetes REST API (core/v1 nodes and pods, policy/v1 PDBs).
+
+No real API server can run in the lab, so the controller host serves this one and cargoship
+talks to it with the official `kubernetes` client over plain HTTP:
+
+    /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6443 --token TOKEN [--state-file PATH]
+                                [--stale-after SECONDS] [--verbose]
+
+This module is the HTTP side (auth, routing, discovery, framing); kubeapi_store.py holds the
+objects and their semantics. Both run on the system Python with the standard library only
+and import nothing from the repository, so the lab can copy the pair onto a host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hmac
+import json
+import re
+import sys
+import traceback
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+# Run as a script, so its own directory is on sys.path and the sibling imports by name.
+from kubeapi_store import (
+    KINDS,
+    NODES,
+    PODS,
+    ApiError,
+    Kind,
+    Obj,
+    Patcher,
+    Requirement,
+    Store,
+    bad_request,
+    labels_match,
+)
+
+VERSION = {"major": "1", "minor": "30", "gitVersion": "v1.30.4+rke2r1",
+           "gitCommit": "c6b0f4b4a6b4a6f0b2f3e7f1d4d0d4a8e0f3c2b1", "gitTreeState": "clean",
+           "buildDate": "2024-08-14T00:00:00Z", "goVersion": "go1.22.5 X:boringcrypto",
+           "compiler": "gc", "platform": "linux/amd64"}
+# Strategic merge patch merges these lists by key instead of replacing them (the
+# patchMergeKey tags of the Go types the lab's clients patch).
+MERGE_KEYS = {"conditions": "type", "addresses": "type", "containers": "name",
+              "volumes": "name", "env": "name", "ownerReferences": "uid"}
+FIELDS = {"nodes": {"metadata.name", "spec.unschedulable"},
+          "pods": {"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
+                   "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
+                   "status.phase", "status.podIP", "status.nominatedNodeName"},
+          "poddisruptionbudgets": {"metadata.name", "metadata.namespace"}}
+
+
+def no_such_path() -> ApiError:
+    return ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+
+def _resource(name: str, kind: str, namespaced: bool, verbs: str, **extra: Any) -> Obj:
+    singular = "" if "/" in name else kind.lower()
+    return {"name": name, "singularName": singular, "namespaced": namespaced, "kind": kind,
+            "verbs": verbs.split(), **extra}
+
+
+# Discovery lists only what is served here, so a client that checks it is told the truth.
+POLICY = {"name": "policy", "versions": [{"groupVersion": "policy/v1", "version": "v1"}],
+          "preferredVersion": {"groupVersion": "policy/v1", "version": "v1"}}
+DISCOVERY: dict[str, Obj] = {
+    "/version": VERSION,
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [POLICY]},
+    "/apis/policy": {"kind": "APIGroup", "apiVersion": "v1", **POLICY},
+    "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+        _resource("nodes", "Node", False, "create delete get list patch", shortNames=["no"]),
+        _resource("nodes/status", "Node", False, "get patch"),
+        _resource("pods", "Pod", True, "create delete get list patch", shortNames=["po"]),
+        _resource("pods/eviction", "Eviction", True, "create", group="policy", version="v1"),
+        _resource("pods/status", "Pod", True, "get patch")]},
+    "/apis/policy/v1": {"kind": "APIResourceList", "apiVersion": "v1",
+                        "groupVersion": "policy/v1", "resources": [
+        _resource("poddisruptionbudgets", "PodDisruptionBudget", True,
+                  "create delete get list patch", shortNames=["pdb"])]},
+}
+
+
+def route(store: Store, method: str, path: str, query: dict[str, str], body: Any,
+          ctype: str) -> tuple[int, Obj]:
+    """Map a request onto the store: /api/v1/... and /apis/policy/v1/..., optionally under
+    namespaces/{ns}/, then {resource}[/{name}[/{subresource}]]."""
+    parts = [unquote(p) for p in path.strip("/").split("/")]
+    if parts[:2] == ["api", "v1"]:
+        group, rest = "", parts[2:]
+    elif parts[:3] == ["apis", "policy", "v1"]:
+        group, rest = "policy", parts[3:]
+    else:
+        raise no_such_path()
+    ns = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        ns, rest = rest[1], rest[2:]
+    kind = KINDS.get((group, rest[0])) if rest else None
+    if kind is None or len(rest) > 3 or (ns is not None and not kind.namespaced):
+        raise no_such_path()
+    name = rest[1] if len(rest) > 1 else None
+    sub = rest[2] if len(rest) > 2 else None
+    if name is None:
+        if method == "GET":  # a namespaced kind without a namespace lists all namespaces
+            limit = int(query["limit"]) if query.get("limit", "").isdigit() else 0
+            return 200, store.list_objects(kind, ns, selector(kind, query), limit,
+                                           query.get("continue", ""))
+        if method == "POST" and (ns is not None or not kind.namespaced):
+            return 201, store.create(kind, ns or "", body)
+    elif kind.namespaced and ns is None:
+        raise no_such_path()
+    elif sub is None or (sub == "status" and kind in (NODES, PODS)):
+        if method == "GET":
+            return 200, store.get(kind, ns or "", name)
+        if method == "PATCH":
+            return 200, store.patch(kind, ns or "", name, patcher(ctype, body),
+                                    status=sub == "status")
+        if method == "DELETE" and sub is None:
+            return 200, store.delete(kind, ns or "", name)
+    elif sub == "eviction" and kind is PODS:
+        if method == "POST":
+            return store.evict(ns or "", name, body)
+    else:
+        raise no_such_path()
+    raise ApiError(405, "MethodNotAllowed",
+                   "the server does not allow this method on the requested resource")
+
+
+# --- request languages: selectors and patches ---------------------------------
+
+_LABEL_REQ = re.compile(r"(?P<neg>!)?\s*(?P<key>[\w./-]+)\s*(?:(?P<op>==|=|!=)\s*"
+                        r"(?P<value>[\w.-]*)|(?<=\s)(?P<set>in|notin)\s*\((?P<values>[^)]*)\))?")
+
+
+def parse_label_selector(text: str) -> list[Requirement]:
+    """`a=b,c!=d,e,!f,g in (h,i),j notin (k)`: the real selector grammar, minus `<`/`>`."""
+    reqs: list[Requirement] = []
+    for part in re.findall(r"(?:[^,(]|\([^)]*\))+", text) if text.strip() else []:
+        m = _LABEL_REQ.fullmatch(part.strip())
+        if not m or (m["neg"] and (m["op"] or m["set"])):
+            raise bad_request(f"unable to parse requirement: {part.strip()!r}")
+        if m["set"]:
+            values = frozenset(v.strip() for v in m["values"].split(",") if v.strip())
+            reqs.append((m["key"], m["set"], values))
+        elif m["op"]:
+            reqs.append((m["key"], "!=" if m["op"] == "!=" else "=", frozenset([m["value"]])))
+        else:
+            reqs.append((m["key"], "!" if m["neg"] else "exists", frozenset()))
+    return reqs
+
+
+def parse_field_selector(text: str, kind: Kind) -> list[tuple[str, bool, str]]:
+    """`spec.nodeName=x,status.phase!=Succeeded` as (field, equal, value) triples."""
+    out = []
+    for part in text.split(",") if text.strip() else []:
+        m = re.fullmatch(r"\s*([\w.]+)\s*(==|=|!=)\s*(\S*)\s*", part)
+        if not m:
+            raise bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
+        if m[1] not in FIELDS[kind.resource]:
+            raise bad_request(f"field label not supported: {m[1]}")
+        out.append((m[1], m[2] != "!=", m[3]))
+    return out
+
+
+def selector(kind: Kind, query: dict[str, str]) -> Callable[[Obj], bool]:
+    labels = parse_label_selector(query.get("labelSelector", ""))
+    fields = parse_field_selector(query.get("fieldSelector", ""), kind)
+    return lambda obj: (labels_match(obj["metadata"].get("labels") or {}, labels)
+                        and all((field_value(obj, f) == v) == eq for f, eq, v in fields))
+
+
+def field_value(obj: Obj, path: str) -> str:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def patcher(ctype: str, patch: Any) -> Patcher:
+    """The patch function for a PATCH request's content type."""
+    if ctype == "application/json-patch+json":
+        return lambda obj: json_patch(obj, patch)
+    if ctype not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+        raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown "
+                       "format - accepted media types include: application/json-patch+json, "
+                       "application/merge-patch+json, application/strategic-merge-patch+json")
+    if not isinstance(patch, dict):
+        raise bad_request("the body of the request was in an unknown format - "
+                          "a merge patch must be a JSON object")
+    return lambda obj: merge_patch(obj, patch, strategic="strategic" in ctype)
+
+
+def merge_patch(target: Any, patch: Any, strategic: bool = False) -> Any:
+    """RFC 7386 (null deletes a key); `strategic` also merges MERGE_KEYS lists by key and
+    drops `$` directives, which is all of strategic merge the lab's clients send."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if strategic and key.startswith("$"):
+            continue  # $setElementOrder/$retainKeys only order or prune what we merge anyway
+        if value is None:
+            result.pop(key, None)
+        elif strategic and key in MERGE_KEYS and isinstance(value, list):
+            result[key] = _merge_list(result.get(key) or [], value, MERGE_KEYS[key])
+        else:
+            result[key] = merge_patch(result.get(key), value, strategic)
+    return result
+
+
+def _merge_list(old: list[Any], patch: list[Any], key: str) -> list[Any]:
+    out = copy.deepcopy(old)
+    for item in patch:
+        if not isinstance(item, dict):
+            raise bad_request(f"unable to find api field in struct for merge key {key!r}")
+        at = next((i for i, o in enumerate(out) if o.get(key) == item.get(key)), None)
+        if item.get("$patch") == "delete":
+            if at is not None:
+                del out[at]
+        elif at is None:
+            out.append(merge_patch({}, item, strategic=True))
+        else:
+            out[at] = merge_patch(out[at], item, strategic=True)
+    return out
+
+
+def json_patch(doc: Obj, ops: Any) -> Obj:
+    """RFC 6902 add/replace/remove/test; failures are 422 as from the real API."""
+    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
+        raise bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+    doc = copy.deepcopy(doc)
+    for op in ops:
+        kind, path = op.get("op"), op.get("path")
+        if kind not in ("add", "replace", "remove", "test") or not isinstance(path, str):
+            raise bad_request(f"Unexpected kind: {kind}")
+        if not path.startswith("/"):
+            raise ApiError(422, "Invalid", f"{kind} operation does not apply: path {path!r}")
+        tokens = [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
+        parent: Any = doc
+        for token in tokens[:-1]:
+            parent = _step(parent, token, kind, path)
+        last = tokens[-1]
+        at: Any  # the list index or the mapping key the operation works on
+        if isinstance(parent, list):
+            size = len(parent) + (1 if kind == "add" else 0)
+            if not (last == "-" and kind == "add") and not (last.isdigit() and int(last) < size):
+                raise ApiError(422, "Invalid", f"{kind} operation does not apply: "
+                               f"index out of range: {path}")
+            at = len(parent) if last == "-" else int(last)
+        elif isinstance(parent, dict):
+            if kind != "add" and last not in parent:
+                raise ApiError(422, "Invalid", f"{kind} operation does not apply: "
+                               f"doc is missing key: {path}: missing value")
+            at = last
+        else:
+            raise ApiError(422, "Invalid", f"{kind} operation does not apply: "
+                           f"doc is missing path: {path}: missing value")
+        if kind == "test" and parent[at] != op.get("value"):
+            raise ApiError(422, "Invalid", f"testing value {path} failed: test failed")
+        if kind == "remove":
+            del parent[at]
+        elif kind == "add" and isinstance(parent, list):
+            parent.insert(at, copy.deepcopy(op.get("value")))
+        elif kind in ("add", "replace"):
+            parent[at] = copy.deepcopy(op.get("value"))
+    return doc
+
+
+def _step(node: Any, token: str, kind: str, path: str) -> Any:
+    if isinstance(node, dict) and token in node:
+        return node[token]
+    if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+        return node[int(token)]
+    raise ApiError(422, "Invalid", f"{kind} operation does not apply: "
+                   f"doc is missing path: {path}: missing value")
+
+
+class KubeServer(ThreadingHTTPServer):
+    daemon_threads = True  # idle keep-alive connections must not hold the process open
+    block_on_close = False
+    request_queue_size = 128  # a burst of engines connecting at once must not hit SYN retries
+
+    def __init__(self, address: tuple[str, int], store: Store, token: str, verbose: bool):
+        self.store, self.token, self.verbose = store, token.encode(), verbose
+        super().__init__(address, Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if self.verbose:  # mostly clients hanging up mid-request: noise unless asked for
+            super().handle_error(request, client_address)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive; every response carries a Content-Length
+    # StreamRequestHandler.setup() sets TCP_NODELAY on the accepted socket when this is
+    # true: without it a small request/response exchange can stall on delayed ACKs (~40 ms).
+    disable_nagle_algorithm = True
+    wbufsize = -1  # headers and body leave in one write (flushed after each request)
+    server: KubeServer
+
+    def _serve(self) -> None:
+        # The body is read first, whatever happens next: an unread body would be parsed as
+        # the next request on this keep-alive connection.
+        try:
+            body = self._read_body()
+        except ValueError:
+            self.close_connection = True  # the framing is unknown, so is the next request
+            self._send(400, bad_request("invalid request body framing").status())
+            return
+        url = urlsplit(self.path)
+        try:
+            scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                    token.strip().encode(), self.server.token):
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            if self.command == "GET" and url.path.rstrip("/") in {*DISCOVERY, "/api"}:
+                self._send(200, self._discovery(url.path.rstrip("/")))
+                return
+            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            if "dryRun" in query:  # never pretend: a dry run here would really write
+                raise bad_request("dryRun is not supported by the lab API")
+            try:
+                payload = json.loads(body) if body.strip() else None
+            except ValueError as exc:
+                raise bad_request(f"json parse error: {exc}") from None
+            ctype = self.headers.get("Content-Type", "application/json").split(";")[0].strip()
+            code, obj = route(self.server.store, self.command, url.path, query, payload, ctype)
+        except ApiError as exc:
+            code, obj = exc.code, exc.status()
+        except Exception as exc:  # a bug here must not kill the connection or the server
+            traceback.print_exc(file=sys.stderr)
+            code, obj = 500, ApiError(500, "InternalError", f"Internal error occurred: {exc}",
+                                      {}).status()
+        self._send(code, obj)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+    def handle_expect_100(self) -> bool:
+        ok = super().handle_expect_100()
+        self.wfile.flush()  # the buffered writer would otherwise hold "100 Continue" back
+        return ok
+
+    def _discovery(self, path: str) -> Obj:
+        if path == "/api":  # the address the client reached us on, as the real one says
+            host = self.headers.get("Host") or "{}:{}".format(*self.server.server_address[:2])
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs":
+                    [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]}
+        return DISCOVERY[path]
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            chunks = []  # int() raises ValueError on a malformed size line
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            while self.rfile.readline().strip():
+                pass  # trailer fields, up to the blank line
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        if length < 0:
+            raise ValueError(length)
+        return self.rfile.read(length)
+
+    def _send(self, code: int, obj: Obj) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.server.verbose:
+            sys.stderr.write(f"{self.address_string()} - {format % args}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kubeapi.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--listen", required=True, metavar="HOST:PORT")
+    parser.add_argument("--token", required=True, help="the bearer token every request needs")
+    parser.add_argument("--state-file", type=Path, help="persist objects here (JSON)")
+    parser.add_argument("--stale-after", type=float, default=4.0, metavar="SECONDS",
+                        help="a node with no status patch for this long reads Ready Unknown "
+                             "(0: never)")
+    parser.add_argument("--verbose", action="store_true", help="log requests to stderr")
+    args = parser.parse_args(argv)
+    host, _, port = args.listen.rpartition(":")
+    server = KubeServer((host, int(port)), Store(args.stale_after, args.state_file),
+                        args.token, args.verbose)
+    if args.verbose:
+        print(f"kubeapi: serving on http://{args.listen}", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
