@@ -8,23 +8,34 @@ a restart is drained and restarted; chart values alone are written in place.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import FileChange, LiveFile, compare, deletion, file_digest
 from ..desired.files import DesiredFile, desired_files, is_owned, owned_paths
 from ..facts.distro import LAYOUTS
 from ..facts.files import files_fact
-from .base import Resource
+from ..kube import admin_kubeconfig_path
+from .base import Phase, Resource
+
+
+class SyncRolePhase(Phase):
+    """The sync phases differ only in the role they serve (and how they roll out, which is
+    the executor's business): both assess the same way."""
+
+    role: ClassVar[str]
+
+    def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
+        return sync_reads(ctx, host) if host.config.role == self.role else frozenset()
+
+    def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
+        return assess_role(ctx, self.title, self.role, hosts)
 
 
 def sync_reads(ctx: PlanContext, host: HostState) -> frozenset[str]:
     layout = LAYOUTS[ctx.config.engine.distro]
     paths = {f.path for f in desired_files(ctx.config, host.config.role)}
     return frozenset({f"file:{p}" for p in paths} | {f"dir:{d}" for d in owned_paths(layout)})
-
-
-def admin_kubeconfig(distro: str) -> str:
-    return f"{LAYOUTS[distro].config_dir}/{distro}.yaml"
 
 
 def assess_role(ctx: PlanContext, phase: str, role: str,
@@ -56,7 +67,7 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
         if restart:
             # Draining cordons the node; restarting rewrites the engine's admin kubeconfig.
             writes |= {(host.config.index, "node"),
-                       (host.config.index, f"file:{admin_kubeconfig(layout.distro)}")}
+                       (host.config.index, f"file:{admin_kubeconfig_path(layout.distro)}")}
         if changes:
             how = "drain and restart" if restart else "in place, no restart"
             ctx.found(phase, host, f"{len(changes)} file(s) to change, {how}")

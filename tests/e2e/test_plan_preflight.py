@@ -8,21 +8,9 @@ from pathlib import Path
 
 from tests.e2e.cli import cargoship, edit_config
 from tests.lab import HostSpec
+from tests.unit.test_dryrun import EXPECTED_PHASES
 
-TITLES = [
-    ("Connect to hosts", "runs, reads only"),
-    ("Detect host operating systems", "runs, reads only"),
-    ("Acquire exclusive host lock", "reported, not run"),
-    ("Gather host facts", "runs, reads only"),
-    ("Validate hosts", "runs, reads only"),
-    ("Gathering facts about the distro installed", "runs, reads only"),
-    ("Sync Registry Config Controller", "reported, not run"),
-    ("Sync Registry Config Worker", "reported, not run"),
-    ("Updating kubeconfig file with the current cluster", "reported, not run"),
-    ("Labeling nodes with their profile group", "reported, not run"),
-    ("Release exclusive host lock", "reported, not run"),
-    ("Disconnect from hosts", "runs its own dry-run path"),
-]
+TITLES = EXPECTED_PHASES
 
 
 def phase_block(output: str, title: str) -> str:

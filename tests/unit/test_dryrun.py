@@ -20,6 +20,22 @@ def _ctx() -> PlanContext:
     return PlanContext.create(config, ConnectOptions())
 
 
+EXPECTED_PHASES = [
+    ("Connect to hosts", "runs, reads only"),
+    ("Detect host operating systems", "runs, reads only"),
+    ("Acquire exclusive host lock", "reported, not run"),
+    ("Gather host facts", "runs, reads only"),
+    ("Validate hosts", "runs, reads only"),
+    ("Gathering facts about the distro installed", "runs, reads only"),
+    ("Sync Registry Config Controller", "reported, not run"),
+    ("Sync Registry Config Worker", "reported, not run"),
+    ("Updating kubeconfig file with the current cluster", "reported, not run"),
+    ("Labeling nodes with their profile group", "reported, not run"),
+    ("Release exclusive host lock", "reported, not run"),
+    ("Disconnect from hosts", "runs its own dry-run path"),
+]
+
+
 class Recorder(Phase):
     calls: ClassVar[list[str]] = []
 
@@ -56,20 +72,7 @@ def test_undeclared_phase_is_reported_and_never_run() -> None:
 
 def test_the_twelve_phases_in_order_with_their_declarations() -> None:
     declared = [(p.title, p.dry_run.value) for p in engine_config_sync()]
-    assert declared == [
-        ("Connect to hosts", "runs, reads only"),
-        ("Detect host operating systems", "runs, reads only"),
-        ("Acquire exclusive host lock", "reported, not run"),
-        ("Gather host facts", "runs, reads only"),
-        ("Validate hosts", "runs, reads only"),
-        ("Gathering facts about the distro installed", "runs, reads only"),
-        ("Sync Registry Config Controller", "reported, not run"),
-        ("Sync Registry Config Worker", "reported, not run"),
-        ("Updating kubeconfig file with the current cluster", "reported, not run"),
-        ("Labeling nodes with their profile group", "reported, not run"),
-        ("Release exclusive host lock", "reported, not run"),
-        ("Disconnect from hosts", "runs its own dry-run path"),
-    ]
+    assert declared == EXPECTED_PHASES
 
 
 def test_mutating_phases_have_no_runnable_path_in_the_planner() -> None:
