@@ -3,8 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-# Whatever happens, no lab host outlives the run.
-trap '.venv/bin/python -m tests.lab down --all >/dev/null 2>&1 || true' EXIT
+# Whatever happens, no lab host of this run outlives it (labs of other runs are left alone).
+RUN_TMP=$(mktemp -d /tmp/cargoship-test.XXXXXX)
+trap '.venv/bin/python -m tests.lab down --all --under "$RUN_TMP" >/dev/null 2>&1 || true; rm -rf "$RUN_TMP"' EXIT
 .venv/bin/ruff check .
 .venv/bin/mypy planner executor cargoship schemas
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q --basetemp="$RUN_TMP/pytest" "$@"

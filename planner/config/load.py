@@ -186,8 +186,8 @@ def _host(path: Path, index: int, raw: dict[str, Any], profiles: dict[str, Any])
         private_address=raw.get("privateAddress"),
         ssh=SshConfig(
             address=ssh["address"],
-            port=ssh.get("port", 22),
-            user=ssh.get("user", "root"),
+            port=ssh.get("port"),
+            user=ssh.get("user"),
             key_path=_local_path(path, ssh["keyPath"]) if "keyPath" in ssh else None,
             known_hosts=_local_path(path, ssh["knownHosts"]) if "knownHosts" in ssh else None,
             bastion=Bastion(

@@ -21,8 +21,9 @@ class Bastion:
 @dataclass(frozen=True)
 class SshConfig:
     address: str
-    port: int = 22
-    user: str = "root"
+    # None: whatever ~/.ssh/config says for the address, else OpenSSH's defaults.
+    port: int | None = None
+    user: str | None = None
     key_path: Path | None = None
     known_hosts: Path | None = None
     bastion: Bastion | None = None
@@ -30,7 +31,7 @@ class SshConfig:
     @property
     def endpoint(self) -> str:
         host = f"[{self.address}]" if ":" in self.address else self.address
-        return f"{host}:{self.port}"
+        return f"{host}:{self.port or 22}"
 
 
 @dataclass(frozen=True)

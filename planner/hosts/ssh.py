@@ -93,6 +93,9 @@ class SshSession:
     def __init__(self, label: str, conn: fabric.Connection, host_key: paramiko.PKey) -> None:
         self.label = label
         self._conn = conn
+        # As resolved through ~/.ssh/config: what was really used.
+        self.user: str = conn.user
+        self.endpoint = f"{conn.host}:{conn.port}"
         self.host_key_fingerprint = fingerprint(host_key)
         self.round_trips = 0
 
@@ -167,7 +170,7 @@ def open_session(label: str, ssh: SshConfig, options: ConnectOptions) -> SshSess
                    "entry (ssh-keygen -R) and verify the new key") from None
     except paramiko.AuthenticationException:
         conn.close()
-        raise ConnectError(label, f"authentication failed for {ssh.user}@{ssh.endpoint}") \
+        raise ConnectError(label, f"authentication failed for {conn.user}@{ssh.endpoint}") \
             from None
     except TimeoutError:
         conn.close()

@@ -20,7 +20,7 @@ class Connect(Phase):
 
         def connect(host: HostState) -> HostReader:
             session = open_session(host.label, host.config.ssh, ctx.connect_options)
-            return HostReader(session, host.config.ssh.user, options.command_timeout)
+            return HostReader(session, session.user, options.command_timeout)
 
         results = parallel(ctx.hosts, connect, options.host_concurrency)
         for host, result in zip(ctx.hosts, results, strict=True):
@@ -31,6 +31,6 @@ class Connect(Phase):
             else:
                 host.reader = result
                 host.host_key = result.host_key_fingerprint
-                ctx.found(self.title, host, f"connected as {host.config.ssh.user} to "
+                ctx.found(self.title, host, f"connected as {result.user} to "
                                             f"{host.config.ssh.endpoint}, host key "
                                             f"{result.host_key_fingerprint}")

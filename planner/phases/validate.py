@@ -60,12 +60,13 @@ class ValidateHosts(Phase):
                 host.error = "failed validation"
 
     def _privilege(self, ctx: PlanContext, host: HostState) -> str:
-        assert host.privilege is not None
+        assert host.privilege is not None and host.reader is not None
+        user = host.reader.user
         if host.privilege.uid == 0:
             return "root"
         if host.privilege.sudo:
-            return f"{host.config.ssh.user} with passwordless sudo"
-        ctx.problem(self.title, host, f"user {host.config.ssh.user} is not root and cannot run "
+            return f"{user} with passwordless sudo"
+        ctx.problem(self.title, host, f"user {user} is not root and cannot run "
                                       "sudo without a password (sudo -n true failed)")
         return ""
 

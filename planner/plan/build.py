@@ -74,7 +74,7 @@ def _identity(ctx: PlanContext, host: HostState) -> HostIdentity:
     return HostIdentity(
         name=host.hostname or cfg.hostname or cfg.ssh.address,
         address=cfg.ssh.address,
-        port=cfg.ssh.port,
+        port=cfg.ssh.port or 22,
         role=cfg.role,
         profile=cfg.profile,
         host_key=host.host_key,

@@ -76,3 +76,24 @@ def test_k3s_cluster_paths(lab_factory, tmp_path: Path) -> None:
         ("server-1", "/etc/rancher/k3s/config.yaml.d/50-cargoship.yaml", True),
         ("server-1", "/var/lib/rancher/k3s/server/manifests/cargoship-traefik.yaml", False),
     ]
+
+
+def test_ssh_config_aliases_and_identity_are_honoured(lab_factory, tmp_path: Path) -> None:
+    lab = lab_factory([HostSpec("ctl-1", "controller", user="alice")])
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host prod-ctl-1\n  HostName {lab.host('ctl-1').address}\n  User alice\n"
+        f"  IdentityFile {lab.dir / 'id_ed25519'}\n")
+    (home / ".ssh" / "known_hosts").write_text((lab.dir / "known_hosts").read_text())
+
+    def by_alias(data: dict) -> None:  # type: ignore[type-arg]
+        # Only the alias: address, user, key and known_hosts all come from ~/.ssh.
+        data["spec"]["hosts"][0]["ssh"] = {"address": "prod-ctl-1"}
+
+    edit_config(lab.dir / "cluster.yaml", by_alias)
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", env={"HOME": str(home)})
+    assert result.returncode == 0, result.stdout
+    assert "connected as alice to prod-ctl-1:22" in result.stdout
+    assert "alice with passwordless sudo" in result.stdout
+    assert "hostname ctl-1" in result.stdout

@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     target = down.add_mutually_exclusive_group(required=True)
     target.add_argument("--dir", type=Path)
     target.add_argument("--all", action="store_true", help="every lab on this machine")
+    down.add_argument("--under", type=Path, help="with --all: only labs below this directory")
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "ls":
             _print_hosts(Lab.load(args.dir))
         elif args.all:
-            print(f"removed {down_all()} lab(s)", file=sys.stderr)
+            print(f"removed {down_all(args.under)} lab(s)", file=sys.stderr)
         else:
             Lab.load(args.dir).down()
     except LabError as exc:

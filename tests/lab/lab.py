@@ -309,10 +309,13 @@ def _host_env() -> dict[str, str]:
             "HOME": "/root", "LANG": "C.UTF-8", "SVDIR": "/etc/service"}
 
 
-def down_all() -> int:
-    """Remove every lab registered on this machine; returns how many."""
+def down_all(under: Path | None = None) -> int:
+    """Remove every lab registered on this machine (or only those whose directory is
+    below `under`); returns how many."""
     count = 0
     for lab_dir in network.registered_dirs():
+        if under is not None and not lab_dir.is_relative_to(Path(under).resolve()):
+            continue
         try:
             Lab.load(lab_dir).down()
             count += 1

@@ -54,7 +54,7 @@ def test_good_config_with_profile_defaults_and_env_secret(tmp_path: Path,
     monkeypatch.setenv("CS_TEST_PASSWORD", "hunter2-unique")
     config = load_config(write(tmp_path, GOOD))
     ctl, wrk = config.hosts
-    assert (ctl.ssh.user, ctl.ssh.port) == ("root", 22)
+    assert (ctl.ssh.user, ctl.ssh.port) == (None, None)  # left to ~/.ssh/config
     # The profile supplies defaults, the host's own user wins.
     assert (wrk.ssh.user, wrk.ssh.port, wrk.private_interface) == ("admin", 2222, "eth1")
     assert config.options.worker_concurrency == 3
