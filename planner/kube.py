@@ -11,9 +11,8 @@ from __future__ import annotations
 import copy
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import kubernetes
 import yaml
 
 from .facts.distro import LAYOUTS
@@ -22,10 +21,16 @@ from .facts.distro import LAYOUTS
 CREDENTIAL_KEYS = frozenset({"token", "client-key-data", "client-key", "password",
                              "client-certificate-data"})
 
-ApiFactory = Callable[[dict[str, Any]], kubernetes.client.CoreV1Api]
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
+
+ApiFactory = Callable[[dict[str, Any]], "CoreV1Api"]
 
 
-def official_client(kubeconfig: dict[str, Any]) -> kubernetes.client.CoreV1Api:
+def official_client(kubeconfig: dict[str, Any]) -> CoreV1Api:
+    # Imported here: the client takes ~0.4 s to import and most plans never call the API.
+    import kubernetes
+
     api_client = kubernetes.config.new_client_from_config_dict(kubeconfig)
     return kubernetes.client.CoreV1Api(api_client)
 

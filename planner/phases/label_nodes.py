@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import kubernetes
-
 from ..context import HostState, PlanContext, PlannedChange
 from .admin_access import first_controller, read_admin
 from .base import Phase, Resource
@@ -36,10 +34,12 @@ class LabelNodes(Phase):
         admin = read_admin(ctx, self.title, controller)
         if admin is None:
             return set()
+        from kubernetes.client import ApiException  # ~0.4 s to import: only when needed
+
         try:
             nodes = {n.metadata.name: dict(n.metadata.labels or {})
                      for n in ctx.kube_api(admin).list_node(_request_timeout=30).items}
-        except (kubernetes.client.ApiException, OSError, ValueError) as exc:
+        except (ApiException, OSError, ValueError) as exc:
             ctx.problem(self.title, None, f"cannot list nodes through the Kubernetes API: "
                                           f"{_reason(exc)}")
             return set()
@@ -63,6 +63,7 @@ class LabelNodes(Phase):
 
 
 def _reason(exc: Exception) -> str:
-    if isinstance(exc, kubernetes.client.ApiException):
-        return f"HTTP {exc.status} {exc.reason}"
+    status = getattr(exc, "status", None)
+    if status is not None:
+        return f"HTTP {status} {getattr(exc, 'reason', '')}"
     return f"{type(exc).__name__}: {exc}"
