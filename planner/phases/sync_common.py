@@ -68,9 +68,6 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
             # Draining cordons the node; restarting rewrites the engine's admin kubeconfig.
             writes |= {(host.config.index, "node"),
                        (host.config.index, f"file:{admin_kubeconfig_path(layout.distro)}")}
-        if changes:
-            how = "drain and restart" if restart else "in place, no restart"
-            ctx.found(phase, host, f"{len(changes)} file(s) to change, {how}")
     return writes
 
 
