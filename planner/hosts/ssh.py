@@ -99,7 +99,9 @@ class SshSession:
         self.host_key_fingerprint = fingerprint(host_key)
         self.round_trips = 0
 
-    def run(self, command: str, timeout: float) -> CommandResult:
+    def run(self, command: str, timeout: float, stdin: bytes | None = None) -> CommandResult:
+        """Run one command. Data such as file content goes through `stdin`, never the
+        command line, which other users of the host can read in the process list."""
         transport = self._conn.client.get_transport()
         if transport is None or not transport.is_active():
             raise CommandError(self.label, "SSH connection is closed")
@@ -108,6 +110,8 @@ class SshSession:
             channel = transport.open_session(timeout=timeout)
             try:
                 channel.exec_command(command)
+                if stdin:
+                    channel.sendall(stdin)
                 channel.shutdown_write()
                 return _collect(self.label, channel, timeout)
             finally:
