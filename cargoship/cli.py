@@ -129,7 +129,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 1
     if out:
         codec.write(plan, out)
-        print(f"\nPlan {plan.plan_id} saved to {out}; apply it with: cargoship apply {out}")
+        print(f"\nPlan {plan.plan_id} saved to {out}; review it with: cargoship show {out}")
     if getattr(args, "detailed_exitcode", False):
         return 2 if plan.changes or plan.unassessed else 0
     return 0

@@ -15,6 +15,7 @@ from typing import Any
 
 from .config.model import ClusterConfig, HostConfig
 from .configurers import Configurer
+from .errors import HostError
 from .facts.distro import EngineFacts
 from .facts.network import Network
 from .facts.os_release import Kernel, OsRelease
@@ -166,8 +167,6 @@ def _index(host: HostState | None) -> int | None:
 
 
 def _reason(exc: Exception) -> str:
-    from .errors import HostError
-
     if isinstance(exc, HostError):
         return exc.message
     return f"{type(exc).__name__}: {exc}"

@@ -64,10 +64,13 @@ def dry_run(ctx: PlanContext, phases: Sequence[Phase]) -> DryRunReport:
 def _assess(ctx: PlanContext, phase: Phase, would_write: dict[Resource, str]) -> str:
     """Assess a reported phase where it can be, and say why not where it can't."""
     blocked_cluster = _conflict(phase.cluster_reads(ctx), None, would_write)
+    if blocked_cluster:
+        # Something that belongs to no host: one item for the cluster, not one per host.
+        ctx.unassessed(phase.title, None, blocked_cluster)
+        return "unassessed"
     assessable: list[HostState] = []
     for host in ctx.active_hosts():
-        reason = blocked_cluster or _conflict(phase.reads(ctx, host), host.config.index,
-                                              would_write)
+        reason = _conflict(phase.reads(ctx, host), host.config.index, would_write)
         if reason:
             ctx.unassessed(phase.title, host, reason)
         else:

@@ -84,3 +84,54 @@ def test_mutating_phases_have_no_runnable_path_in_the_planner() -> None:
             except RuntimeError:
                 continue
             raise AssertionError(f"{phase.title} ran inside the planner")
+
+
+class _NoHost:
+    def close(self) -> None:
+        return None
+
+
+class WritesKubeconfig(Phase):
+    title = "Write a cluster-wide thing"
+
+    def assess(self, ctx: PlanContext, hosts):  # type: ignore[no-untyped-def]
+        return {(None, "kubeconfig"), (0, "node")}
+
+
+class ReadsKubeconfig(Phase):
+    title = "Read the cluster-wide thing"
+    assessed: ClassVar[list[int]] = []
+
+    def cluster_reads(self, ctx: PlanContext) -> frozenset[str]:
+        return frozenset({"kubeconfig"})
+
+    def assess(self, ctx: PlanContext, hosts):  # type: ignore[no-untyped-def]
+        self.assessed.append(len(hosts))
+        return set()
+
+
+class ReadsNode(Phase):
+    title = "Read each node"
+
+    def reads(self, ctx: PlanContext, host):  # type: ignore[no-untyped-def]
+        return frozenset({"node"})
+
+    def assess(self, ctx: PlanContext, hosts):  # type: ignore[no-untyped-def]
+        return set()
+
+
+def test_unassessed_is_derived_from_reads_and_earlier_writes() -> None:
+    ctx = _ctx()
+    ctx.hosts[0].reader = _NoHost()  # type: ignore[assignment]  # active; never read here
+    ReadsKubeconfig.assessed.clear()
+    report = dry_run(ctx, [ReadsNode(), WritesKubeconfig(), ReadsKubeconfig(), ReadsNode()])
+    outcomes = [r.outcome for r in report.phases]
+    # Reading before the writer is fine; reading after it is unassessed, with the reason.
+    assert outcomes == ["no changes", "planned", "unassessed", "unassessed"]
+    assert ReadsKubeconfig.assessed == []
+    assert [(u.phase, u.host, u.text) for u in ctx.unassessed_items] == [
+        ("Read the cluster-wide thing", None,
+         "reads the local kubeconfig, which 'Write a cluster-wide thing' would change first"),
+        ("Read each node", 0,
+         "reads its node object, which 'Write a cluster-wide thing' would change first"),
+    ]
