@@ -1,8 +1,8 @@
 """The files that make a lab host what it is: prepared on the machine before it starts.
 
 Everything goes under the host's own directory; the host's init mounts it over /etc
-(an overlay), /root (an overlay hiding the shell rc files), /etc/rancher, /var/lib/rancher,
-/usr/local/bin and /home.
+(an overlay), /root (an overlay hiding the shell rc files), /var (an overlay),
+/etc/rancher, /var/lib/rancher, /usr/local/bin and /home.
 """
 
 from __future__ import annotations
@@ -90,8 +90,8 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
     """Lay out a host's files; returns its SSH host public key line (type + base64)."""
     if spec.os not in OS_RELEASES:
         raise ValueError(f"unknown lab OS {spec.os!r}; known: {', '.join(OS_RELEASES)}")
-    for name in ("etc.upper", "etc.work", "root.upper", "root.work", "rancher-etc",
-                 "rancher-var", "bin", "home"):
+    for name in ("etc.upper", "etc.work", "root.upper", "root.work", "var.upper", "var.work",
+                 "var.upper/lib/rancher", "rancher-etc", "rancher-var", "bin", "home"):
         (host_dir / name).mkdir(parents=True, exist_ok=True)
     write(host_dir / "hostname", spec.name + "\n")
     etc = host_dir / "etc.upper"

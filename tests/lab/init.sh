@@ -7,6 +7,8 @@ H=$1
 hostname "$(cat "$H/hostname")"
 mount -t overlay lab-etc -o "lowerdir=/etc,upperdir=$H/etc.upper,workdir=$H/etc.work" /etc
 mount -t overlay lab-root -o "lowerdir=/root,upperdir=$H/root.upper,workdir=$H/root.work" /root
+# Own /var: what a host writes there (backups, apply records) stays its own.
+mount -t overlay lab-var -o "lowerdir=/var,upperdir=$H/var.upper,workdir=$H/var.work" /var
 mount --bind "$H/rancher-etc" /etc/rancher
 mount --bind "$H/rancher-var" /var/lib/rancher
 mount --bind "$H/bin" /usr/local/bin

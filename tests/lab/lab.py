@@ -107,7 +107,6 @@ class Lab:
         if len(set(names)) != len(names) or not hosts:
             raise LabError("host names must be unique and at least one host is needed")
         dir.mkdir(parents=True, exist_ok=True)
-        Path("/var/lib/rancher").mkdir(parents=True, exist_ok=True)  # mount point only
         index = network.claim_index(dir)
         lab = cls(dir, index, distro, version or DEFAULT_VERSIONS[distro])
         try:

@@ -1,0 +1,85 @@
+"""Atomic writes with backups on real lab hosts (executor/files.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from executor.files import restore_file, write_file
+from executor.remote import HostWriter
+from planner.config.model import SshConfig
+from planner.errors import CommandError
+from planner.hosts.ssh import ConnectOptions, open_session
+from tests.lab import HostSpec, Lab
+
+REGISTRIES = "/etc/rancher/rke2/registries.yaml"
+PLAN = "0123456789abcdef0123456789abcdef"
+
+
+def writer(lab: Lab, name: str) -> HostWriter:
+    host = lab.host(name)
+    ssh = SshConfig(address=host.address, user=host.user, key_path=lab.dir / "id_ed25519",
+                    known_hosts=lab.dir / "known_hosts")
+    session = open_session(name, ssh, ConnectOptions())
+    return HostWriter(session, session.user, 30)
+
+
+def stat(lab: Lab, name: str, path: str) -> str:
+    return lab.exec(name, f"stat -c '%a %U:%G' {path}").stdout.strip()
+
+
+@pytest.mark.parametrize("user", ["root", "alice"])
+def test_write_keeps_a_backup_sets_mode_and_leaves_no_temp(lab_factory, user: str) -> None:
+    lab = lab_factory([HostSpec("wrk-1", "worker", user=user)])
+    before = lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+    lab.exec("wrk-1", f"chmod 644 {REGISTRIES}")
+    host = writer(lab, "wrk-1")
+    secret = b"mirrors: {}\nconfigs: {r.io: {auth: {password: pw-7c1d}}}\n"
+    written = write_file(host, REGISTRIES, secret, mode=0o600, plan_id=PLAN)
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout.encode() == secret
+    assert stat(lab, "wrk-1", REGISTRIES) == "600 root:root"  # credentials: 0600
+    assert written.backup == f"/var/lib/cargoship/backups/{PLAN}{REGISTRIES}"
+    assert lab.exec("wrk-1", f"cat {written.backup}").stdout == before
+    assert lab.exec("wrk-1", "ls -A /etc/rancher/rke2").stdout.split() == [
+        "config.yaml", "registries.yaml"]  # no temp file left behind
+    # Restore brings back the old content exactly.
+    restore_file(host, written)
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == before
+    host.close()
+
+
+def test_new_file_without_previous_content(lab_factory) -> None:
+    lab = lab_factory([HostSpec("ctl-1", "controller")])
+    host = writer(lab, "ctl-1")
+    path = "/etc/rancher/rke2/config.yaml.d/50-cargoship.yaml"
+    written = write_file(host, path, b"audit-policy-file: /x\n", mode=0o600, plan_id=PLAN)
+    assert written.backup is None
+    assert stat(lab, "ctl-1", path) == "600 root:root"
+    restore_file(host, written)
+    assert lab.exec("ctl-1", f"test -e {path}", check=False).returncode == 1
+    host.close()
+
+
+def test_failed_write_leaves_the_old_file_whole(lab_factory) -> None:
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    before = lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+    # A read-only /etc/rancher: the temp file can't even be created.
+    lab.exec("wrk-1", "mount -o remount,bind,ro /etc/rancher")
+    host = writer(lab, "wrk-1")
+    with pytest.raises(CommandError, match="remote command failed"):
+        write_file(host, REGISTRIES, b"mirrors: {}\n", mode=0o600, plan_id=PLAN)
+    lab.exec("wrk-1", "mount -o remount,bind,rw /etc/rancher")
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == before
+    assert ".cargoship." not in lab.exec("wrk-1", "ls -A /etc/rancher/rke2").stdout
+    host.close()
+
+
+def test_paths_with_shell_metacharacters_are_quoted(lab_factory, tmp_path: Path) -> None:
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    host = writer(lab, "wrk-1")
+    path = "/etc/rancher/rke2/x; touch /tmp/pwned $(touch /tmp/pwned2).yaml"
+    write_file(host, path, b"a: 1\n", mode=0o600, plan_id=PLAN)
+    assert lab.exec("wrk-1", "ls /tmp").stdout.split() == []
+    assert lab.exec("wrk-1", ["cat", path]).stdout == "a: 1\n"
+    host.close()
