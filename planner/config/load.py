@@ -226,8 +226,10 @@ def _options(path: Path, raw: dict[str, Any]) -> Options:
 def _secret_paths(engine_config: dict[str, Any]) -> Iterator[tuple[str, ...]]:
     configs = engine_config.get("registries", {}).get("configs", {})
     for registry, settings in configs.items():
-        for name in _SECRET_FIELDS:
-            if name in settings.get("auth", {}):
+        for name, value in settings.get("auth", {}).items():
+            # A username may come from a secret source, but written inline it is not one:
+            # it stays plain text (and so can travel in a plan).
+            if name in _SECRET_FIELDS and not (name == "username" and isinstance(value, str)):
                 yield ("registries", "configs", registry, "auth", name)
 
 

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from typing import Any
 
 from .. import __version__
-from ..config.secrets import Secret
 from ..context import Finding, HostState, PlanContext
 from ..dryrun import DryRunReport
 from ..phases.base import DryRun
 from ..phases.lock import whoami
+from .desired import inline_secrets, to_desired
 from .model import Change, HostIdentity, Note, Outcome, PhaseOutcome, Plan, Unassessed
 
 
 def build_plan(report: DryRunReport) -> Plan:
     ctx = report.ctx
     names = {h.config.index: _name(h) for h in ctx.hosts}
+    inline = inline_secrets(ctx.config)
     return Plan(
         plan_id=uuid.uuid4().hex,
         created_at=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
@@ -26,7 +26,7 @@ def build_plan(report: DryRunReport) -> Plan:
         cargoship_version=__version__,
         config_digest=ctx.config.digest,
         cluster=ctx.config.name,
-        desired=_desired(ctx),
+        desired=to_desired(ctx.config, ctx.salt),
         hosts=tuple(_identity(ctx, h) for h in ctx.hosts),
         phases=tuple(
             PhaseOutcome(r.number, r.title, r.dry_run.value, _outcome(r.dry_run, r.outcome),
@@ -38,11 +38,13 @@ def build_plan(report: DryRunReport) -> Plan:
                       for c in ctx.changes),
         unassessed=tuple(Unassessed(u.phase, _host(names, u), u.text)
                          for u in ctx.unassessed_items),
-        warnings=tuple(_line(names, w) for w in ctx.warnings),
+        warnings=tuple(_line(names, w) for w in ctx.warnings) + tuple(
+            f"{path}: an inline secret can't be carried by a plan; use fromEnv or fromFile "
+            "to make this plan applyable" for path in inline),
         problems=tuple(_line(names, p) for p in ctx.problems),
         salt=ctx.salt.hex(),
         seconds=round(report.seconds, 3),
-        applyable=not ctx.problems,
+        applyable=not ctx.problems and not inline,
         complete=not ctx.problems and not ctx.unassessed_items,
     )
 
@@ -84,24 +86,3 @@ def _identity(ctx: PlanContext, host: HostState) -> HostIdentity:
         else None,
         reads=dict(sorted(ctx.reads.get(cfg.index, {}).items())),
     )
-
-
-def _desired(ctx: PlanContext) -> dict[str, Any]:
-    cfg = ctx.config
-    return {
-        "engine": {"distro": cfg.engine.distro, "version": cfg.engine.version},
-        "engineConfig": _digest_secrets(cfg.engine_config, ctx.salt),
-        "options": {"workerConcurrency": cfg.options.worker_concurrency,
-                    "labelProfiles": cfg.options.label_profiles,
-                    "kubeconfig": cfg.options.kubeconfig_enabled},
-    }
-
-
-def _digest_secrets(value: Any, salt: bytes) -> Any:
-    if isinstance(value, Secret):
-        return {"secret": value.source, "digest": value.salted_digest(salt)}
-    if isinstance(value, dict):
-        return {k: _digest_secrets(v, salt) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_digest_secrets(v, salt) for v in value]
-    return value
