@@ -1,0 +1,318 @@
+"""The Kubernetes side of a rollout: cordon, drain, wait until Ready, uncordon.
+
+Drain follows `kubectl drain`: it goes through the eviction subresource so that
+PodDisruptionBudgets are honoured (a 429 is retried until the drain timeout), skips mirror
+and DaemonSet pods (their controllers would recreate them on the same node anyway) and
+refuses, before evicting anything, pods whose data or existence would be lost for good
+(emptyDir volumes, no controller) unless the caller opted in.
+
+The API object is the official client's `CoreV1Api`, handed in by the caller; the client is
+untyped, so its objects are `Any` here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import urllib3
+from kubernetes.client import V1DeleteOptions, V1Eviction, V1ObjectMeta
+from kubernetes.client.rest import ApiException
+
+from planner.errors import CargoshipError
+
+log = logging.getLogger("cargoship.executor")
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+# Bounds every single API request: without it a stalled connection blocks forever and no
+# drain or readiness timeout could fire.
+REQUEST_TIMEOUT = 10.0
+# Cordon re-reads the node after a conflicting update; this many in a row is not a race.
+CONFLICT_RETRIES = 5
+# Transport failures of the client (connection refused, read timeout, ...).
+_UNREACHABLE = (urllib3.exceptions.HTTPError, OSError)
+
+
+class DrainError(CargoshipError):
+    """Cordon, drain or uncordon failed; the message names the node, the pod(s) and why."""
+
+    def __init__(self, node: str, message: str) -> None:
+        self.node = node
+        super().__init__(f"node {node}: {message}")
+
+
+class NotReadyError(CargoshipError):
+    """The node did not report Ready in time; the message says the last state seen."""
+
+    def __init__(self, node: str, timeout: float, last_seen: str) -> None:
+        self.node, self.last_seen = node, last_seen
+        super().__init__(f"node {node}: not Ready after {timeout:g} s (last seen: {last_seen})")
+
+
+@dataclass(frozen=True)
+class DrainOptions:
+    timeout: float = 300.0  # the whole drain: evictions and waiting for the pods to go
+    grace_period: int = -1  # -1: each pod's own terminationGracePeriodSeconds
+    delete_emptydir_data: bool = False
+    force: bool = False  # also delete pods not managed by a controller
+    # Between eviction attempts blocked by a PDB (429), and between checks that evicted
+    # pods are gone.
+    retry_interval: float = 2.0
+
+
+@dataclass(frozen=True)
+class DrainReport:
+    evicted: tuple[str, ...]  # "ns/name"
+    skipped: tuple[str, ...]  # "ns/name (why)"
+
+
+@dataclass(frozen=True)
+class PodVerdict:
+    """What drain does with one pod: evict it, leave it alone, or refuse the whole drain."""
+
+    pod: str  # "ns/name"
+    uid: str
+    action: Literal["evict", "skip", "refuse"]
+    why: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.pod} ({self.why})" if self.why else self.pod
+
+
+def pod_key(pod: Any) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
+def _controller_kind(pod: Any) -> str | None:
+    for ref in pod.metadata.owner_references or []:
+        if ref.controller:
+            return str(ref.kind)
+    return None
+
+
+def classify_pod(pod: Any, options: DrainOptions) -> PodVerdict:
+    """kubectl drain's filters, in its order: what is skipped never counts as refused."""
+    key, uid = pod_key(pod), str(pod.metadata.uid or "")
+    if (pod.status.phase if pod.status else None) in ("Succeeded", "Failed"):
+        return PodVerdict(key, uid, "skip", f"already {pod.status.phase}")
+    if MIRROR_ANNOTATION in (pod.metadata.annotations or {}):
+        return PodVerdict(key, uid, "skip", "mirror pod")
+    controller = _controller_kind(pod)
+    if controller == "DaemonSet":
+        return PodVerdict(key, uid, "skip", "DaemonSet-managed")
+    problems = []
+    volumes = (pod.spec.volumes if pod.spec else None) or []
+    if not options.delete_emptydir_data and any(v.empty_dir is not None for v in volumes):
+        problems.append("has emptyDir data, needs delete_emptydir_data")
+    if not options.force and controller is None:
+        problems.append("not managed by a controller, needs force")
+    if problems:
+        return PodVerdict(key, uid, "refuse", "; ".join(problems))
+    return PodVerdict(key, uid, "evict")
+
+
+def eviction_body(namespace: str, name: str, grace_period: int) -> Any:
+    delete_options = (V1DeleteOptions(grace_period_seconds=grace_period)
+                      if grace_period >= 0 else None)
+    return V1Eviction(metadata=V1ObjectMeta(name=name, namespace=namespace),
+                      delete_options=delete_options)
+
+
+def api_message(exc: ApiException) -> str:
+    """The Status message the API sent, with its causes (a PDB names itself only there)."""
+    try:
+        body = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        return f"HTTP {exc.status} {exc.reason}"
+    if not isinstance(body, dict):
+        return f"HTTP {exc.status} {exc.reason}"
+    causes = [str(c.get("message")) for c in (body.get("details") or {}).get("causes") or []
+              if isinstance(c, dict) and c.get("message")]
+    message = str(body.get("message") or f"HTTP {exc.status} {exc.reason}")
+    return f"{message} ({'; '.join(causes)})" if causes else message
+
+
+def still_present(listed: Iterable[Any], evicted: dict[str, str]) -> list[str]:
+    """Evicted pods still listed on the node. A pod of the same name with another UID is a
+    replacement (a StatefulSet reuses names), not the pod that was evicted."""
+    return sorted(key for pod in listed
+                  if evicted.get(key := pod_key(pod)) == str(pod.metadata.uid or ""))
+
+
+def ready_condition(node: Any) -> tuple[bool, str]:
+    """Whether the node is Ready, and the condition as shown in an error."""
+    conditions = (node.status.conditions if node.status else None) or []
+    for cond in conditions:
+        if cond.type == "Ready":
+            detail = ": ".join(str(p) for p in (cond.reason, cond.message) if p)
+            shown = f"Ready={cond.status}" + (f" ({detail})" if detail else "")
+            return cond.status == "True", shown
+    return False, "no Ready condition"
+
+
+class NodeOps:
+    def __init__(self, api: Any, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._api, self._clock, self._sleep = api, clock, sleep
+
+    # --- cordon / uncordon ---------------------------------------------------------------
+
+    def cordon(self, node: str) -> bool:
+        """Mark the node unschedulable. True if this call did it, False if it already was:
+        only nodes cargoship cordoned may be uncordoned afterwards."""
+        for _ in range(CONFLICT_RETRIES):
+            current = self._call(node, "reading the node", self._api.read_node, node)
+            if current.spec and current.spec.unschedulable:
+                log.info("node %s: already cordoned", node)
+                return False
+            # The resourceVersion makes read-and-patch atomic: if someone else cordoned it
+            # in between, the API answers 409 and the re-read tells the truth.
+            patch = {"metadata": {"resourceVersion": current.metadata.resource_version},
+                     "spec": {"unschedulable": True}}
+            try:
+                self._call(node, "cordon", self._api.patch_node, node, patch, allow=(409,))
+            except ApiException:
+                continue
+            log.info("node %s: cordoned", node)
+            return True
+        raise DrainError(node, f"cordon failed: {CONFLICT_RETRIES} conflicting updates in a row")
+
+    def uncordon(self, node: str) -> None:
+        self._call(node, "uncordon", self._api.patch_node, node,
+                   {"spec": {"unschedulable": False}})
+        log.info("node %s: uncordoned", node)
+
+    # --- drain ---------------------------------------------------------------------------
+
+    def drain(self, node: str, options: DrainOptions) -> DrainReport:
+        """Evict the node's pods (it must be cordoned first, or they could come straight
+        back) and wait until they are gone, all within options.timeout."""
+        deadline = self._clock() + options.timeout
+        current = self._call(node, "reading the node", self._api.read_node, node)
+        if not (current.spec and current.spec.unschedulable):
+            raise DrainError(node, "drain refused: the node is not cordoned")
+        verdicts = [classify_pod(p, options) for p in self._pods_on(node)]
+        refused = [str(v) for v in verdicts if v.action == "refuse"]
+        if refused:
+            raise DrainError(node, "drain refused, nothing evicted: " + ", ".join(refused))
+        skipped = [str(v) for v in verdicts if v.action == "skip"]
+        evicted, gone = self._evict_all(node, [v for v in verdicts if v.action == "evict"],
+                                        options, deadline)
+        skipped += [f"{key} (already gone)" for key in gone]
+        self._wait_gone(node, evicted, options, deadline)
+        log.info("node %s: drained (%d evicted, %d skipped)", node, len(evicted), len(skipped))
+        return DrainReport(tuple(sorted(evicted)), tuple(sorted(skipped)))
+
+    def _evict_all(self, node: str, pods: list[PodVerdict], options: DrainOptions,
+                   deadline: float) -> tuple[dict[str, str], list[str]]:
+        """Evict in rounds: a pod blocked by a budget does not hold up the others, as with
+        kubectl's parallel evictions. Returns evicted pods (key -> uid) and pods found gone."""
+        evicted: dict[str, str] = {}
+        gone: list[str] = []
+        pending = list(pods)
+        while True:
+            blocked: list[tuple[PodVerdict, str]] = []
+            for pod in pending:
+                outcome, why = self._evict(node, pod, options)
+                if outcome == "evicted":
+                    evicted[pod.pod] = pod.uid
+                elif outcome == "gone":
+                    gone.append(pod.pod)
+                else:
+                    blocked.append((pod, why))
+            if not blocked:
+                return evicted, gone
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                shown = ", ".join(f"{p.pod} ({why})" for p, why in blocked)
+                raise DrainError(node, f"eviction blocked by a disruption budget until the "
+                                       f"{options.timeout:g} s drain timeout: {shown}")
+            pending = [p for p, _ in blocked]
+            self._sleep(min(options.retry_interval, remaining))
+
+    def _evict(self, node: str, pod: PodVerdict,
+               options: DrainOptions) -> tuple[Literal["evicted", "gone", "blocked"], str]:
+        """The outcome, and for "blocked" the budget's message."""
+        namespace, name = pod.pod.split("/", 1)
+        try:
+            self._call(node, f"eviction of {pod.pod}", self._api.create_namespaced_pod_eviction,
+                       name, namespace, eviction_body(namespace, name, options.grace_period),
+                       allow=(404, 429))
+        except ApiException as exc:
+            if exc.status == 404:
+                return "gone", ""
+            log.info("node %s: eviction of %s blocked: %s", node, pod.pod, api_message(exc))
+            return "blocked", api_message(exc)
+        log.info("node %s: evicted %s", node, pod.pod)
+        return "evicted", ""
+
+    def _wait_gone(self, node: str, evicted: dict[str, str], options: DrainOptions,
+                   deadline: float) -> None:
+        # An eviction only starts the pod's graceful shutdown; the node is drained when the
+        # pods are actually off it.
+        while evicted:
+            left = still_present(self._pods_on(node), evicted)
+            if not left:
+                return
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise DrainError(node, f"evicted pods still on the node after the "
+                                       f"{options.timeout:g} s drain timeout: "
+                                       + ", ".join(left))
+            self._sleep(min(options.retry_interval, remaining))
+
+    # --- readiness -----------------------------------------------------------------------
+
+    def is_ready(self, node: str) -> bool:
+        """Whether the node exists and its Ready condition is "True" (DrainError if the API
+        cannot be asked)."""
+        return self._readiness(node)[0]
+
+    def wait_ready(self, node: str, timeout: float, poll: float = 0.5) -> None:
+        """Poll until the node is Ready. API failures count as not ready yet: the API may be
+        served by the very engine that is restarting."""
+        deadline = self._clock() + timeout
+        while True:
+            try:
+                ready, last_seen = self._readiness(node)
+            except DrainError as exc:
+                ready, last_seen = False, str(exc)
+            if ready:
+                log.info("node %s: Ready", node)
+                return
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise NotReadyError(node, timeout, last_seen)
+            self._sleep(min(poll, remaining))
+
+    def _readiness(self, node: str) -> tuple[bool, str]:
+        try:
+            current = self._call(node, "reading the node", self._api.read_node, node,
+                                 allow=(404,))
+        except ApiException:
+            return False, "node not found"
+        return ready_condition(current)
+
+    # --- API calls -----------------------------------------------------------------------
+
+    def _pods_on(self, node: str) -> list[Any]:
+        listed = self._call(node, "listing its pods", self._api.list_pod_for_all_namespaces,
+                            field_selector=f"spec.nodeName={node}")
+        return list(listed.items or [])
+
+    def _call(self, node: str, what: str, method: Callable[..., Any], *args: Any,
+              allow: tuple[int, ...] = (), **kwargs: Any) -> Any:
+        """One API request, bounded in time; failures become a DrainError naming `what`,
+        except the HTTP codes in `allow`, which the caller handles."""
+        try:
+            return method(*args, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+        except ApiException as exc:
+            if exc.status in allow:
+                raise
+            raise DrainError(node, f"{what} failed: {api_message(exc)}") from exc
+        except _UNREACHABLE as exc:
+            raise DrainError(node, f"{what} failed: API unreachable: {exc}") from exc

@@ -1,0 +1,146 @@
+"""executor.drain's pure helpers: pod classification, eviction body, API messages, what is
+still on the node, node readiness. Built from the official client's model objects."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from executor.drain import (
+    DrainError,
+    DrainOptions,
+    NotReadyError,
+    PodVerdict,
+    api_message,
+    classify_pod,
+    eviction_body,
+    ready_condition,
+    still_present,
+)
+from planner.errors import CargoshipError
+
+
+def pod(name: str = "web-1", ns: str = "default", owner: str | None = "ReplicaSet",
+        controller: bool = True, phase: str | None = "Running", emptydir: bool = False,
+        annotations: dict[str, str] | None = None, uid: str = "u1") -> client.V1Pod:
+    owners = [client.V1OwnerReference(api_version="apps/v1", kind=owner, name="o", uid="o",
+                                      controller=controller)] if owner else None
+    volumes = [client.V1Volume(name="cfg", config_map=client.V1ConfigMapVolumeSource(
+        name="cfg"))]
+    if emptydir:
+        volumes.append(client.V1Volume(name="tmp", empty_dir=client.V1EmptyDirVolumeSource()))
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, namespace=ns, uid=uid, owner_references=owners,
+                                     annotations=annotations),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="i")],
+                              volumes=volumes),
+        status=client.V1PodStatus(phase=phase))
+
+
+DEFAULT = DrainOptions()
+
+
+def test_a_controller_managed_pod_is_evicted() -> None:
+    assert classify_pod(pod(), DEFAULT) == PodVerdict("default/web-1", "u1", "evict")
+
+
+@pytest.mark.parametrize(("kwargs", "why"), [
+    ({"phase": "Succeeded"}, "already Succeeded"),
+    ({"phase": "Failed", "owner": None, "emptydir": True}, "already Failed"),
+    ({"annotations": {"kubernetes.io/config.mirror": "x"}, "owner": None}, "mirror pod"),
+    ({"owner": "DaemonSet", "emptydir": True}, "DaemonSet-managed"),
+])
+def test_skipped_pods(kwargs: dict[str, Any], why: str) -> None:
+    verdict = classify_pod(pod(**kwargs), DEFAULT)
+    assert (verdict.action, verdict.why) == ("skip", why)
+    assert str(verdict) == f"default/web-1 ({why})"
+
+
+def test_a_daemonset_that_is_not_the_controller_does_not_make_a_daemon_pod() -> None:
+    verdict = classify_pod(pod(owner="DaemonSet", controller=False), DEFAULT)
+    assert (verdict.action, verdict.why) == ("refuse", "not managed by a controller, needs force")
+
+
+def test_emptydir_refused_unless_its_data_may_go() -> None:
+    verdict = classify_pod(pod(emptydir=True), DEFAULT)
+    assert (verdict.action, verdict.why) == ("refuse",
+                                             "has emptyDir data, needs delete_emptydir_data")
+    allowed = classify_pod(pod(emptydir=True), DrainOptions(delete_emptydir_data=True))
+    assert allowed.action == "evict"
+    assert classify_pod(pod(), DEFAULT).action == "evict"  # other volume kinds are fine
+
+
+def test_unmanaged_refused_unless_forced_with_every_reason() -> None:
+    verdict = classify_pod(pod(owner=None, emptydir=True), DEFAULT)
+    assert verdict.why == ("has emptyDir data, needs delete_emptydir_data; "
+                           "not managed by a controller, needs force")
+    assert classify_pod(pod(owner=None), DrainOptions(force=True)).action == "evict"
+    forced = classify_pod(pod(owner=None, emptydir=True), DrainOptions(force=True))
+    assert forced.why == "has emptyDir data, needs delete_emptydir_data"
+
+
+def test_eviction_body_carries_the_grace_period_only_when_set() -> None:
+    body = eviction_body("db", "db-1", 30)
+    assert (body.metadata.name, body.metadata.namespace) == ("db-1", "db")
+    assert body.delete_options.grace_period_seconds == 30
+    assert eviction_body("db", "db-1", 0).delete_options.grace_period_seconds == 0
+    assert eviction_body("db", "db-1", -1).delete_options is None
+
+
+def api_exception(status: int, body: object) -> ApiException:
+    exc = ApiException(status=status, reason="Too Many Requests")
+    exc.body = body if isinstance(body, str) else json.dumps(body)
+    return exc
+
+
+def test_api_message_includes_the_budget_named_in_the_causes() -> None:
+    exc = api_exception(429, {
+        "kind": "Status", "message": "Cannot evict pod as it would violate the pod's "
+        "disruption budget.", "details": {"causes": [{"reason": "DisruptionBudget",
+                                                     "message": "The disruption budget db-pdb "
+                                                     "needs 2 healthy pods and has 2 currently"}]}})
+    assert api_message(exc) == ("Cannot evict pod as it would violate the pod's disruption "
+                                "budget. (The disruption budget db-pdb needs 2 healthy pods "
+                                "and has 2 currently)")
+    assert api_message(api_exception(404, {"message": 'pods "x" not found'})) == (
+        'pods "x" not found')
+    assert api_message(api_exception(502, "<html>bad gateway</html>")) == (
+        "HTTP 502 Too Many Requests")
+
+
+def test_still_present_matches_name_and_uid() -> None:
+    evicted = {"default/web-1": "u1", "db/db-1": "u2"}
+    listed = [pod("web-1", uid="u1"), pod("db-1", ns="db", uid="new"), pod("other", uid="u3")]
+    # db-1 with another uid is a replacement, not the evicted pod.
+    assert still_present(listed, evicted) == ["default/web-1"]
+    assert still_present([], evicted) == []
+
+
+def node(*conditions: client.V1NodeCondition) -> client.V1Node:
+    return client.V1Node(metadata=client.V1ObjectMeta(name="n"),
+                         status=client.V1NodeStatus(conditions=list(conditions) or None))
+
+
+def test_ready_condition() -> None:
+    assert ready_condition(node(client.V1NodeCondition(type="MemoryPressure", status="False"),
+                                client.V1NodeCondition(type="Ready", status="True"))) == (
+        True, "Ready=True")
+    assert ready_condition(node(client.V1NodeCondition(
+        type="Ready", status="False", reason="KubeletNotReady", message="PLEG is not healthy"))
+    ) == (False, "Ready=False (KubeletNotReady: PLEG is not healthy)")
+    assert ready_condition(node()) == (False, "no Ready condition")
+    assert ready_condition(client.V1Node(metadata=client.V1ObjectMeta(name="n"))) == (
+        False, "no Ready condition")
+
+
+def test_errors_are_one_line_cargoship_errors() -> None:
+    error = DrainError("wrk-1", "eviction of db/db-1 failed: boom")
+    assert isinstance(error, CargoshipError) and error.node == "wrk-1"
+    assert str(error) == "node wrk-1: eviction of db/db-1 failed: boom"
+    late = NotReadyError("wrk-1", 2.5, "Ready=Unknown")
+    assert isinstance(late, CargoshipError)
+    assert str(late) == "node wrk-1: not Ready after 2.5 s (last seen: Ready=Unknown)"
