@@ -50,7 +50,8 @@ class EngineFacts:
         return self.binary is not None
 
 
-def _status_snippet(init: str, service: str) -> str:
+def status_snippet(init: str, service: str) -> str:
+    """Prints one `state <init> <status line>` line (or `state absent` / `state unknown`)."""
     svc = quote(service)
     if init == "systemd":
         return (f"if systemctl cat {svc} >/dev/null 2>&1; then "
@@ -76,7 +77,7 @@ def engine_fact(layout: DistroLayout, role: str, init: str) -> Fact[EngineFacts]
         f"if [ -n \"$b\" ]; then echo \"binary $b\"; "
         f"\"$b\" --version 2>&1 | head -n 1 | sed 's/^/version /'; fi; "
         f"o=$(command -v {other} 2>/dev/null); [ -n \"$o\" ] && echo \"other {layout.distro}\"; "
-        f"{_status_snippet(init, layout.service(role))}"
+        f"{status_snippet(init, layout.service(role))}"
     )
     return Fact(f"{layout.distro} engine", command, _parse_engine)
 
