@@ -1,0 +1,319 @@
+"""The exclusive host lock, as the executor takes, keeps and releases it.
+
+The lock is one JSON file per host (planner.facts.lock.LOCK_PATH, mode 0644 so a plan can
+read it without sudo). Every check-then-change happens in ONE remote script, inside an
+`flock` on a separate mutex file in the same directory: two runs racing for a host are
+serialised by the host's kernel, so exactly one of them creates (or takes over) the lock.
+The new content is written to a temp file in the same directory and renamed into place,
+so a reader never sees a half-written lock.
+
+Freshness is measured on the host's clock only (file mtime against the host's
+`date +%s`): the machines running cargoship may disagree with the hosts about the time.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import math
+import os
+import re
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+
+from planner.errors import CargoshipError, CommandError
+from planner.facts.lock import LOCK, LOCK_PATH, STALE_AFTER, TOUCH_EVERY, LockState
+from planner.hosts.batch import Output, quote
+
+from .remote import HostWriter
+
+log = logging.getLogger("cargoship.executor")
+
+LOCK_DIR = os.path.dirname(LOCK_PATH)
+# Separate from the lock file itself: the lock file is replaced by rename, so an flock on
+# it would guard an inode that is about to disappear.
+MUTEX_PATH = LOCK_PATH + ".mutex"
+# sbin directories are missing from a non-root user's PATH on several distros, and sudo
+# may keep that PATH.
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_ID_RE = re.compile(r"[0-9a-f]{1,64}")
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    id: str
+    holder: str  # user@machine
+    pid: int
+    plan_id: str | None
+    since: str  # UTC, ISO 8601
+
+    def to_json(self) -> str:
+        # "id" first, in a fixed layout: the host recognises its lock by this prefix
+        # (see id_prefix), with sh alone and no JSON parser on the host.
+        body = {"id": self.id, "holder": self.holder, "pid": self.pid,
+                "plan_id": self.plan_id, "since": self.since}
+        return json.dumps(body, separators=(", ", ": ")) + "\n"
+
+
+def new_lock_info(plan_id: str | None) -> LockInfo:
+    return LockInfo(
+        id=secrets.token_hex(6),
+        holder=f"{_local_user()}@{socket.gethostname()}",
+        pid=os.getpid(),
+        plan_id=plan_id,
+        since=datetime.now(UTC).replace(microsecond=0).isoformat(),
+    )
+
+
+def _local_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no USER variable (some containers)
+        return str(os.getuid())
+
+
+class LockHeld(CargoshipError):
+    """Another run holds the lock of `host` and touched it recently."""
+
+    def __init__(self, host: str, state: LockState) -> None:
+        self.host = host
+        self.state = state
+        holder = state.holder or {}
+        self.lock_id: str | None = holder.get("id")
+        super().__init__(f"{host}: locked by {state.describe()}; wait for that run to end, "
+                         f"or if it crashed: cargoship force-unlock {self.lock_id or '<id>'}")
+
+
+def check_lock_id(lock_id: str) -> str:
+    """A lock id reaches a remote script: accept only what new_lock_info makes (hex)."""
+    if not _ID_RE.fullmatch(lock_id):
+        raise CargoshipError(f"{lock_id!r} is not a lock id (expected lowercase hex, as "
+                             "printed in the lock holder's message)")
+    return lock_id
+
+
+def id_prefix(lock_id: str) -> str:
+    """How every lock file written with this id begins (LockInfo.to_json)."""
+    return '{"id": "' + check_lock_id(lock_id) + '", '
+
+
+def stale_seconds(stale_after: float) -> int:
+    """Whole-second ages: `age > stale_after` is `age > floor(stale_after)`."""
+    if stale_after < 0 or not math.isfinite(stale_after):
+        raise ValueError(f"stale_after must be a finite number >= 0, not {stale_after}")
+    return math.floor(stale_after)
+
+
+def _script_for(lock_id: str) -> str:
+    """The common head of every lock script: paths, modes, the mutex, `ours`."""
+    prefix = id_prefix(lock_id)
+    d = quote(LOCK_DIR)
+    # Root's umask may be anything: the directory must be 0755 and the files 0644.
+    # fd 9 holds the mutex until the script exits, whichever way it exits.
+    # `head -c` counts bytes; the prefix is ASCII, so bytes are characters.
+    return (f"set -eu\nexport LC_ALL=C PATH={_PATH}\numask 022\n"
+            f"p={quote(LOCK_PATH)}\nwant={quote(prefix)}\n"
+            f"mkdir -p {d}\nchmod 0755 {d}\n"
+            f"exec 9>>{quote(MUTEX_PATH)}\nflock -x 9\n"
+            f"ours() {{ [ -f \"$p\" ] && [ \"$(head -c {len(prefix)} \"$p\")\" = \"$want\" ]; }}\n")
+
+
+def acquire_script(lock_id: str, stale_after: float) -> str:
+    """Prints `ours`, `new`, or `held`/`stale` followed by a LOCK-fact listing of the
+    existing lock; creates or replaces the lock (content from stdin) unless `held`."""
+    return _script_for(lock_id) + (
+        'if ours; then touch -c "$p"; echo ours; exit 0; fi\n'
+        'if [ -f "$p" ]; then\n'
+        '  mt=$(stat -c %Y "$p"); now=$(date +%s)\n'
+        f'  if [ $((now - mt)) -le {stale_seconds(stale_after)} ]; then v=held; else v=stale; fi\n'
+        '  echo "$v"; echo "lock $mt $now"\n'
+        "  head -c 4096 \"$p\" | base64 | tr -d '\\n'; echo\n"
+        '  if [ "$v" = held ]; then exit 0; fi\n'
+        'else echo new; fi\n'
+        # Temp file in the same directory, then rename: readers see old or new, never half.
+        't=$(mktemp "$p.XXXXXX")\n'
+        "trap 'rm -f \"$t\"' EXIT\n"
+        'cat >"$t"\nchmod 0644 "$t"\nmv -f "$t" "$p"\n'
+    )
+
+
+def parse_acquire(out: str) -> tuple[str, LockState | None]:
+    lines = out.splitlines()
+    verdict = lines[0] if lines else ""
+    if verdict in ("ours", "new"):
+        return verdict, None
+    if verdict in ("held", "stale"):
+        state: LockState = LOCK.parse(Output("\n".join(lines[1:]) + "\n", 0))
+        return verdict, state
+    raise ValueError(f"unexpected lock script output {out[:80]!r}")
+
+
+def acquire(host: HostWriter, info: LockInfo, stale_after: float = STALE_AFTER) -> str | None:
+    """Create the lock, or take over one untouched for more than `stale_after` seconds.
+
+    Returns the id of the stale lock taken over (None if there was none, or if the lock
+    already was ours, e.g. after a retried round trip); raises LockHeld when another run
+    holds it.
+    """
+    result = host.run_root(acquire_script(info.id, stale_after), stdin=info.to_json().encode())
+    verdict, state = _parse_result(host.label, result.stdout)
+    if verdict == "held":
+        assert state is not None
+        raise LockHeld(host.label, state)
+    if verdict == "stale":
+        assert state is not None
+        old = (state.holder or {}).get("id")
+        log.warning("%s: took over stale lock %s", host.label, state.describe())
+        return str(old) if old else "unknown"
+    log.debug("%s: lock %s %s", host.label, info.id,
+              "already ours" if verdict == "ours" else "created")
+    return None
+
+
+def _parse_result(label: str, stdout: bytes) -> tuple[str, LockState | None]:
+    try:
+        return parse_acquire(stdout.decode("utf-8", "replace"))
+    except ValueError as exc:
+        raise CommandError(label, f"cannot read the lock: {exc}") from None
+
+
+def _if_ours(lock_id: str, action: str) -> str:
+    return _script_for(lock_id) + f"if ours; then {action}; echo yes; else echo no; fi\n"
+
+
+def _yes(host: HostWriter, script: str) -> bool:
+    answer = host.run_root(script).stdout.decode("utf-8", "replace").strip()
+    if answer not in ("yes", "no"):
+        raise CommandError(host.label, f"unexpected lock script output {answer[:80]!r}")
+    return answer == "yes"
+
+
+def touch(host: HostWriter, info: LockInfo) -> bool:
+    """Refresh the lock's mtime if it is still ours; False if another run took it over."""
+    return _yes(host, _if_ours(info.id, 'touch -c "$p"'))
+
+
+def release(host: HostWriter, info: LockInfo) -> bool:
+    """Remove the lock if it is still ours; False if it is gone or someone else's."""
+    return _yes(host, _if_ours(info.id, 'rm -f "$p"'))
+
+
+def force_unlock(host: HostWriter, lock_id: str) -> bool:
+    """Remove the lock of a crashed run, only if its id is `lock_id`."""
+    return _yes(host, _if_ours(lock_id, 'rm -f "$p"'))
+
+
+class LockSet:
+    """Locks many hosts: in a fixed order (sorted by host label) so two runs can't deadlock
+    each other; if any host fails, releases the ones already taken and re-raises; a
+    background thread touches every lock every `touch_every` seconds until release_all();
+    with wait_timeout > 0, a held lock is retried every `poll` seconds until the timeout,
+    then LockHeld.
+
+    The toucher shares each host's SSH session with the phases: every command runs on its
+    own SSH channel, and paramiko multiplexes channels across threads.
+    """
+
+    def __init__(self, hosts: Sequence[HostWriter], info: LockInfo, *,
+                 wait_timeout: float = 0.0, touch_every: float = TOUCH_EVERY,
+                 poll: float = 1.0) -> None:
+        self._hosts = sorted(hosts, key=lambda h: h.label)
+        self.info = info
+        self._wait_timeout = wait_timeout
+        self._touch_every = touch_every
+        self._poll = poll
+        self._held: list[HostWriter] = []
+        self._stop = threading.Event()
+        self._toucher: threading.Thread | None = None
+        self._lost: set[str] = set()
+        self._lost_guard = threading.Lock()
+        self.notes: list[str] = []
+
+    def acquire_all(self) -> list[str]:
+        deadline = time.monotonic() + self._wait_timeout
+        notes: list[str] = []
+        try:
+            for host in self._hosts:
+                old = self._acquire_one(host, deadline)
+                self._held.append(host)
+                if old is not None:
+                    notes.append(f"took over stale lock {old} on host {host.label}")
+        except BaseException:
+            # Including KeyboardInterrupt: never leave a partial set of locks behind.
+            self.release_all()
+            raise
+        self._stop.clear()
+        self._toucher = threading.Thread(target=self._touch_loop, name="cargoship-lock-toucher",
+                                         daemon=True)
+        self._toucher.start()
+        self.notes = notes
+        return notes
+
+    def _acquire_one(self, host: HostWriter, deadline: float) -> str | None:
+        while True:
+            try:
+                return acquire(host, self.info)
+            except LockHeld as held:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise
+                log.info("%s; waiting up to %.0fs more", held, remaining)
+                time.sleep(min(self._poll, remaining))
+
+    def lost(self) -> set[str]:
+        """Labels of hosts whose lock another run took over while we held it."""
+        with self._lost_guard:
+            return set(self._lost)
+
+    def _touch_loop(self) -> None:
+        while not self._stop.wait(self._touch_every):
+            for host in list(self._held):
+                self._touch_one(host)
+
+    def _touch_one(self, host: HostWriter) -> None:
+        try:
+            if not touch(host, self.info):
+                log.error("%s: lock %s was taken over by another run", host.label,
+                          self.info.id)
+                with self._lost_guard:
+                    self._lost.add(host.label)
+        except CargoshipError as exc:
+            # A missed touch is not fatal yet: the lock goes stale only after STALE_AFTER.
+            log.warning("%s: could not touch lock: %s", host.label, exc)
+
+    def release_all(self) -> None:
+        self._stop.set()
+        if self._toucher is not None:
+            self._toucher.join()
+            self._toucher = None
+        held, self._held = self._held, []
+        for host in held:
+            self._release_one(host)
+
+    def _release_one(self, host: HostWriter) -> None:
+        try:
+            if not release(host, self.info):
+                log.warning("%s: lock %s was no longer ours at release", host.label,
+                            self.info.id)
+        except Exception as exc:  # noqa: BLE001 - one host's failure must not skip the rest
+            log.error("%s: could not release lock %s: %s", host.label, self.info.id, exc)
+
+    def __enter__(self) -> LockSet:
+        self.acquire_all()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release_all()
+
+
+__all__ = ["LOCK_DIR", "MUTEX_PATH", "LockHeld", "LockInfo", "LockSet", "acquire",
+           "acquire_script", "check_lock_id", "force_unlock", "id_prefix", "new_lock_info",
+           "parse_acquire", "release", "stale_seconds", "touch"]

@@ -1,0 +1,91 @@
+"""The host lock's pure parts: lock info, ids, the stale threshold, reading the script's
+answer, and the LockHeld message."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+
+import pytest
+
+from executor.lock import (
+    LockHeld,
+    LockInfo,
+    acquire_script,
+    check_lock_id,
+    id_prefix,
+    new_lock_info,
+    parse_acquire,
+    stale_seconds,
+)
+from planner.errors import CargoshipError
+from planner.facts.lock import LockState
+
+
+def listing(verdict: str, content: str, mtime: int = 1000, now: int = 1042) -> str:
+    return f"{verdict}\nlock {mtime} {now}\n{base64.b64encode(content.encode()).decode()}\n"
+
+
+def test_new_lock_info() -> None:
+    info = new_lock_info("plan-1")
+    assert re.fullmatch(r"[0-9a-f]{12}", info.id)
+    assert re.fullmatch(r"[^@\s]+@[^@\s]+", info.holder)
+    assert info.pid == os.getpid() and info.plan_id == "plan-1"
+    assert info.since.endswith("+00:00")
+    assert new_lock_info(None).id != info.id
+
+
+def test_content_is_json_and_starts_with_the_id_prefix() -> None:
+    info = LockInfo("abc123", "u@m", 7, None, "2024-01-01T00:00:00+00:00")
+    text = info.to_json()
+    assert json.loads(text) == {"id": "abc123", "holder": "u@m", "pid": 7, "plan_id": None,
+                                "since": "2024-01-01T00:00:00+00:00"}
+    assert text.startswith(id_prefix("abc123"))
+    # A holder that mentions another id cannot make the prefix match.
+    tricky = LockInfo("ffff", '{"id": "abc123", ', 1, None, "x").to_json()
+    assert not tricky.startswith(id_prefix("abc123"))
+
+
+@pytest.mark.parametrize("bad", ["", "ABC", "abc; rm -rf /", "'x'", "a" * 65, "12 34"])
+def test_lock_ids_are_hex_only(bad: str) -> None:
+    with pytest.raises(CargoshipError, match="not a lock id"):
+        check_lock_id(bad)
+    assert check_lock_id("0123abcdef") == "0123abcdef"
+
+
+def test_stale_threshold_in_whole_seconds() -> None:
+    assert stale_seconds(60) == 60 and stale_seconds(60.9) == 60 and stale_seconds(0) == 0
+    for bad in (-1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError):
+            stale_seconds(bad)
+    assert "-le 60 ]" in acquire_script("abc", 60)
+    assert "-le 5 ]" in acquire_script("abc", 5.5)
+
+
+def test_parse_script_answers() -> None:
+    assert parse_acquire("new\n") == ("new", None)
+    assert parse_acquire("ours\n") == ("ours", None)
+    content = LockInfo("beef", "bob@box", 9, "p", "then").to_json()
+    verdict, state = parse_acquire(listing("held", content))
+    assert verdict == "held" and state is not None
+    assert state.holder is not None and state.holder["id"] == "beef" and state.age == 42
+    verdict, state = parse_acquire(listing("stale", "not json"))
+    assert verdict == "stale" and state is not None and state.holder is not None
+    assert "corrupt" in state.holder["holder"]
+    with pytest.raises(ValueError):
+        parse_acquire("sudo: a password is required\n")
+
+
+def test_lock_held_message_names_host_and_holder() -> None:
+    state = LockState({"id": "beef", "holder": "bob@box", "pid": 9, "plan_id": "p-1",
+                       "since": "2024-05-01T10:00:00+00:00"}, 12.0)
+    error = LockHeld("ctl-1", state)
+    assert isinstance(error, CargoshipError)
+    assert error.host == "ctl-1" and error.lock_id == "beef"
+    message = str(error)
+    for part in ("ctl-1", "bob@box", "beef", "p-1", "2024-05-01T10:00:00+00:00",
+                 "touched 12s ago", "force-unlock beef"):
+        assert part in message
+    assert "\n" not in message
