@@ -11,8 +11,10 @@ import logging
 import sys
 from pathlib import Path
 
+from executor.apply import apply as apply_plan
+from executor.unlock import force_unlock_all
 from planner import __version__
-from planner.config import load_config
+from planner.config import ClusterConfig, load_config
 from planner.context import PlanContext
 from planner.dryrun import dry_run
 from planner.errors import CargoshipError, ConfigError
@@ -28,6 +30,10 @@ EXAMPLES = {
     "show": "examples:\n  cargoship show plan.json\n  cargoship show plan.json --markdown\n",
     "engine-config-sync": "example:\n  cargoship engine-config-sync -c cluster.yaml --dry-run\n",
     "validate": "example:\n  cargoship validate -c cluster.yaml\n",
+    "apply": "examples:\n  cargoship apply plan.json --confirm\n"
+             "  cargoship apply plan.json --confirm --lock-timeout 600\n",
+    "force-unlock": "example (the lock id is in the error that named the holder):\n"
+                    "  cargoship force-unlock -c cluster.yaml 3f9c2a1b\n",
 }
 
 
@@ -76,6 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--json", action="store_true", help="the plan as JSON, for machines")
     fmt.add_argument("--markdown", action="store_true", help="markdown for a pull request")
     command("validate", "Check the cluster config (schema and consistency); no connections.")
+    apply = command("apply", "Apply exactly a saved plan: lock, drift check, roll out, "
+                    "record.", config=False)
+    apply.add_argument("plan", type=Path, metavar="PLAN", help="a plan file from plan -out")
+    apply.add_argument("--confirm", action="store_true",
+                       help="apply without asking (otherwise type 'yes' on a terminal)")
+    apply.add_argument("--lock-timeout", type=float, default=0.0, metavar="SECONDS",
+                       help="wait this long for another run's lock (default: fail at once)")
+    unlock = command("force-unlock", "Remove the lock a crashed run left behind.")
+    unlock.add_argument("lock_id", metavar="LOCK_ID", help="the id of the lock to remove")
     return parser
 
 
@@ -108,11 +123,15 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "show":
         return _show(args)
+    if args.command == "apply":
+        return _apply(args)
     config = load_config(args.config)
     if args.command == "validate":
         print(f"{args.config}: valid ({len(config.hosts)} host(s), "
               f"{config.engine.distro} {config.engine.version})")
         return 0
+    if args.command == "force-unlock":
+        return _force_unlock(config, args.lock_id)
     if args.command == "engine-config-sync" and not args.dry_run:
         raise CargoshipError("engine-config-sync without --dry-run is not available yet; "
                              "use --dry-run or 'cargoship plan'")
@@ -132,6 +151,43 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"\nPlan {plan.plan_id} saved to {out}; review it with: cargoship show {out}")
     if getattr(args, "detailed_exitcode", False):
         return 2 if plan.changes or plan.unassessed else 0
+    return 0
+
+
+def _apply(args: argparse.Namespace) -> int:
+    if args.lock_timeout < 0:
+        raise CargoshipError("--lock-timeout: expected a number of seconds >= 0")
+    plan = codec.read(args.plan)  # refuse a bad plan before asking anything
+    if not args.confirm:
+        if not sys.stdin.isatty():
+            raise CargoshipError("refusing to apply without --confirm (stdin is not a "
+                                 "terminal to ask on)")
+        sys.stdout.write(render_text(plan))
+        answer = input(f"\nApply plan {plan.plan_id}? Only 'yes' is accepted: ")
+        if answer.strip() != "yes":
+            print("Apply cancelled; nothing was changed.")
+            return 1
+
+    def progress(host: str, what: str) -> None:
+        print(f"[{host}] {what}", flush=True)
+
+    result = apply_plan(args.plan, lock_timeout=args.lock_timeout, progress=progress)
+    print()
+    for outcome in result.outcomes:
+        detail = f": {outcome.detail}" if outcome.detail else ""
+        print(f"  {outcome.host}: {outcome.status}{detail}")
+    verdict = "applied" if result.ok else ("interrupted" if result.interrupted else "FAILED")
+    print(f"\nPlan {result.plan.plan_id} {verdict}; record: {result.record}")
+    if result.interrupted:
+        return 130
+    return 0 if result.ok else 1
+
+
+def _force_unlock(config: ClusterConfig, lock_id: str) -> int:
+    removed = force_unlock_all(config, lock_id)
+    if not removed:
+        raise CargoshipError(f"no host holds lock {lock_id}; nothing was removed")
+    print(f"Removed lock {lock_id} from {len(removed)} host(s): {', '.join(removed)}")
     return 0
 
 

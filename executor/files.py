@@ -77,3 +77,17 @@ mv -f "$tmp" {p}
 trap - EXIT
 sync {quote(directory)}
 """)
+
+
+def remove_file(host: HostWriter, path: str, *, plan_id: str) -> Written:
+    """Delete a file cargoship created, keeping its content as a backup for a restore."""
+    p, b = quote(path), quote(backup_path(plan_id, path))
+    host.run_root(f"""set -eu
+if [ -e {p} ]; then
+  mkdir -p "$(dirname {b})"
+  cp -p {p} {b}.tmp && mv -f {b}.tmp {b}
+  rm -f {p}
+  sync {quote(posixpath.dirname(path))}
+fi
+""")
+    return Written(path, backup_path(plan_id, path))

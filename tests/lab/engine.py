@@ -65,6 +65,17 @@ def load_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
+def _check_endpoints(path: Path, registries: dict[str, Any]) -> None:
+    """Like the real engine, refuse a registries.yaml it can't use. The lab's stand-in for
+    "can't use" is an endpoint on the reserved .invalid domain (tests use it to make an
+    engine fail to start on purpose)."""
+    for mirror in (registries.get("mirrors") or {}).values():
+        for endpoint in (mirror or {}).get("endpoint") or []:
+            host = str(endpoint).split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+            if host.endswith(".invalid"):
+                raise EngineError(f"{path}: registry endpoint {endpoint} does not resolve")
+
+
 @dataclass
 class Engine:
     distro: str
@@ -86,6 +97,7 @@ class Engine:
         self.state_path.unlink(missing_ok=True)
         self.config = load_mapping(self.config_path)
         self.registries = load_mapping(self.registries_path)
+        _check_endpoints(self.registries_path, self.registries)
         # Drop-ins are read like config.yaml, in name order, as the real engine does.
         for dropin in sorted(self.config_path.parent.glob("config.yaml.d/*.yaml")):
             load_mapping(dropin)

@@ -1,0 +1,52 @@
+"""The cluster-wide steps after the rollout: the local kubeconfig and node labels."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner.config.model import ClusterConfig
+from planner.errors import CargoshipError
+from planner.kube import merge, named_entries
+from planner.phases.label_nodes import LABEL_PREFIX
+
+
+def merge_kubeconfig(config: ClusterConfig, admin: dict[str, Any]) -> Path:
+    """kubectl-compatible merge as a named context; mode 0600; other contexts kept."""
+    path = config.options.kubeconfig_path.expanduser()
+    name = config.options.kubeconfig_context or config.name
+    local = None
+    if path.exists():
+        local = yaml.safe_load(path.read_text())
+    merged = merge(local if isinstance(local, dict) else None, named_entries(admin, name))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            yaml.safe_dump(merged, fh, sort_keys=False, default_flow_style=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def label_node(api: Any, node: str, profile: str) -> bool:
+    """Set node-role.kubernetes.io/<profile>=true; False when it already was."""
+    key = f"{LABEL_PREFIX}{profile}"
+    try:
+        current = api.read_node(node, _request_timeout=10).metadata.labels or {}
+        if current.get(key) == "true":
+            return False
+        api.patch_node(node, {"metadata": {"labels": {key: "true"}}}, _request_timeout=10)
+    except Exception as exc:  # noqa: BLE001 - the client raises many types; one line out
+        raise CargoshipError(f"node {node}: cannot set label {key}: "
+                             f"{getattr(exc, 'reason', None) or exc}") from None
+    return True

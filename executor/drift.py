@@ -1,0 +1,35 @@
+"""Has anything the plan relied on changed since it was made?
+
+The executor re-reads live state by running the planner again (same salt, so digests
+compare) and holds the fresh plan against the saved one: the host set, host keys, engine
+versions, every fingerprint read, and the changes themselves.
+"""
+
+from __future__ import annotations
+
+from planner.plan.model import Plan
+
+
+def differences(saved: Plan, fresh: Plan) -> list[str]:
+    found: list[str] = []
+    before = {h.address: h for h in saved.hosts}
+    after = {h.address: h for h in fresh.hosts}
+    for address in sorted(before.keys() - after.keys()):
+        found.append(f"{before[address].name}: no longer in the cluster")
+    for address in sorted(after.keys() - before.keys()):
+        found.append(f"{after[address].name}: new host, not in the plan")
+    for address in sorted(before.keys() & after.keys()):
+        old, new = before[address], after[address]
+        if old.host_key != new.host_key:
+            found.append(f"{old.name}: SSH host key changed ({old.host_key} -> {new.host_key})")
+        if old.engine_version != new.engine_version:
+            found.append(f"{old.name}: engine version changed ({old.engine_version} -> "
+                         f"{new.engine_version})")
+        for target in sorted(old.reads.keys() | new.reads.keys()):
+            if old.reads.get(target) != new.reads.get(target):
+                found.append(f"{old.name}: {target} changed since the plan was made")
+    key = lambda c: (c.host, c.phase, c.action, c.target, c.after)  # noqa: E731
+    if sorted(map(key, saved.changes), key=str) != sorted(map(key, fresh.changes), key=str) \
+            and not found:
+        found.append("the changes to make are not the ones planned")
+    return found

@@ -1,0 +1,46 @@
+"""Apply records: which plan was applied, by whom, when, with what outcome per host.
+
+Each host keeps one per plan under RECORD_DIR (so `history` can read them and a second
+apply of the same plan is refused); the local record sits next to the plan file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from planner.hosts.batch import quote
+
+from .files import write_file
+from .remote import HostWriter
+
+RECORD_DIR = "/var/lib/cargoship/applied"
+
+
+def record_path(plan_id: str) -> str:
+    return f"{RECORD_DIR}/{plan_id}.json"
+
+
+def already_applied(host: HostWriter, plan_id: str) -> bool:
+    result = host.run_root(f"test -e {quote(record_path(plan_id))}", check=False)
+    return result.exit_code == 0
+
+
+def write_host_record(host: HostWriter, plan_id: str, record: dict[str, Any]) -> None:
+    content = (json.dumps(record, indent=2, sort_keys=True) + "\n").encode()
+    write_file(host, record_path(plan_id), content, mode=0o644, plan_id=plan_id)
+
+
+def write_local_record(plan_file: Path, record: dict[str, Any]) -> Path:
+    path = plan_file.with_name(plan_file.name.removesuffix(".json") + ".applied.json")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(record, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path

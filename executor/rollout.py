@@ -1,0 +1,167 @@
+"""The mutating half of the sync phases: one host at a time for controllers, a sliding
+window of workers, and a rollback of the host in progress when it does not come back.
+
+Per host with a change the engine reads at start: cordon (remembering whether we did),
+drain, stop the engine, write the files (atomic, backed up), start it without blocking,
+wait until the node is Ready, uncordon if we cordoned. Chart values alone are written in
+place. If anything fails after the first write, the previous files are restored, the
+engine restarted and the node uncordoned, and the rollout stops: no further host is
+touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from planner.desired.files import DesiredFile
+from planner.errors import CargoshipError
+
+from . import service
+from .drain import DrainError, DrainOptions, NodeOps
+from .files import Written, remove_file, restore_file, write_file
+from .remote import HostWriter
+
+log = logging.getLogger("cargoship.executor")
+Progress = Callable[[str, str], None]  # (host, what is happening)
+
+
+@dataclass
+class HostJob:
+    label: str
+    node: str
+    writer: HostWriter
+    init: str
+    service: str
+    files: list[DesiredFile] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+    restart: bool = False
+
+
+@dataclass(frozen=True)
+class HostOutcome:
+    host: str
+    status: str  # "applied", "rolled back", "failed", "not started"
+    detail: str = ""
+
+
+@dataclass
+class Rollout:
+    ops: NodeOps | None
+    plan_id: str
+    drain: DrainOptions
+    ready_timeout: float
+    progress: Progress
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self, controllers: Sequence[HostJob], workers: Sequence[HostJob],
+            worker_concurrency: int) -> list[HostOutcome]:
+        outcomes: list[HostOutcome] = []
+        for job in controllers:  # strictly one at a time
+            if self._halted(outcomes):
+                outcomes.append(HostOutcome(job.label, "not started", self._why()))
+                continue
+            outcomes.append(self.run_host(job))
+        outcomes += self._window(workers, worker_concurrency, outcomes)
+        return outcomes
+
+    def _halted(self, outcomes: list[HostOutcome]) -> bool:
+        return self.stop.is_set() or any(o.status != "applied" for o in outcomes)
+
+    def _why(self) -> str:
+        return "interrupted" if self.stop.is_set() else "an earlier host failed"
+
+    def _window(self, jobs: Sequence[HostJob], size: int,
+                earlier: list[HostOutcome]) -> list[HostOutcome]:
+        """Keep up to `size` workers in flight; a finished one makes room for the next."""
+        results: dict[str, HostOutcome] = {}
+        pending = list(jobs)
+        with ThreadPoolExecutor(max_workers=max(1, size),
+                                thread_name_prefix="cargoship-worker") as pool:
+            running: dict[Future[HostOutcome], HostJob] = {}
+            while pending or running:
+                while pending and len(running) < size and \
+                        not self._halted(earlier + list(results.values())):
+                    job = pending.pop(0)
+                    running[pool.submit(self.run_host, job)] = job
+                if not running:
+                    break
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    job = running.pop(future)
+                    results[job.label] = future.result()
+        for job in pending:
+            results[job.label] = HostOutcome(job.label, "not started", self._why())
+        return [results[job.label] for job in jobs]
+
+    def run_host(self, job: HostJob) -> HostOutcome:
+        written: list[Written] = []
+        cordoned = stopped = False
+        try:
+            if job.restart:
+                assert self.ops is not None
+                cordoned = self.ops.cordon(job.node)
+                self.progress(job.label, "cordoned" if cordoned else "was already cordoned")
+                report = self.ops.drain(job.node, self.drain)
+                self.progress(job.label, f"drained ({len(report.evicted)} pod(s) evicted)")
+                service.stop(job.writer, job.init, job.service, self.ready_timeout)
+                stopped = True
+                self.progress(job.label, f"stopped {job.service}")
+            for desired in job.files:
+                written.append(write_file(job.writer, desired.path,
+                                          desired.content().encode(), mode=desired.mode,
+                                          plan_id=self.plan_id))
+                self.progress(job.label, f"wrote {desired.path}")
+            for path in job.deletes:
+                written.append(remove_file(job.writer, path, plan_id=self.plan_id))
+                self.progress(job.label, f"removed {path}")
+            if job.restart:
+                self._start_and_wait(job)
+                if cordoned:
+                    assert self.ops is not None
+                    self.ops.uncordon(job.node)
+                    self.progress(job.label, "uncordoned")
+            return HostOutcome(job.label, "applied")
+        except (CargoshipError, OSError) as exc:
+            log.debug("%s failed", job.label, exc_info=True)
+            if not written and not stopped:
+                return self._give_back(job, cordoned, f"{exc}; nothing was changed")
+            return self._roll_back(job, written, cordoned, exc)
+
+    def _start_and_wait(self, job: HostJob) -> None:
+        assert self.ops is not None
+        service.start(job.writer, job.init, job.service, self.ready_timeout)
+        self.progress(job.label, f"started {job.service}, waiting for node Ready")
+        self.ops.wait_ready(job.node, self.ready_timeout)
+        self.progress(job.label, "node Ready")
+
+    def _give_back(self, job: HostJob, cordoned: bool, detail: str) -> HostOutcome:
+        if cordoned and self.ops is not None:
+            try:
+                self.ops.uncordon(job.node)
+                self.progress(job.label, "uncordoned")
+            except DrainError as exc:
+                return HostOutcome(job.label, "failed", f"{detail}; uncordon failed: {exc}")
+        return HostOutcome(job.label, "failed", detail)
+
+    def _roll_back(self, job: HostJob, written: list[Written], cordoned: bool,
+                   cause: Exception) -> HostOutcome:
+        self.progress(job.label, f"FAILED: {cause}; rolling back")
+        try:
+            for item in reversed(written):
+                restore_file(job.writer, item)
+                self.progress(job.label, f"restored {item.path}")
+            if job.restart:
+                self._start_and_wait(job)
+        except (CargoshipError, OSError) as exc:
+            left = "left cordoned" if cordoned else "not cordoned by cargoship"
+            return HostOutcome(job.label, "failed",
+                               f"{cause}; ROLLBACK FAILED: {exc}; the node is {left}")
+        outcome = self._give_back(job, cordoned, f"{cause}; previous files restored and "
+                                                 "the engine is running again")
+        return HostOutcome(job.label, "rolled back" if outcome.status == "failed" and
+                           "uncordon failed" not in outcome.detail else "failed",
+                           outcome.detail)

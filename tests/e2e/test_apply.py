@@ -1,0 +1,166 @@
+"""`cargoship apply` on lab hosts: exactly the plan, or a refusal that says why."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cli import cargoship, edit_config
+from tests.lab import HostSpec, Lab
+
+REGISTRIES = "/etc/rancher/rke2/registries.yaml"
+NEW_MIRROR = "https://mirror2.lab.internal:5000"
+
+
+def cluster(lab_factory, workers: int = 3, concurrency: int = 2) -> Lab:  # type: ignore[no-untyped-def]
+    specs = [HostSpec(f"ctl-{i}", "controller") for i in (1, 2, 3)]
+    specs += [HostSpec(f"wrk-{i}", "worker") for i in range(1, workers + 1)]
+    lab = lab_factory(specs)
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
+        concurrency={"hosts": 32, "workers": concurrency}, readyTimeoutSeconds=20,
+        drain={"timeoutSeconds": 10}))
+    return lab
+
+
+def engine_pid(lab: Lab, host: str) -> int:
+    marker = Path(lab.host(host).dir) / "rancher-var" / "rke2" / "lab-engine.json"
+    return int(json.loads(marker.read_text())["pid"])
+
+
+def plan(lab: Lab, path: Path) -> None:
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_apply_changes_on_one_controller_and_three_workers(lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory)
+    # Drift on ctl-2 and all workers: they get the desired registries.yaml back.
+    for host in ("ctl-2", "wrk-1", "wrk-2", "wrk-3"):
+        lab.exec(host, f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
+        charts={"rke2-ingress-nginx": {"values": {"controller": {"replicaCount": 2}}}}))
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    pids = {h.name: engine_pid(lab, h.name) for h in lab.hosts}
+    peak = {"workers": 0, "controllers": 0}
+    stop = threading.Event()
+
+    def watch() -> None:  # the API's view of cordoned nodes, over time
+        while not stop.is_set():
+            nodes = lab.api("GET", "/api/v1/nodes")["items"]
+            cordoned = [n["metadata"]["name"] for n in nodes if n["spec"].get("unschedulable")]
+            peak["workers"] = max(peak["workers"], sum(n.startswith("wrk") for n in cordoned))
+            peak["controllers"] = max(peak["controllers"],
+                                      sum(n.startswith("ctl") for n in cordoned))
+            stop.wait(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = cargoship("apply", plan_file, "--confirm", timeout=300)
+    finally:
+        stop.set()
+        watcher.join()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Plan " in result.stdout and " applied; record: " in result.stdout
+    assert 1 <= peak["workers"] <= 2 and peak["controllers"] == 1
+    wanted = lab.exec("ctl-1", f"cat {REGISTRIES}").stdout
+    for host in ("ctl-2", "wrk-1", "wrk-2", "wrk-3"):
+        assert lab.exec(host, f"cat {REGISTRIES}").stdout == wanted
+        assert lab.exec(host, f"stat -c %a {REGISTRIES}").stdout.strip() == "600"
+    # Restarted only where needed: chart values alone restart nothing (ctl-1, ctl-3).
+    after = {h.name: engine_pid(lab, h.name) for h in lab.hosts}
+    assert [h for h in pids if pids[h] != after[h]] == ["ctl-2", "wrk-1", "wrk-2", "wrk-3"]
+    chart = "/var/lib/rancher/rke2/server/manifests/cargoship-rke2-ingress-nginx.yaml"
+    for host in ("ctl-1", "ctl-2", "ctl-3"):
+        assert "replicaCount: 2" in lab.exec(host, f"cat {chart}").stdout
+    nodes = lab.api("GET", "/api/v1/nodes")["items"]
+    assert all(not n["spec"].get("unschedulable") for n in nodes)
+    assert len(lab.ready_nodes()) == 6
+    again = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--detailed-exitcode")
+    assert again.returncode == 0, again.stdout
+    # Records: on each host and next to the plan.
+    record = json.loads((tmp_path / "plan.applied.json").read_text())
+    assert record["ok"] is True and len(record["hosts"]) == 6  # charts on every controller
+    on_host = json.loads(lab.exec("wrk-1", "cat /var/lib/cargoship/applied/"
+                                           f"{record['plan_id']}.json").stdout)
+    assert on_host["plan_id"] == record["plan_id"]
+    # The same plan twice: refused.
+    twice = cargoship("apply", plan_file, "--confirm")
+    assert twice.returncode == 1 and "was already applied" in twice.stderr
+
+
+def test_a_bad_registries_file_is_rolled_back(lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=2, concurrency=1)
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"]["registries"]
+                ["mirrors"]["docker.io"].update(endpoint=["https://broken.invalid"]))
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    before = {h.name: lab.exec(h.name, f"cat {REGISTRIES}").stdout for h in lab.hosts}
+    result = cargoship("apply", plan_file, "--confirm", timeout=300)
+    assert result.returncode == 1
+    assert "ctl-1 (" in result.stdout and ": rolled back:" in result.stdout
+    assert "not started: an earlier host failed" in result.stdout
+    assert "FAILED" in result.stdout
+    for host in lab.hosts:  # ctl-1 restored, the others never touched
+        assert lab.exec(host.name, f"cat {REGISTRIES}").stdout == before[host.name]
+    poll_ready(lab, 6 - 1)
+    nodes = lab.api("GET", "/api/v1/nodes")["items"]
+    assert all(not n["spec"].get("unschedulable") for n in nodes)
+
+
+def poll_ready(lab: Lab, count: int, timeout: float = 20) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while len(lab.ready_nodes()) < count:
+        assert time.monotonic() < deadline, lab.ready_nodes()
+        time.sleep(0.1)
+
+
+def test_refusals_before_any_change(lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=1)
+    lab.exec("wrk-1", f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    # Tampered plan.
+    data = json.loads(plan_file.read_text())
+    data["changes"][0]["target"] = "/etc/shadow"
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(data))
+    refused = cargoship("apply", tampered, "--confirm")
+    assert refused.returncode == 1 and "integrity digest does not match" in refused.stderr
+    # No --confirm and no terminal.
+    refused = cargoship("apply", plan_file)
+    assert refused.returncode == 1 and "without --confirm" in refused.stderr
+    # A host file edited between plan and apply.
+    lab.exec("wrk-1", f"printf 'mirrors: {{a: {{}}}}\\n' > {REGISTRIES}")
+    refused = cargoship("apply", plan_file, "--confirm")
+    assert refused.returncode == 1
+    assert f"{REGISTRIES} changed since the plan was made" in refused.stderr
+    assert f"wrk-1: {REGISTRIES} changed" in refused.stderr
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {a: {}}\n"
+    assert lab.exec("wrk-1", "test -e /run/cargoship/lock", check=False).returncode == 1
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_a_lock_held_by_another_run(lab_factory, tmp_path: Path, stale: bool) -> None:
+    lab = cluster(lab_factory, workers=1)
+    lab.exec("wrk-1", f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    holder = {"id": "0badc0de", "holder": "bob@ci", "pid": 7, "plan_id": None,
+              "since": "2026-12-01T00:00:00Z"}
+    age = "-2 min" if stale else "now"
+    lab.exec("ctl-2", f"mkdir -p /run/cargoship && echo '{json.dumps(holder)}' > "
+                      f"/run/cargoship/lock && touch -d '{age}' /run/cargoship/lock")
+    result = cargoship("apply", plan_file, "--confirm", timeout=300)
+    if stale:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "0badc0de" in result.stdout  # the takeover is reported
+    else:
+        assert result.returncode == 1 and "bob@ci" in result.stderr
+        assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {}\n"
