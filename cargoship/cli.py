@@ -67,8 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="trust and record host keys never seen before (changed keys are "
                             "always refused)")
         if name == "engine-config-sync":
-            p.add_argument("--dry-run", action="store_true",
-                           help="connect and run the preflight, report the rest, change nothing")
+            mode = p.add_mutually_exclusive_group(required=True)
+            mode.add_argument("--dry-run", action="store_true",
+                              help="connect and run the preflight, report the rest, change "
+                                   "nothing")
+            mode.add_argument("--confirm", action="store_true",
+                              help="plan and apply in one run (the plan is kept in "
+                                   ".cargoship/)")
+            p.add_argument("--lock-timeout", type=float, default=0.0, metavar="SECONDS",
+                           help="wait this long for another run's lock")
         else:
             p.add_argument("-out", "--out", type=Path, metavar="PLAN",
                            help="write the plan file (JSON) for a later apply or review")
@@ -111,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted; nothing was changed on any host", file=sys.stderr)
+        # A plan never changes anything; an apply outside its rollout (which handles Ctrl-C
+        # itself) is interrupted before or after any change, its locks released on the way.
+        changed = "" if args.command in ("apply", "engine-config-sync") else \
+            "; nothing was changed on any host"
+        print(f"interrupted{changed}", file=sys.stderr)
         return 130
     except Exception as exc:
         logging.getLogger("cargoship").debug("internal error", exc_info=True)
@@ -132,9 +143,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "force-unlock":
         return _force_unlock(config, args.lock_id)
-    if args.command == "engine-config-sync" and not args.dry_run:
-        raise CargoshipError("engine-config-sync without --dry-run is not available yet; "
-                             "use --dry-run or 'cargoship plan'")
+    one_shot = args.command == "engine-config-sync" and not args.dry_run
+    if one_shot and not args.confirm:
+        raise CargoshipError("engine-config-sync changes hosts: add --confirm to plan and "
+                             "apply in one run, or --dry-run to only report")
     options = ConnectOptions(connect_timeout=config.options.connect_timeout,
                              accept_new_host_keys=args.accept_new_host_keys)
     ctx = PlanContext.create(config, options)
@@ -146,9 +158,19 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"cargoship: plan not written to {out}: fix the problems above first",
                   file=sys.stderr)
         return 1
+    if one_shot:
+        # Plan and apply in one run through the same code: the plan is kept for audit.
+        out = Path(".cargoship") / f"{plan.plan_id}.plan.json"
+        out.parent.mkdir(exist_ok=True)
     if out:
         codec.write(plan, out)
         print(f"\nPlan {plan.plan_id} saved to {out}; review it with: cargoship show {out}")
+    if one_shot:
+        assert out is not None
+        if not plan.changes and not plan.unassessed:
+            return 0
+        args.plan, args.confirm = out, True
+        return _apply(args)
     if getattr(args, "detailed_exitcode", False):
         return 2 if plan.changes or plan.unassessed else 0
     return 0

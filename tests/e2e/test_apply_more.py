@@ -1,0 +1,190 @@
+"""More of `cargoship apply` on lab hosts: host keys, racing applies, PDBs, Ctrl-C, locks,
+kubeconfig and labels, force-unlock, and the one-shot engine-config-sync --confirm."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.e2e.cli import cargoship, cargoship_argv, edit_config
+from tests.e2e.test_apply import REGISTRIES, cluster, plan
+from tests.lab import Lab
+
+
+def drift(lab: Lab, *hosts: str) -> None:
+    for host in hosts:
+        lab.exec(host, f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
+
+
+def test_changed_host_key_is_refused(lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=1)
+    drift(lab, "wrk-1")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    # The host is rebuilt with a new key, and someone accepted it into known_hosts.
+    lab.exec("wrk-1", "rm -f /etc/ssh/lab_host_ed25519_key* && ssh-keygen -q -t ed25519 -N '' "
+                      "-f /etc/ssh/lab_host_ed25519_key && sv restart /etc/service/sshd")
+    new_key = lab.exec("wrk-1", "cut -d' ' -f1,2 /etc/ssh/lab_host_ed25519_key.pub").stdout
+    known = lab.dir / "known_hosts"
+    address = lab.host("wrk-1").address
+    known.write_text("".join(line for line in known.read_text().splitlines(keepends=True)
+                             if not line.startswith(address + " ")) + f"{address} {new_key}")
+    refused = cargoship("apply", plan_file, "--confirm")
+    assert refused.returncode == 1
+    assert "the plan was made against SHA256:" in refused.stderr
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {}\n"
+
+
+def test_two_applies_at_once_exactly_one_proceeds(lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=2)
+    drift(lab, "wrk-1", "wrk-2")
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    plan(lab, first)
+    plan(lab, second)
+    runs = [subprocess.Popen([*cargoship_argv(), "apply", str(p), "--confirm"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for p in (first, second)]
+    results = [(r.wait(timeout=300), *r.communicate()) for r in runs]
+    assert sorted(code for code, _, _ in results) == [0, 1]
+    loser = next(err for code, _, err in results if code == 1)
+    # Either it met the lock (naming the holder) or came after, when the hosts had changed.
+    assert "locked by" in loser or "changed since the plan was made" in loser
+
+
+def test_a_pod_disruption_budget_stops_the_drain(lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=1)
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
+        drain={"timeoutSeconds": 3}))
+    lab.api("POST", "/api/v1/namespaces/default/pods", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "db-0", "namespace": "default", "labels": {"app": "db"},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet",
+                                          "name": "db", "uid": "u1", "controller": True}]},
+        "spec": {"nodeName": "wrk-1", "containers": [{"name": "db", "image": "db:1"}]}})
+    lab.api("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "db-pdb", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+    drift(lab, "wrk-1")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    started = time.monotonic()
+    result = cargoship("apply", plan_file, "--confirm", timeout=120)
+    assert result.returncode == 1
+    assert time.monotonic() - started >= 3
+    assert "db-pdb" in result.stdout and "nothing was changed" in result.stdout
+    node = lab.api("GET", "/api/v1/nodes/wrk-1")
+    assert not node["spec"].get("unschedulable")  # uncordoned again
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {}\n"
+
+
+def test_ctrl_c_finishes_the_host_in_progress_and_exits_130(lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=3, concurrency=1)
+    drift(lab, "wrk-1", "wrk-2", "wrk-3")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    run = subprocess.Popen([*cargoship_argv(), "apply", str(plan_file), "--confirm"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert run.stdout is not None
+    seen = []
+    for line in run.stdout:  # wait for the rollout to be inside a host, then interrupt
+        seen.append(line)
+        if "] cordoned" in line:
+            run.send_signal(signal.SIGINT)
+            break
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130, "".join(seen) + out + err
+    assert "interrupted" in out
+    changed = [h for h in ("wrk-1", "wrk-2", "wrk-3")
+               if lab.exec(h, f"cat {REGISTRIES}").stdout != "mirrors: {}\n"]
+    assert changed == ["wrk-1"]  # the host in progress was finished, no other started
+    for host in lab.hosts:
+        assert lab.exec(host.name, "test -e /run/cargoship/lock", check=False).returncode == 1
+    nodes = lab.api("GET", "/api/v1/nodes")["items"]
+    assert all(not n["spec"].get("unschedulable") for n in nodes)
+
+
+def test_lock_timeout_waits_for_a_lock_to_go_stale(lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=1)
+    drift(lab, "wrk-1")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    holder = {"id": "5ca1ab1e", "holder": "bob@ci", "pid": 7, "plan_id": None,
+              "since": "2026-12-01T00:00:00Z"}
+    # Touched 55 s ago: live for about 5 s more, then stale.
+    lab.exec("wrk-1", f"mkdir -p /run/cargoship && echo '{json.dumps(holder)}' > "
+                      "/run/cargoship/lock && touch -d '-55 sec' /run/cargoship/lock")
+    refused = cargoship("apply", plan_file, "--confirm")
+    assert refused.returncode == 1 and "bob@ci" in refused.stderr
+    waited = cargoship("apply", plan_file, "--confirm", "--lock-timeout", "30", timeout=300)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert "took over stale lock 5ca1ab1e" in waited.stdout
+
+
+def test_kubeconfig_and_labels_are_applied(lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=2)
+    local = tmp_path / "kubeconfig"
+    local.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "other",
+        "clusters": [{"name": "other", "cluster": {"server": "https://other:6443"}}],
+        "users": [{"name": "other", "user": {"token": "t"}}],
+        "contexts": [{"name": "other", "context": {"cluster": "other", "user": "other"}}]}))
+
+    def edit(data: dict) -> None:  # type: ignore[type-arg]
+        data["spec"]["profiles"] = {"edge": {}}
+        data["spec"]["hosts"][3]["profile"] = "edge"
+        data["spec"]["hosts"][4]["profile"] = "edge"
+        data["spec"]["options"].update(labelProfiles=True, kubeconfig={
+            "enabled": True, "path": str(local), "context": "lab"})
+
+    edit_config(lab.dir / "cluster.yaml", edit)
+    drift(lab, "wrk-2")  # wrk-2's label is unassessed: assessed when its turn comes
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    result = cargoship("apply", plan_file, "--confirm", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for node in ("wrk-1", "wrk-2"):
+        labels = lab.api("GET", f"/api/v1/nodes/{node}")["metadata"]["labels"]
+        assert labels["node-role.kubernetes.io/edge"] == "true"
+    merged = yaml.safe_load(local.read_text())
+    assert {c["name"] for c in merged["contexts"]} == {"other", "lab"}
+    assert local.stat().st_mode & 0o777 == 0o600
+    again = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--detailed-exitcode")
+    assert again.returncode == 0, again.stdout
+
+
+def test_force_unlock_removes_only_the_named_lock(lab_factory) -> None:
+    lab = cluster(lab_factory, workers=1)
+    holder = {"id": "dead0001", "holder": "crashed@ci", "pid": 7, "plan_id": None,
+              "since": "2026-12-01T00:00:00Z"}
+    for host in ("ctl-1", "wrk-1"):
+        lab.exec(host, f"mkdir -p /run/cargoship && echo '{json.dumps(holder)}' > "
+                       "/run/cargoship/lock")
+    wrong = cargoship("force-unlock", "-c", lab.dir / "cluster.yaml", "beef0002")
+    assert wrong.returncode == 1 and "no host holds lock beef0002" in wrong.stderr
+    bad = cargoship("force-unlock", "-c", lab.dir / "cluster.yaml", "x; rm -rf /")
+    assert bad.returncode == 1 and "is not a lock id" in bad.stderr
+    done = cargoship("force-unlock", "-c", lab.dir / "cluster.yaml", "dead0001")
+    assert done.returncode == 0 and "from 2 host(s)" in done.stdout
+    for host in ("ctl-1", "wrk-1"):
+        assert lab.exec(host, "test -e /run/cargoship/lock", check=False).returncode == 1
+
+
+def test_engine_config_sync_confirm_plans_and_applies(lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=1)
+    drift(lab, "wrk-1")
+    refused = cargoship("engine-config-sync", "-c", lab.dir / "cluster.yaml")
+    assert refused.returncode == 1
+    result = subprocess.run([*cargoship_argv(), "engine-config-sync", "-c",
+                             str(lab.dir / "cluster.yaml"), "--confirm"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout != "mirrors: {}\n"
+    kept = list((tmp_path / ".cargoship").glob("*.plan.json"))
+    assert len(kept) == 1 and kept[0].with_name(
+        kept[0].name.replace(".plan.json", ".plan.applied.json")).exists()
