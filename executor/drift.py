@@ -28,7 +28,8 @@ def differences(saved: Plan, fresh: Plan) -> list[str]:
         for target in sorted(old.reads.keys() | new.reads.keys()):
             if old.reads.get(target) != new.reads.get(target):
                 found.append(f"{old.name}: {target} changed since the plan was made")
-    key = lambda c: (c.host, c.phase, c.action, c.target, c.after)  # noqa: E731
+    # `before` is what the plan saw (a file digest, a label value, the local kubeconfig).
+    key = lambda c: (c.host, c.phase, c.action, c.target, c.before, c.after)  # noqa: E731
     if sorted(map(key, saved.changes), key=str) != sorted(map(key, fresh.changes), key=str) \
             and not found:
         found.append("the changes to make are not the ones planned")

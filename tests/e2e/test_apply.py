@@ -107,7 +107,7 @@ def test_a_bad_registries_file_is_rolled_back(lab_factory, tmp_path: Path) -> No
     assert "FAILED" in result.stdout
     for host in lab.hosts:  # ctl-1 restored, the others never touched
         assert lab.exec(host.name, f"cat {REGISTRIES}").stdout == before[host.name]
-    poll_ready(lab, 6 - 1)
+    poll_ready(lab, len(lab.hosts))
     nodes = lab.api("GET", "/api/v1/nodes")["items"]
     assert all(not n["spec"].get("unschedulable") for n in nodes)
 

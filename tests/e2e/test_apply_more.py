@@ -4,6 +4,7 @@ kubeconfig and labels, force-unlock, and the one-shot engine-config-sync --confi
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import time
@@ -188,3 +189,24 @@ def test_engine_config_sync_confirm_plans_and_applies(lab_factory, tmp_path: Pat
     kept = list((tmp_path / ".cargoship").glob("*.plan.json"))
     assert len(kept) == 1 and kept[0].with_name(
         kept[0].name.replace(".plan.json", ".plan.applied.json")).exists()
+
+
+def test_without_confirm_a_terminal_must_type_yes(lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=1)
+    drift(lab, "wrk-1")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    command = " ".join(shlex.quote(a) for a in [*cargoship_argv(), "apply", str(plan_file)])
+
+    def on_a_terminal(answer: str) -> subprocess.CompletedProcess[str]:
+        # `script` gives the command a pseudo-terminal and types our answer into it.
+        return subprocess.run(["script", "-qec", command, "/dev/null"], input=answer,
+                              capture_output=True, text=True, timeout=300)
+
+    no = on_a_terminal("y\n")
+    assert no.returncode == 1 and "Only 'yes' is accepted" in no.stdout
+    assert "Apply cancelled; nothing was changed." in no.stdout
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {}\n"
+    yes = on_a_terminal("yes\n")
+    assert yes.returncode == 0, yes.stdout
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout != "mirrors: {}\n"
