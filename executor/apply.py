@@ -93,7 +93,8 @@ def apply(plan_file: Path, *, lock_timeout: float, progress: Callable[[str, str]
             for note in lock.notes:
                 progress("lock", note)
             progress("lock", f"locked {len(writers)} host(s)")
-            return _apply_locked(plan, plan_file, config, options, salt, writers, progress)
+            return _apply_locked(plan, plan_file, config, options, salt, writers, progress,
+                                 lock.lost)
     finally:
         for writer in writers:
             writer.close()
@@ -101,7 +102,8 @@ def apply(plan_file: Path, *, lock_timeout: float, progress: Callable[[str, str]
 
 def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOptions,
                   salt: bytes, writers: list[HostWriter],
-                  progress: Callable[[str, str], None]) -> ApplyResult:
+                  progress: Callable[[str, str], None],
+                  locks_lost: Callable[[], set[str]]) -> ApplyResult:
     done = [w.label for w in writers if records.already_applied(w, plan.plan_id)]
     if done:
         raise ApplyRefused(f"plan {plan.plan_id} was already applied (records on "
@@ -121,7 +123,8 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     by_label = {h.label: (h, w) for h, w in zip(ctx.hosts, writers, strict=True)}
     api = _api(ctx, writers, plan)
     rollout = Rollout(NodeOps(api) if api is not None else None, plan.plan_id,
-                      _drain_options(config), float(config.options.ready_timeout), progress)
+                      _drain_options(config), float(config.options.ready_timeout), progress,
+                      locks_lost=locks_lost)
     jobs = {role: [_job(config, h, w, plan) for h, w in by_label.values()
                    if h.config.role == role and _changes(plan, h.label, SYNC_PHASES)]
             for role in ("controller", "worker")}

@@ -56,6 +56,9 @@ class Rollout:
     ready_timeout: float
     progress: Progress
     stop: threading.Event = field(default_factory=threading.Event)
+    # Hosts whose lock another run took over (our touches failed for over a minute): no
+    # further host may be started then, someone else may be changing the cluster.
+    locks_lost: Callable[[], set[str]] = set
 
     def run(self, controllers: Sequence[HostJob], workers: Sequence[HostJob],
             worker_concurrency: int) -> list[HostOutcome]:
@@ -69,10 +72,16 @@ class Rollout:
         return outcomes
 
     def _halted(self, outcomes: list[HostOutcome]) -> bool:
-        return self.stop.is_set() or any(o.status != "applied" for o in outcomes)
+        return self.stop.is_set() or bool(self.locks_lost()) or any(
+            o.status != "applied" for o in outcomes)
 
     def _why(self) -> str:
-        return "interrupted" if self.stop.is_set() else "an earlier host failed"
+        if self.stop.is_set():
+            return "interrupted"
+        lost = self.locks_lost()
+        if lost:
+            return f"lost the lock on {', '.join(sorted(lost))} to another run"
+        return "an earlier host failed"
 
     def _window(self, jobs: Sequence[HostJob], size: int,
                 earlier: list[HostOutcome]) -> list[HostOutcome]:

@@ -1,0 +1,70 @@
+"""Rollout ordering rules, with the host work replaced by a recorder (the lab tests do the
+real thing): controllers one at a time, a sliding window of workers, a stop on failure,
+on Ctrl-C and when a lock is lost."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from executor.drain import DrainOptions
+from executor.rollout import HostJob, HostOutcome, Rollout
+
+
+class Recording(Rollout):
+    def __init__(self, fail: set[str] = frozenset(), **kw) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(None, "p", DrainOptions(), 1.0, lambda h, w: None, **kw)
+        self.fail, self.started, self.active, self.peak = fail, [], 0, 0
+        self.guard = threading.Lock()
+
+    def run_host(self, job: HostJob) -> HostOutcome:
+        with self.guard:
+            self.started.append(job.label)
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        time.sleep(0.02)  # hold the slot a little, so overlapping would be visible
+        with self.guard:
+            self.active -= 1
+        return HostOutcome(job.label, "failed" if job.label in self.fail else "applied")
+
+
+def jobs(*names: str) -> list[HostJob]:
+    return [HostJob(n, n, None, "runit", "svc") for n in names]  # type: ignore[arg-type]
+
+
+def test_window_never_exceeds_concurrency_and_keeps_order() -> None:
+    rollout = Recording()
+    out = rollout.run(jobs("c1", "c2"), jobs(*(f"w{i}" for i in range(8))), 3)
+    assert [o.status for o in out] == ["applied"] * 10
+    assert rollout.started[:2] == ["c1", "c2"] and rollout.peak == 3
+
+
+def test_a_failure_stops_the_rollout() -> None:
+    rollout = Recording(fail={"c1"})
+    out = rollout.run(jobs("c1", "c2"), jobs("w1"), 2)
+    assert [(o.host, o.status, o.detail) for o in out] == [
+        ("c1", "failed", ""), ("c2", "not started", "an earlier host failed"),
+        ("w1", "not started", "an earlier host failed")]
+
+
+def test_a_lost_lock_stops_the_rollout() -> None:
+    lost: set[str] = set()
+    rollout = Recording(locks_lost=lambda: set(lost))
+    first = rollout.run_host
+    def run_and_lose(job: HostJob) -> HostOutcome:
+        lost.add("wrk-9")
+        return first(job)
+    rollout.run_host = run_and_lose  # type: ignore[method-assign]
+    out = rollout.run(jobs("c1", "c2"), [], 1)
+    assert out[1] == HostOutcome("c2", "not started", "lost the lock on wrk-9 to another run")
+
+
+def test_interrupt_lets_the_host_in_progress_finish() -> None:
+    rollout = Recording()
+    first = rollout.run_host
+    def run_and_interrupt(job: HostJob) -> HostOutcome:
+        rollout.stop.set()
+        return first(job)
+    rollout.run_host = run_and_interrupt  # type: ignore[method-assign]
+    out = rollout.run(jobs("c1", "c2"), jobs("w1"), 1)
+    assert [o.status for o in out] == ["applied", "not started", "not started"]
