@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +10,7 @@ import yaml
 from planner.config.model import ClusterConfig
 from planner.errors import CargoshipError
 from planner.kube import merge, named_entries
+from planner.localfiles import atomic_write
 from planner.phases.label_nodes import LABEL_PREFIX
 
 
@@ -24,17 +23,8 @@ def merge_kubeconfig(config: ClusterConfig, admin: dict[str, Any]) -> Path:
         local = yaml.safe_load(path.read_text())
     merged = merge(local if isinstance(local, dict) else None, named_entries(admin, name))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            yaml.safe_dump(merged, fh, sort_keys=False, default_flow_style=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    text = yaml.safe_dump(merged, sort_keys=False, default_flow_style=False)
+    atomic_write(path, text.encode(), mode=0o600)  # it holds credentials
     return path
 
 

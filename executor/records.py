@@ -7,12 +7,11 @@ apply of the same plan is refused); the local record sits next to the plan file.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from planner.hosts.batch import quote
+from planner.localfiles import atomic_write
 
 from .files import write_file
 from .remote import HostWriter
@@ -36,11 +35,5 @@ def write_host_record(host: HostWriter, plan_id: str, record: dict[str, Any]) ->
 
 def write_local_record(plan_file: Path, record: dict[str, Any]) -> Path:
     path = plan_file.with_name(plan_file.name.removesuffix(".json") + ".applied.json")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(record, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
     return path

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.kubeapi_server import start_kubeapi  # noqa: F401 - a shared fixture
 from tests.lab import HostSpec, Lab
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root (namespaces)")

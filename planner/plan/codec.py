@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ import schemas
 
 from ..config.yamlio import format_path
 from ..errors import CargoshipError
+from ..localfiles import atomic_write
 from .model import (
     FORMAT_VERSION,
     Change,
@@ -98,18 +97,7 @@ def dumps(plan: Plan) -> str:
 
 
 def write(plan: Plan, path: Path) -> None:
-    text = dumps(plan)
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, dumps(plan).encode("utf-8"))
 
 
 def loads(text: str | bytes, path: Path | str = "<plan>") -> Plan:

@@ -3,71 +3,24 @@ real server and reached through the official client."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from kubernetes import client
 
 from executor.drain import DrainError, DrainOptions, NodeOps, NotReadyError
+from tests.kubeapi_server import TOKEN, Kube, free_port, poll
 
-SERVER = Path(__file__).resolve().parents[1] / "lab" / "kubeapi.py"
-TOKEN = "drain-token"
 NODE = "wrk-1"
 
 Start = Callable[..., client.CoreV1Api]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _poll(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.02)
-
-
 @pytest.fixture
-def start_api(tmp_path: Path) -> Iterator[Start]:
+def start_api(start_kubeapi: Callable[..., Kube]) -> Start:
     """Start a kubeapi server (extra CLI arguments allowed) and return a CoreV1Api on it."""
-    running: list[tuple[subprocess.Popen[bytes], client.ApiClient]] = []
-
-    def start(*args: str) -> client.CoreV1Api:
-        port = _free_port()
-        log = tmp_path / f"kubeapi-{port}.log"
-        with log.open("wb") as stderr:
-            proc = subprocess.Popen(["/usr/bin/python3", str(SERVER), "--listen",
-                                     f"127.0.0.1:{port}", "--token", TOKEN, *args],
-                                    stdout=subprocess.DEVNULL, stderr=stderr)
-        config = client.Configuration(host=f"http://127.0.0.1:{port}",
-                                      api_key={"authorization": f"Bearer {TOKEN}"})
-        api_client = client.ApiClient(config)
-        running.append((proc, api_client))
-
-        def accepting() -> bool:
-            assert proc.poll() is None, f"kubeapi exited: {log.read_text()}"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            except OSError:
-                return False
-            return True
-
-        _poll(accepting)
-        return client.CoreV1Api(api_client)
-
-    yield start
-    for proc, api_client in running:
-        api_client.close()
-        proc.kill()
-        proc.wait()
+    return lambda *args: start_kubeapi(*args).core
 
 
 @pytest.fixture
@@ -292,7 +245,7 @@ def test_wait_ready_fails_when_heartbeats_stop(start_api: Start) -> None:
     ops = NodeOps(core)
     ops.wait_ready(NODE, timeout=5)
 
-    _poll(lambda: not ops.is_ready(NODE))  # no heartbeat for 0.5 s: Ready turns Unknown
+    poll(lambda: not ops.is_ready(NODE))  # no heartbeat for 0.5 s: Ready turns Unknown
     started = time.monotonic()
     with pytest.raises(NotReadyError) as exc:
         ops.wait_ready(NODE, timeout=0.3, poll=0.05)
@@ -313,7 +266,7 @@ def test_wait_ready_for_a_missing_node_says_so(core: client.CoreV1Api) -> None:
 
 def test_wait_ready_tolerates_an_unreachable_api() -> None:
     # Nothing listens on the port: the API is down, as while a lone controller restarts.
-    config = client.Configuration(host=f"http://127.0.0.1:{_free_port()}",
+    config = client.Configuration(host=f"http://127.0.0.1:{free_port()}",
                                   api_key={"authorization": f"Bearer {TOKEN}"})
     with client.ApiClient(config) as api_client:
         ops = NodeOps(client.CoreV1Api(api_client))

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
-import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,85 +14,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-SERVER = Path(__file__).resolve().parents[1] / "lab" / "kubeapi.py"
-TOKEN = "lab-token"
-
-
-@dataclass
-class Kube:
-    port: int
-    api_client: client.ApiClient
-    proc: subprocess.Popen[bytes]
-
-    @property
-    def core(self) -> client.CoreV1Api:
-        return client.CoreV1Api(self.api_client)
-
-    @property
-    def policy(self) -> client.PolicyV1Api:
-        return client.PolicyV1Api(self.api_client)
-
-    def call(self, method: str, path: str, body: Any = None, content_type: str =
-             "application/json", response_type: str | None = None) -> Any:
-        """A request the typed methods cannot make (other content types, unknown paths)."""
-        return self.api_client.call_api(
-            path, method, header_params={"Content-Type": content_type,
-                                         "Accept": "application/json"},
-            body=body, response_type=response_type, auth_settings=["BearerToken"],
-            _return_http_data_only=True)
-
-
-def connect(port: int, token: str = TOKEN) -> client.ApiClient:
-    config = client.Configuration(host=f"http://127.0.0.1:{port}",
-                                  api_key={"authorization": f"Bearer {token}"})
-    return client.ApiClient(config)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def poll(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.02)
-
-
-@pytest.fixture
-def start_kubeapi(tmp_path: Path) -> Iterator[Callable[..., Kube]]:
-    """Start servers (extra CLI arguments allowed); all are killed when the test ends."""
-    running: list[tuple[subprocess.Popen[bytes], client.ApiClient]] = []
-
-    def start(*args: str) -> Kube:
-        port = free_port()
-        log = tmp_path / f"kubeapi-{port}.log"
-        with log.open("wb") as stderr:
-            proc = subprocess.Popen(["/usr/bin/python3", str(SERVER), "--listen",
-                                     f"127.0.0.1:{port}", "--token", TOKEN, *args],
-                                    stdout=subprocess.DEVNULL, stderr=stderr)
-        kube = Kube(port, connect(port), proc)
-        running.append((proc, kube.api_client))
-
-        def accepting() -> bool:
-            assert proc.poll() is None, f"kubeapi exited: {log.read_text()}"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            except OSError:
-                return False
-            return True
-
-        poll(accepting)
-        return kube
-
-    yield start
-    for proc, api_client in running:
-        api_client.close()
-        proc.kill()
-        proc.wait()
+from tests.kubeapi_server import TOKEN, Kube, connect, poll
 
 
 @pytest.fixture
