@@ -7,10 +7,12 @@ Exit codes: 0 success, 1 error (one line per problem on stderr, never a tracebac
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
 
+import schemas
 from executor.apply import apply as apply_plan
 from executor.unlock import force_unlock_all
 from planner import __version__
@@ -30,6 +32,8 @@ EXAMPLES = {
     "show": "examples:\n  cargoship show plan.json\n  cargoship show plan.json --markdown\n",
     "engine-config-sync": "example:\n  cargoship engine-config-sync -c cluster.yaml --dry-run\n",
     "validate": "example:\n  cargoship validate -c cluster.yaml\n",
+    "schema": "examples:\n  cargoship schema > cluster.schema.json\n"
+              "  cargoship schema --plan > plan.schema.json\n",
     "apply": "examples:\n  cargoship apply plan.json --confirm\n"
              "  cargoship apply plan.json --confirm --lock-timeout 600\n",
     "force-unlock": "example (the lock id is in the error that named the holder):\n"
@@ -96,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="apply without asking (otherwise type 'yes' on a terminal)")
     apply.add_argument("--lock-timeout", type=float, default=0.0, metavar="SECONDS",
                        help="wait this long for another run's lock (default: fail at once)")
+    schema = command("schema", "Print the JSON Schema of the cluster config (for editors) or "
+                     "of the plan file.", config=False)
+    schema.add_argument("--plan", action="store_true", help="the plan file's schema")
     unlock = command("force-unlock", "Remove the lock a crashed run left behind.")
     unlock.add_argument("lock_id", metavar="LOCK_ID", help="the id of the lock to remove")
     return parser
@@ -136,6 +143,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _show(args)
     if args.command == "apply":
         return _apply(args)
+    if args.command == "schema":
+        name = "plan.schema.json" if args.plan else schemas.CLUSTER_SCHEMA
+        sys.stdout.write(json.dumps(schemas.load(name), indent=2) + "\n")
+        return 0
     config = load_config(args.config)
     if args.command == "validate":
         print(f"{args.config}: valid ({len(config.hosts)} host(s), "
