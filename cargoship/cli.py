@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from planner.hosts.ssh import ConnectOptions
 from planner.phases import engine_config_sync
 from planner.plan import codec
 from planner.plan.build import build_plan
-from planner.render import render_markdown, render_text
+from planner.plan.model import Plan
+from planner.render import colorize, render_markdown, render_text
 
 EXAMPLES = {
     "plan": "examples:\n  cargoship plan -c cluster.yaml\n"
@@ -52,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "clusters in sync across every host, plan first.")
     parser.add_argument("--version", action="version", version=f"cargoship {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    parser.add_argument("--no-color", action="store_true",
+                        help="no colours (also off when NO_COLOR is set or not on a terminal)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def command(name: str, help_text: str, config: bool = True) -> argparse.ArgumentParser:
@@ -162,7 +166,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                              accept_new_host_keys=args.accept_new_host_keys)
     ctx = PlanContext.create(config, options)
     plan = build_plan(dry_run(ctx, engine_config_sync()))
-    sys.stdout.write(render_text(plan))
+    _print_plan(args, plan)
     out: Path | None = getattr(args, "out", None)
     if plan.problems:
         if out:
@@ -195,7 +199,7 @@ def _apply(args: argparse.Namespace) -> int:
         if not sys.stdin.isatty():
             raise CargoshipError("refusing to apply without --confirm (stdin is not a "
                                  "terminal to ask on)")
-        sys.stdout.write(render_text(plan))
+        _print_plan(args, plan)
         answer = input(f"\nApply plan {plan.plan_id}? Only 'yes' is accepted: ")
         if answer.strip() != "yes":
             print("Apply cancelled; nothing was changed.")
@@ -231,5 +235,11 @@ def _show(args: argparse.Namespace) -> int:
     elif args.markdown:
         sys.stdout.write(render_markdown(plan))
     else:
-        sys.stdout.write(render_text(plan))
+        _print_plan(args, plan)
     return 0
+
+
+def _print_plan(args: argparse.Namespace, plan: Plan) -> None:
+    text = render_text(plan)
+    color = not args.no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
+    sys.stdout.write(colorize(text) if color else text)

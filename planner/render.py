@@ -22,6 +22,27 @@ def summary_line(plan: Plan) -> str:
             f"{s['restarts']} restart(s), {s['unassessed']} unassessed.")
 
 
+_GREEN, _RED, _CYAN, _BOLD, _RESET = "\x1b[32m", "\x1b[31m", "\x1b[36m", "\x1b[1m", "\x1b[0m"
+
+
+def colorize(text: str) -> str:
+    """Terraform-like colours for a terminal: additions green, removals red, problems red."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        body = line.lstrip(" ")
+        if body.startswith(("+++", "---")):
+            out.append(f"{_BOLD}{line.rstrip(chr(10))}{_RESET}\n")
+        elif body.startswith("+"):
+            out.append(f"{_GREEN}{line.rstrip(chr(10))}{_RESET}\n")
+        elif body.startswith(("-", "x ")):
+            out.append(f"{_RED}{line.rstrip(chr(10))}{_RESET}\n")
+        elif body.startswith("@@"):
+            out.append(f"{_CYAN}{line.rstrip(chr(10))}{_RESET}\n")
+        else:
+            out.append(line)
+    return "".join(out)
+
+
 def render_text(plan: Plan) -> str:
     width = max((len(n.host or "cluster") for p in plan.phases for n in p.findings), default=7)
     lines = [f"cargoship plan {plan.plan_id}: cluster {plan.cluster}, "

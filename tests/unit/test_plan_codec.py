@@ -20,7 +20,10 @@ def sample_plan() -> Plan:
         cargoship_version="0.1.0",
         config_digest="a" * 64,
         cluster="prod-eu",
-        desired={"registries": {"configs": {"r.io": {"auth": {"password": "hmac-sha256:ab"}}}}},
+        desired={"cluster": "prod-eu", "engine": {"distro": "rke2", "version": "v1.30.4+rke2r1"},
+                 "hosts": [], "options": {},
+                 "engineConfig": {"registries": {"configs": {"r.io": {"auth": {
+                     "password": {"secret": "env:PW", "digest": "hmac-sha256:ab"}}}}}}},
         hosts=(HostIdentity("ctl-1", "10.0.0.1", 22, "controller", None,
                             "SHA256:" + "A" * 43, "Ubuntu 22.04", "amd64", "v1.30.4+rke2r1",
                             {"/etc/rancher/rke2/registries.yaml": "sha256:" + "b" * 64}),),

@@ -1,0 +1,39 @@
+"""Colour on a terminal only: off for pipes, NO_COLOR and --no-color."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+from planner.plan import codec
+from planner.plan.model import PhaseOutcome
+from tests.e2e.cli import cargoship, cargoship_argv
+from tests.unit.test_plan_codec import sample_plan
+
+
+def on_a_terminal(*args: str, env: dict[str, str] | None = None) -> str:
+    command = " ".join(shlex.quote(a) for a in [*cargoship_argv(), *args])
+    result = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, **(env or {})},
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout
+    return result.stdout
+
+
+def test_colour_only_where_a_person_looks(tmp_path: Path) -> None:
+    plan_file = tmp_path / "plan.json"
+    base = sample_plan()
+    change = replace(base.changes[0], diff="--- a\n+++ b\n-old: 1\n+new: 2\n")
+    codec.write(replace(base, changes=(change,), phases=(PhaseOutcome(
+        7, change.phase, "reported, not run", "planned"),)), plan_file)
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    coloured = on_a_terminal("show", str(plan_file), env=env)
+    assert "\x1b[32m          +new: 2\x1b[0m" in coloured
+    assert "\x1b[31m          -old: 1\x1b[0m" in coloured
+    assert "\x1b[" not in on_a_terminal("show", str(plan_file), env={**env, "NO_COLOR": "1"})
+    assert "\x1b[" not in on_a_terminal("--no-color", "show", str(plan_file), env=env)
+    piped = cargoship("show", plan_file)
+    assert piped.returncode == 0 and "\x1b[" not in piped.stdout
