@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 error (one line per problem on stderr, never a tracebac
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -23,8 +24,9 @@ from planner.dryrun import dry_run
 from planner.errors import CargoshipError, ConfigError
 from planner.hosts.ssh import ConnectOptions
 from planner.phases import engine_config_sync
-from planner.plan import codec
+from planner.plan import codec, signing
 from planner.plan.build import build_plan
+from planner.plan.codec import plan_digest
 from planner.plan.model import Plan
 from planner.render import colorize, render_markdown, render_text
 
@@ -38,6 +40,9 @@ EXAMPLES = {
               "  cargoship schema --plan > plan.schema.json\n",
     "apply": "examples:\n  cargoship apply plan.json --confirm\n"
              "  cargoship apply plan.json --confirm --lock-timeout 600\n",
+    "sign": "examples:\n  cargoship sign plan.json --key ~/.ssh/id_ed25519\n"
+            "  cargoship apply plan.json --confirm --require-signed-by allowed_signers "
+            "--min-signatures 2\n",
     "force-unlock": "example (the lock id is in the error that named the holder):\n"
                     "  cargoship force-unlock -c cluster.yaml 3f9c2a1b\n",
 }
@@ -104,6 +109,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="apply without asking (otherwise type 'yes' on a terminal)")
     apply.add_argument("--lock-timeout", type=float, default=0.0, metavar="SECONDS",
                        help="wait this long for another run's lock (default: fail at once)")
+    apply.add_argument("--require-signed-by", type=Path, metavar="ALLOWED_SIGNERS",
+                       help="refuse a plan without enough valid signatures from the signers "
+                            "in this OpenSSH allowed_signers file")
+    apply.add_argument("--min-signatures", type=int, default=1, metavar="N",
+                       help="with --require-signed-by: how many different signers (default 1)")
+    apply.add_argument("--revoked-keys", type=Path, metavar="FILE",
+                       help="with --require-signed-by: keys (or a KRL) that no longer count")
+    sign = command("sign", "Add your SSH signature to a plan (over its digest).",
+                   config=False)
+    sign.add_argument("plan", type=Path, metavar="PLAN")
+    sign.add_argument("--key", type=Path, required=True, metavar="SSH_PRIVATE_KEY",
+                      help="the private key to sign with (ssh-agent keys: give the .pub)")
     schema = command("schema", "Print the JSON Schema of the cluster config (for editors) or "
                      "of the plan file.", config=False)
     schema.add_argument("--plan", action="store_true", help="the plan file's schema")
@@ -147,6 +164,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _show(args)
     if args.command == "apply":
         return _apply(args)
+    if args.command == "sign":
+        return _sign(args)
     if args.command == "schema":
         name = "plan.schema.json" if args.plan else schemas.CLUSTER_SCHEMA
         sys.stdout.write(json.dumps(schemas.load(name), indent=2) + "\n")
@@ -195,6 +214,8 @@ def _apply(args: argparse.Namespace) -> int:
     if args.lock_timeout < 0:
         raise CargoshipError("--lock-timeout: expected a number of seconds >= 0")
     plan = codec.read(args.plan)  # refuse a bad plan before asking anything
+    if args.require_signed_by is not None:
+        _require_signatures(plan, args)
     if not args.confirm:
         if not sys.stdin.isatty():
             raise CargoshipError("refusing to apply without --confirm (stdin is not a "
@@ -220,6 +241,47 @@ def _apply(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def _sign(args: argparse.Namespace) -> int:
+    plan = codec.read(args.plan)
+    signature = signing.sign(plan_digest(plan), args.key.expanduser())
+    kept = tuple(s for s in plan.signatures if s.key != signature.key)
+    codec.write(dataclasses.replace(plan, signatures=(*kept, signature)), args.plan)
+    print(f"Signed plan {plan.plan_id} with {signature.key} ({signature.comment or 'no comment'}"
+          f"); {len(kept) + 1} signature(s) now")
+    return 0
+
+
+def _require_signatures(plan: Plan, args: argparse.Namespace) -> None:
+    if args.min_signatures < 1:
+        raise CargoshipError("--min-signatures: expected a number >= 1")
+    if not args.require_signed_by.exists():
+        raise CargoshipError(f"{args.require_signed_by}: no such allowed-signers file")
+    digest = plan_digest(plan)
+    checks = [signing.verify(digest, s, args.require_signed_by, args.revoked_keys)
+              for s in plan.signatures]
+    signers = {c.principal for c in checks if c.valid}
+    if len(signers) < args.min_signatures:
+        details = "; ".join(f"{c.signature.key}: {c.reason}" for c in checks if not c.valid)
+        raise CargoshipError(
+            f"plan {plan.plan_id} has {len(signers)} valid signature(s) from "
+            f"{args.require_signed_by}, {args.min_signatures} required"
+            + (f" ({details})" if details else "") + "; nothing was changed")
+    print(f"Signed by {', '.join(sorted(str(s) for s in signers))}: accepted", flush=True)
+
+
+def _signature_lines(plan: Plan) -> list[str]:
+    if not plan.signatures:
+        return ["Signatures: none"]
+    lines = [f"Signatures ({len(plan.signatures)}):"]
+    digest = plan_digest(plan)
+    for signature in plan.signatures:
+        check = signing.check_signature(digest, signature)
+        verdict = "valid" if check.valid else f"INVALID: {check.reason}"
+        lines.append(f"  {signature.key} ({signature.comment or 'no comment'}), signed "
+                     f"{signature.signed_at}: {verdict}")
+    return lines
+
+
 def _force_unlock(config: ClusterConfig, lock_id: str) -> int:
     removed = force_unlock_all(config, lock_id)
     if not removed:
@@ -236,6 +298,11 @@ def _show(args: argparse.Namespace) -> int:
         sys.stdout.write(render_markdown(plan))
     else:
         _print_plan(args, plan)
+    if not args.json:
+        lines = _signature_lines(plan)
+        if args.markdown:
+            lines = [f"- {line.strip()}" if line.startswith("  ") else line for line in lines]
+        sys.stdout.write("\n" + "\n".join(lines) + "\n")
     return 0
 
 

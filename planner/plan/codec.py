@@ -28,6 +28,7 @@ from .model import (
     Note,
     PhaseOutcome,
     Plan,
+    Signature,
     Unassessed,
 )
 
@@ -44,8 +45,11 @@ def canonical(data: dict[str, Any]) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+UNDIGESTED = frozenset({"digest", "signatures"})
+
+
 def digest_of(data: dict[str, Any]) -> str:
-    body = {k: v for k, v in data.items() if k != "digest"}
+    body = {k: v for k, v in data.items() if k not in UNDIGESTED}
     return "sha256:" + hashlib.sha256(canonical(body)).hexdigest()
 
 
@@ -79,6 +83,7 @@ def from_dict(data: dict[str, Any]) -> Plan:
         applyable=data["applyable"],
         complete=data["complete"],
         format_version=data["format_version"],
+        signatures=tuple(Signature(**s) for s in data.get("signatures", [])),
     )
 
 
@@ -135,3 +140,8 @@ def read(path: Path) -> Plan:
     except OSError as exc:
         raise PlanFileError(path, f"cannot read plan: {exc.strerror}") from None
     return loads(raw, path)
+
+
+def plan_digest(plan: Plan) -> str:
+    """The digest a signature covers: the same one the file carries."""
+    return digest_of(to_dict(plan))

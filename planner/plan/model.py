@@ -65,6 +65,14 @@ class Unassessed:
 
 
 @dataclass(frozen=True)
+class Signature:
+    key: str  # SHA256 fingerprint of the signing key
+    comment: str  # the key's comment, for people (not trusted)
+    signed_at: str
+    signature: str  # armored SSH signature over the plan's digest
+
+
+@dataclass(frozen=True)
 class Plan:
     plan_id: str
     created_at: str
@@ -84,6 +92,8 @@ class Plan:
     applyable: bool = True
     complete: bool = True
     format_version: str = FORMAT_VERSION
+    # Outside the digest, like the digest itself: signing never changes what was signed.
+    signatures: tuple[Signature, ...] = ()
 
     @property
     def summary(self) -> dict[str, int]:
