@@ -13,17 +13,20 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import schemas
 from executor.apply import apply as apply_plan
 from executor.unlock import force_unlock_all
-from planner import __version__
+from planner import __version__, history
 from planner.config import ClusterConfig, load_config
 from planner.context import PlanContext
 from planner.dryrun import dry_run
 from planner.errors import CargoshipError, ConfigError
 from planner.hosts.ssh import ConnectOptions
 from planner.phases import engine_config_sync
+from planner.phases.connect import Connect
+from planner.phases.disconnect import close_all
 from planner.plan import codec, signing
 from planner.plan.build import build_plan
 from planner.plan.codec import plan_digest
@@ -43,6 +46,7 @@ EXAMPLES = {
     "sign": "examples:\n  cargoship sign plan.json --key ~/.ssh/id_ed25519\n"
             "  cargoship apply plan.json --confirm --require-signed-by allowed_signers "
             "--min-signatures 2\n",
+    "history": "example:\n  cargoship history -c cluster.yaml\n",
     "force-unlock": "example (the lock id is in the error that named the holder):\n"
                     "  cargoship force-unlock -c cluster.yaml 3f9c2a1b\n",
 }
@@ -124,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     schema = command("schema", "Print the JSON Schema of the cluster config (for editors) or "
                      "of the plan file.", config=False)
     schema.add_argument("--plan", action="store_true", help="the plan file's schema")
+    command("history", "List the plans applied to the hosts (from their apply records), and "
+            "whether the hosts still match.")
     unlock = command("force-unlock", "Remove the lock a crashed run left behind.")
     unlock.add_argument("lock_id", metavar="LOCK_ID", help="the id of the lock to remove")
     return parser
@@ -177,6 +183,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "force-unlock":
         return _force_unlock(config, args.lock_id)
+    if args.command == "history":
+        return _history(config)
     one_shot = args.command == "engine-config-sync" and not args.dry_run
     if one_shot and not args.confirm:
         raise CargoshipError("engine-config-sync changes hosts: add --confirm to plan and "
@@ -269,6 +277,38 @@ def _require_signatures(plan: Plan, args: argparse.Namespace) -> None:
     print(f"Signed by {', '.join(sorted(str(s) for s in signers))}: accepted", flush=True)
 
 
+def _as_record(path: Path) -> dict[str, Any] | None:
+    """An apply record (PLAN.applied.json), or None for anything else (a plan, or junk the
+    plan reader will explain)."""
+    try:
+        data = json.loads(path.read_bytes()[: codec.MAX_PLAN_BYTES])
+    except (OSError, ValueError):
+        return None
+    if isinstance(data, dict) and "applied_at" in data and "format_version" not in data:
+        return data
+    return None
+
+
+def _show_record(record: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        sys.stdout.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        return 0
+    verdict = "applied" if record.get("ok") else ("interrupted" if record.get("interrupted")
+                                                  else "FAILED")
+    print(f"apply record of plan {record.get('plan_id')} (cluster {record.get('cluster')}): "
+          f"{verdict}")
+    print(f"  applied {record.get('applied_at')} by {record.get('applied_by')} with cargoship "
+          f"{record.get('cargoship_version')}")
+    if record.get("signers"):
+        print(f"  signed by {', '.join(map(str, record['signers']))}")
+    for host, outcome in sorted(record.get("hosts", {}).items()):
+        detail = f": {outcome.get('detail')}" if outcome.get("detail") else ""
+        print(f"  {host}: {outcome.get('status')}{detail}")
+    for note in record.get("notes", []):
+        print(f"  note: {note}")
+    return 0
+
+
 def _signature_lines(plan: Plan) -> list[str]:
     if not plan.signatures:
         return ["Signatures: none"]
@@ -282,6 +322,33 @@ def _signature_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def _history(config: ClusterConfig) -> int:
+    options = ConnectOptions(connect_timeout=config.options.connect_timeout)
+    ctx = PlanContext.create(config, options)
+    try:
+        Connect().run(ctx)
+        entries = history.collect(ctx)
+    finally:
+        close_all(ctx)
+    now = build_plan(dry_run(PlanContext.create(config, options), engine_config_sync()))
+    if ctx.problems or now.problems:
+        for problem in ctx.problems:
+            print(f"  x {ctx.label(problem) or ''}: {problem.text}")
+        print("  (some hosts could not be read)")
+    if not entries:
+        print("No apply records on these hosts.")
+    for entry in entries:
+        signed = f", signed by {', '.join(entry.signers)}" if entry.signers else ""
+        print(f"plan {entry.plan_id}  {entry.state}  applied {entry.applied_at} by "
+              f"{entry.applied_by}{signed}")
+        for host, status in sorted(entry.outcomes.items()):
+            print(f"    {host}: {status}")
+    match = "match the desired config" if not now.changes and not now.problems else \
+        f"differ from the desired config ({len(now.changes)} change(s) pending)"
+    print(f"\nThe hosts {match} now.")
+    return 0
+
+
 def _force_unlock(config: ClusterConfig, lock_id: str) -> int:
     removed = force_unlock_all(config, lock_id)
     if not removed:
@@ -291,6 +358,9 @@ def _force_unlock(config: ClusterConfig, lock_id: str) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    record = _as_record(args.plan)
+    if record is not None:
+        return _show_record(record, args.json)
     plan = codec.read(args.plan)
     if args.json:
         sys.stdout.write(codec.dumps(plan))

@@ -137,7 +137,7 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     result.interrupted = rollout.stop.is_set()
     if result.ok:
         result.notes += _cluster_steps(plan, config, ctx, writers, api, progress)
-    _record(plan, plan_file, writers, result)
+    _record(plan, plan_file, writers, [h.label for h in ctx.hosts], result)
     return result
 
 
@@ -209,13 +209,16 @@ def _cluster_steps(plan: Plan, config: Any, ctx: PlanContext, writers: list[Host
     return notes
 
 
-def _record(plan: Plan, plan_file: Path, writers: list[HostWriter],
+def _record(plan: Plan, plan_file: Path, writers: list[HostWriter], labels: list[str],
             result: ApplyResult) -> None:
     at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     outcomes = {o.host: {"status": o.status, "detail": o.detail} for o in result.outcomes}
     record = {"plan_id": plan.plan_id, "cluster": plan.cluster, "applied_by": whoami(),
               "applied_at": at, "cargoship_version": __version__, "ok": result.ok,
-              "interrupted": result.interrupted, "hosts": outcomes, "notes": result.notes}
-    for writer in writers:
-        records.write_host_record(writer, plan.plan_id, {**record, "host": writer.label})
+              "interrupted": result.interrupted, "hosts": outcomes, "notes": result.notes,
+              "signers": [s.comment or s.key for s in plan.signatures]}
+    for writer, label in zip(writers, labels, strict=True):
+        status = outcomes.get(label, {"status": "unchanged"})["status"]
+        records.write_host_record(writer, plan.plan_id,
+                                  {**record, "host": label, "status": status})
     result.record = records.write_local_record(plan_file, record)
