@@ -31,7 +31,7 @@ from planner.plan import codec, signing
 from planner.plan.build import build_plan
 from planner.plan.codec import plan_digest
 from planner.plan.model import Plan
-from planner.render import colorize, render_markdown, render_text
+from planner.render import colorize, render_markdown, render_text, split_markdown
 
 EXAMPLES = {
     "plan": "examples:\n  cargoship plan -c cluster.yaml\n"
@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = show.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="the plan as JSON, for machines")
     fmt.add_argument("--markdown", action="store_true", help="markdown for a pull request")
+    show.add_argument("--split-dir", type=Path, metavar="DIR",
+                      help="with --markdown: write parts under 65,000 characters to "
+                           "DIR/plan-N.md (one pull-request comment each)")
     command("validate", "Check the cluster config (schema and consistency); no connections.")
     apply = command("apply", "Apply exactly a saved plan: lock, drift check, roll out, "
                     "record.", config=False)
@@ -364,6 +367,13 @@ def _show(args: argparse.Namespace) -> int:
     plan = codec.read(args.plan)
     if args.json:
         sys.stdout.write(codec.dumps(plan))
+    elif args.markdown and args.split_dir:
+        text = render_markdown(plan) + "\n" + "\n".join(_signature_lines(plan)) + "\n"
+        args.split_dir.mkdir(parents=True, exist_ok=True)
+        for number, part in enumerate(split_markdown(text), 1):
+            (args.split_dir / f"plan-{number}.md").write_text(part)
+            print(args.split_dir / f"plan-{number}.md")
+        return 0
     elif args.markdown:
         sys.stdout.write(render_markdown(plan))
     else:

@@ -49,3 +49,27 @@ def test_schema_command_prints_the_shipped_schemas() -> None:
     assert json.loads(cluster.stdout) == schemas.load("cluster.schema.json")
     plan = cargoship("schema", "--plan")
     assert json.loads(plan.stdout) == schemas.load("plan.schema.json")
+
+
+def test_ci_workflow_is_valid_and_its_cargoship_commands_parse() -> None:
+    import shlex
+
+    import yaml
+
+    from cargoship.cli import build_parser
+
+    workflow = yaml.safe_load((EXAMPLES / "ci" / "github-actions.yml").read_text())
+    assert set(workflow["jobs"]) >= {"plan", "apply"}
+    commands = []
+    for job in workflow["jobs"].values():
+        for step in job["steps"]:
+            script = step.get("run", "").replace("\\\n", " ")
+            for line in script.splitlines():
+                line = line.strip().split(" || ")[0]
+                if line.startswith("cargoship "):
+                    commands.append(shlex.split(line)[1:])
+    verbs = [c[0] for c in commands]
+    assert verbs == ["plan", "show", "apply"]
+    for argv in commands:
+        build_parser().parse_args(argv)  # exits (fails the test) on an unknown flag
+    assert "--require-signed-by" in commands[2] and "--split-dir" in commands[1]
