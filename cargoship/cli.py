@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import schemas
+from cargoship.completion import bash as completion_script
+from cargoship.progress import Progress
 from executor.apply import apply as apply_plan
 from executor.unlock import force_unlock_all
 from planner import __version__, history
@@ -47,6 +49,7 @@ EXAMPLES = {
             "  cargoship apply plan.json --confirm --require-signed-by allowed_signers "
             "--min-signatures 2\n",
     "history": "example:\n  cargoship history -c cluster.yaml\n",
+    "completion": "example:\n  eval \"$(cargoship completion bash)\"\n",
     "force-unlock": "example (the lock id is in the error that named the holder):\n"
                     "  cargoship force-unlock -c cluster.yaml 3f9c2a1b\n",
 }
@@ -63,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "clusters in sync across every host, plan first.")
     parser.add_argument("--version", action="version", version=f"cargoship {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    parser.add_argument("--log-file", type=Path, metavar="FILE",
+                        help="also write debug logs to FILE (secrets are never logged)")
     parser.add_argument("--no-color", action="store_true",
                         help="no colours (also off when NO_COLOR is set or not on a terminal)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -131,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     schema = command("schema", "Print the JSON Schema of the cluster config (for editors) or "
                      "of the plan file.", config=False)
     schema.add_argument("--plan", action="store_true", help="the plan file's schema")
+    completion = command("completion", "Print a shell completion script.", config=False)
+    completion.add_argument("shell", choices=["bash"])
     command("history", "List the plans applied to the hosts (from their apply records), and "
             "whether the hosts still match.")
     unlock = command("force-unlock", "Remove the lock a crashed run left behind.")
@@ -143,6 +150,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if args.log_file is not None:
+        try:
+            handler = logging.FileHandler(args.log_file)
+        except OSError as exc:
+            print(f"error: --log-file {args.log_file}: {exc.strerror}", file=sys.stderr)
+            return 1
+        handler.setLevel(logging.DEBUG)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: "
+                                               "%(message)s"))
+        root = logging.getLogger()
+        root.addHandler(handler)
+        root.setLevel(logging.DEBUG)
+        for noisy in logging.getLogger().handlers:
+            if noisy is not handler and not args.verbose:
+                noisy.setLevel(logging.WARNING)
     # paramiko logs full tracebacks of failed connections at ERROR; those are reported by us.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     try:
@@ -175,6 +197,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _apply(args)
     if args.command == "sign":
         return _sign(args)
+    if args.command == "completion":
+        sys.stdout.write(completion_script(build_parser()))
+        return 0
     if args.command == "schema":
         name = "plan.schema.json" if args.plan else schemas.CLUSTER_SCHEMA
         sys.stdout.write(json.dumps(schemas.load(name), indent=2) + "\n")
@@ -237,10 +262,7 @@ def _apply(args: argparse.Namespace) -> int:
             print("Apply cancelled; nothing was changed.")
             return 1
 
-    def progress(host: str, what: str) -> None:
-        print(f"[{host}] {what}", flush=True)
-
-    result = apply_plan(args.plan, lock_timeout=args.lock_timeout, progress=progress)
+    result = apply_plan(args.plan, lock_timeout=args.lock_timeout, progress=Progress())
     print()
     for outcome in result.outcomes:
         detail = f": {outcome.detail}" if outcome.detail else ""

@@ -97,3 +97,17 @@ def test_ssh_config_aliases_and_identity_are_honoured(lab_factory, tmp_path: Pat
     assert "connected as alice to prod-ctl-1:22" in result.stdout
     assert "alice with passwordless sudo" in result.stdout
     assert "hostname ctl-1" in result.stdout
+
+
+def test_debug_log_file_has_details_and_no_secrets(lab_factory, tmp_path: Path) -> None:
+    lab = lab_factory([HostSpec("ctl-1", "controller")])
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"]["registries"]
+                .update(configs={"r.example.com": {"auth": {"password": {"fromEnv": "PW"}}}}))
+    log = tmp_path / "debug.log"
+    result = cargoship("--log-file", log, "plan", "-c", lab.dir / "cluster.yaml",
+                       env={"PW": "log-secret-93a1"})
+    assert result.returncode == 0, result.stderr
+    text = log.read_text()
+    assert "DEBUG cargoship.planner: phase 1 Connect to hosts" in text
+    assert "log-secret-93a1" not in text and "log-secret-93a1" not in result.stdout
+    assert result.stderr == ""  # debug goes to the file, not the terminal
