@@ -37,3 +37,20 @@ def test_colour_only_where_a_person_looks(tmp_path: Path) -> None:
     assert "\x1b[" not in on_a_terminal("--no-color", "show", str(plan_file), env=env)
     piped = cargoship("show", plan_file)
     assert piped.returncode == 0 and "\x1b[" not in piped.stdout
+
+
+def test_markdown_split_through_the_command(tmp_path: Path) -> None:
+    from tests.unit.test_markdown_split import big_plan
+
+    plan_file = tmp_path / "big.json"
+    codec.write(big_plan(60, 40), plan_file)
+    whole = cargoship("show", plan_file, "--markdown")
+    assert len(whole.stdout) > 65_000
+    parts_dir = tmp_path / "parts"
+    result = cargoship("show", plan_file, "--markdown", "--split-dir", parts_dir)
+    assert result.returncode == 0
+    parts = sorted(parts_dir.glob("plan-*.md"))
+    assert [str(p) for p in parts] == sorted(result.stdout.split())
+    assert len(parts) >= 3
+    assert all(len(p.read_text()) < 65_000 for p in parts)
+    assert "Signatures: none" in parts[-1].read_text()
