@@ -250,7 +250,8 @@ def _apply(args: argparse.Namespace) -> int:
     if args.lock_timeout < 0:
         raise CargoshipError("--lock-timeout: expected a number of seconds >= 0")
     plan = codec.read(args.plan)  # refuse a bad plan before asking anything
-    if args.require_signed_by is not None:
+    # engine-config-sync --confirm comes here too, without the signature options.
+    if getattr(args, "require_signed_by", None) is not None:
         _require_signatures(plan, args)
     if not args.confirm:
         if not sys.stdin.isatty():

@@ -67,6 +67,8 @@ def load_yaml(text: str) -> YamlDoc:
         raise YamlSyntaxError(line, f"invalid YAML: {reason}") from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(None, f"invalid YAML: {exc}") from None
+    except RecursionError:
+        raise YamlSyntaxError(None, "invalid YAML: nested too deeply") from None
     finally:
         loader.dispose()
 

@@ -120,8 +120,10 @@ def test_show_renders_checks_and_refuses(healthy_lab, tmp_path: Path) -> None:
     assert planned.returncode == 0
     shown = cargoship("show", plan)
     assert shown.returncode == 0
-    # show prints what plan printed (minus plan's own trailing "saved to" line).
-    assert planned.stdout.startswith(shown.stdout)
+    # show prints what plan printed (minus plan's own trailing "saved to" line), then
+    # the plan's signatures.
+    rendered, signatures = shown.stdout.split("\nSignatures: ", 1)
+    assert planned.stdout.startswith(rendered) and signatures == "none\n"
     as_json = cargoship("show", plan, "--json")
     assert json.loads(as_json.stdout) == json.loads(plan.read_text())
     markdown = cargoship("show", plan, "--markdown").stdout
