@@ -137,7 +137,8 @@ class Rollout:
         except (CargoshipError, OSError) as exc:
             log.debug("%s failed", job.label, exc_info=True)
             if not written and not stopped:
-                return self._give_back(job, cordoned, f"{exc}; nothing was changed")
+                return HostOutcome(job.label, "failed",
+                                   self._uncordon(job, cordoned, f"{exc}; nothing was changed"))
             return self._roll_back(job, written, cordoned, exc)
 
     def _start_and_wait(self, job: HostJob) -> None:
@@ -147,14 +148,15 @@ class Rollout:
         self.ops.wait_ready(job.node, self.ready_timeout)
         self.progress(job.label, "node Ready")
 
-    def _give_back(self, job: HostJob, cordoned: bool, detail: str) -> HostOutcome:
+    def _uncordon(self, job: HostJob, cordoned: bool, detail: str) -> str:
+        """Give the node back if we took it; the detail says if that failed."""
         if cordoned and self.ops is not None:
             try:
                 self.ops.uncordon(job.node)
                 self.progress(job.label, "uncordoned")
             except DrainError as exc:
-                return HostOutcome(job.label, "failed", f"{detail}; uncordon failed: {exc}")
-        return HostOutcome(job.label, "failed", detail)
+                return f"{detail}; UNCORDON FAILED, the node is left cordoned: {exc}"
+        return detail
 
     def _roll_back(self, job: HostJob, written: list[Written], cordoned: bool,
                    cause: Exception) -> HostOutcome:
@@ -169,8 +171,7 @@ class Rollout:
             left = "left cordoned" if cordoned else "not cordoned by cargoship"
             return HostOutcome(job.label, "failed",
                                f"{cause}; ROLLBACK FAILED: {exc}; the node is {left}")
-        outcome = self._give_back(job, cordoned, f"{cause}; previous files restored and "
-                                                 "the engine is running again")
-        return HostOutcome(job.label, "rolled back" if outcome.status == "failed" and
-                           "uncordon failed" not in outcome.detail else "failed",
-                           outcome.detail)
+        restored = f"{cause}; previous files restored and the engine is running again"
+        detail = self._uncordon(job, cordoned, restored)
+        return HostOutcome(job.label, "rolled back" if detail == restored else "failed",
+                           detail)
