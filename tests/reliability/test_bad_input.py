@@ -105,9 +105,11 @@ def assert_clean_failure(code: int, out: str, err: str) -> None:
     assert lines and all(line.startswith("error: ") for line in lines), err
 
 
+@pytest.mark.reliability("bad input: cluster configs (generated)")
 @SETTINGS
 @given(data=st.data())
-def test_broken_configs(tmp_path: Path, listener, data) -> None:  # type: ignore[no-untyped-def]
+def test_broken_configs(tmp_path: Path, listener, tally, data) -> None:  # type: ignore[no-untyped-def]
+    tally.case()
     port, accepted = listener
     config = base_config(port)
     where = data.draw(st.sampled_from(paths(config)[1:]), label="path")
@@ -129,9 +131,11 @@ def test_broken_configs(tmp_path: Path, listener, data) -> None:  # type: ignore
     assert len(accepted) == before, "a broken config led to a connection"
 
 
+@pytest.mark.reliability("bad input: plan files (generated)")
 @SETTINGS
 @given(data=st.data())
-def test_broken_plan_files(tmp_path: Path, data) -> None:  # type: ignore[no-untyped-def]
+def test_broken_plan_files(tmp_path: Path, tally, data) -> None:  # type: ignore[no-untyped-def]
+    tally.case()
     plan = json.loads(codec.dumps(sample_plan()))
     style = data.draw(st.sampled_from(["edit", "truncate", "garbage", "version"]), label="s")
     if style == "edit":
@@ -154,11 +158,13 @@ def test_broken_plan_files(tmp_path: Path, data) -> None:  # type: ignore[no-unt
     assert_clean_failure(*run("apply", str(path), "--confirm"))
 
 
-def test_hostile_cli_flags(tmp_path: Path) -> None:
+@pytest.mark.reliability("bad input: CLI flags")
+def test_hostile_cli_flags(tmp_path: Path, tally) -> None:  # type: ignore[no-untyped-def]
     for argv in (["plan"], ["plan", "-c"], ["apply"], ["--bogus"], ["show", "--json",
                  "--markdown", "x"], ["apply", "p.json", "--lock-timeout", "-1", "--confirm"],
                  ["apply", "p.json", "--lock-timeout", "soon"], ["force-unlock", "-c",
                  str(tmp_path / "none.yaml"), "$(id)"]):
+        tally.case()
         code, out, err = run(*argv)
         assert code in (1, 2) and "Traceback" not in out + err, argv
         assert err.strip() and len(err.strip().splitlines()) <= 2, (argv, err)
