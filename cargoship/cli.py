@@ -268,6 +268,8 @@ def _apply(args: argparse.Namespace) -> int:
     for outcome in result.outcomes:
         detail = f": {outcome.detail}" if outcome.detail else ""
         print(f"  {outcome.host}: {outcome.status}{detail}")
+    for warning in result.warnings:
+        print(f"  warning: {warning}")
     verdict = "applied" if result.ok else ("interrupted" if result.interrupted else "FAILED")
     print(f"\nPlan {result.plan.plan_id} {verdict}; record: {result.record}")
     if result.interrupted:

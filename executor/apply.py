@@ -55,6 +55,7 @@ class ApplyResult:
     plan: Plan
     outcomes: list[HostOutcome] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # for the operator, after the outcomes
     interrupted: bool = False
     record: Path | None = None
 
@@ -217,8 +218,19 @@ def _record(plan: Plan, plan_file: Path, writers: list[HostWriter], labels: list
               "applied_at": at, "cargoship_version": __version__, "ok": result.ok,
               "interrupted": result.interrupted, "hosts": outcomes, "notes": result.notes,
               "signers": [s.comment or s.key for s in plan.signatures]}
+    # The local record first: a host that can't take its record must not cost the others
+    # theirs, nor the operator the record of what happened.
+    result.record = records.write_local_record(plan_file, record)
+    missing = []
     for writer, label in zip(writers, labels, strict=True):
         status = outcomes.get(label, {"status": "unchanged"})["status"]
-        records.write_host_record(writer, plan.plan_id,
-                                  {**record, "host": label, "status": status})
-    result.record = records.write_local_record(plan_file, record)
+        try:
+            records.write_host_record(writer, plan.plan_id,
+                                      {**record, "host": label, "status": status})
+        except CargoshipError as exc:
+            missing.append(label)
+            result.warnings.append(f"could not write the apply record on {label}: {exc}")
+    if missing:
+        record["warnings"] = result.warnings
+        record["records_missing_on"] = missing
+        records.write_local_record(plan_file, record)

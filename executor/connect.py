@@ -6,10 +6,16 @@ from __future__ import annotations
 from planner.config.model import ClusterConfig, HostConfig
 from planner.errors import HostKeyError
 from planner.hosts.pool import parallel
-from planner.hosts.ssh import ConnectOptions, open_session
+from planner.hosts.ssh import ConnectOptions, SshSession, open_session
 from planner.plan.model import Plan
 
 from .remote import HostWriter
+
+
+def reconnect_window(connect_timeout: float) -> float:
+    """How long a writer keeps trying to reconnect to a host that dropped its connection:
+    long enough for an sshd restart, short enough that a dead host stops the rollout."""
+    return max(3 * connect_timeout, 5.0)
 
 
 def pinned_keys(plan: Plan) -> dict[tuple[str, int], str | None]:
@@ -22,15 +28,22 @@ def connect_all(config: ClusterConfig, options: ConnectOptions,
     """One writer per host, in config order (or the Exception that host raised)."""
     pinned = pinned or {}
 
-    def connect(host: HostConfig) -> HostWriter:
+    def dial(host: HostConfig, want: str | None) -> SshSession:
         label = host.hostname or host.ssh.address
         session = open_session(label, host.ssh, options)
-        expected = pinned.get((host.ssh.address, host.ssh.port or 22))
-        if expected and session.host_key_fingerprint != expected:
+        if want and session.host_key_fingerprint != want:
             session.close()
             raise HostKeyError(label, f"host key is {session.host_key_fingerprint}, the plan was "
-                                      f"made against {expected}: refusing (re-plan if the "
+                                      f"made against {want}: refusing (re-plan if the "
                                       "host was rebuilt)")
-        return HostWriter(session, session.user, config.options.command_timeout)
+        return session
+
+    def connect(host: HostConfig) -> HostWriter:
+        session = dial(host, pinned.get((host.ssh.address, host.ssh.port or 22)))
+        # A reconnection must reach the very host this connection reached.
+        first_key = session.host_key_fingerprint
+        return HostWriter(session, session.user, config.options.command_timeout,
+                          redial=lambda: dial(host, first_key),
+                          reconnect_within=reconnect_window(config.options.connect_timeout))
 
     return parallel(list(config.hosts), connect, config.options.host_concurrency)

@@ -5,6 +5,11 @@ a temp file in the target's own directory (so the final rename is atomic on the 
 filesystem), is flushed to disk, given its mode and owner, and renamed over the target.
 The previous content, if any, is first copied to the backup directory. A failure at any
 step removes the temp file and leaves the target as it was.
+
+The first backup a plan takes of a path wins: a write run again (after a reconnection, when
+the first run's answer was lost) must not back up the content that run just wrote. A path
+that did not exist gets an `.absent` marker instead, so the run again still knows that a
+restore means removing the file.
 """
 
 from __future__ import annotations
@@ -42,14 +47,12 @@ tmp=$(mktemp {quote(directory + "/.cargoship.")}XXXXXX)
 trap 'rm -f "$tmp"' EXIT
 cat > "$tmp"
 chmod {mode:04o} "$tmp"
-if [ -e {p} ]; then
-  chown --reference={p} "$tmp"
-  mkdir -p "$(dirname {b})"
-  cp -p {p} {b}.tmp && mv -f {b}.tmp {b}
-  echo backup
-else
-  chown {quote(owner)} "$tmp"
+mkdir -p "$(dirname {b})"
+if [ ! -e {b} ] && [ ! -e {b}.absent ]; then
+  if [ -e {p} ]; then cp -p {p} {b}.tmp && mv -f {b}.tmp {b}; else : > {b}.absent; fi
 fi
+if [ -e {p} ]; then chown --reference={p} "$tmp"; else chown {quote(owner)} "$tmp"; fi
+if [ -e {b} ]; then echo backup; fi
 sync "$tmp"
 mv -f "$tmp" {p}
 trap - EXIT
@@ -85,7 +88,7 @@ def remove_file(host: HostWriter, path: str, *, plan_id: str) -> Written:
     host.run_root(f"""set -eu
 if [ -e {p} ]; then
   mkdir -p "$(dirname {b})"
-  cp -p {p} {b}.tmp && mv -f {b}.tmp {b}
+  if [ ! -e {b} ]; then cp -p {p} {b}.tmp && mv -f {b}.tmp {b}; fi
   rm -f {p}
   sync {quote(posixpath.dirname(path))}
 fi

@@ -1,36 +1,101 @@
 """The executor's view of a host: everything the planner's HostReader can do, plus running
 commands that change the host, as root. Only executor steps get one of these.
+
+A dropped SSH connection in the middle of a rollout must not strand a host half-done, so a
+writer that knows how to dial its host again (`redial`) reconnects when a command loses its
+connection or gets no answer, and runs the command again. That is safe because every
+script the executor runs is idempotent: running it twice leaves the host as running it
+once does (files.py keeps the first backup; lock scripts recognise their own lock; `sv up`
+and `sv down` are idempotent). A reconnection checks the host key exactly as the first
+connection did.
 """
 
 from __future__ import annotations
 
+import logging
 import shlex
+import threading
+import time
+from collections.abc import Callable
 
-from planner.errors import CommandError
+from planner.errors import CommandError, CommandTimeout, ConnectError, ConnectionLost, HostKeyError
 from planner.hosts.reader import HostReader
 from planner.hosts.ssh import CommandResult, SshSession
 
+log = logging.getLogger("cargoship.executor")
+
+# How many times one command is re-run after a reconnection; a host whose connection drops
+# every time is not one to keep changing.
+MAX_RERUNS = 3
+
 
 class HostWriter(HostReader):
-    def __init__(self, session: SshSession, user: str, command_timeout: float) -> None:
+    def __init__(self, session: SshSession, user: str, command_timeout: float, *,
+                 redial: Callable[[], SshSession] | None = None,
+                 reconnect_within: float = 30.0) -> None:
         super().__init__(session, user, command_timeout)
         self._writer_session = session
         self._command_timeout = command_timeout
+        self._redial = redial
+        self._reconnect_within = reconnect_within
+        self._dial_lock = threading.Lock()
+        self._generation = 0  # bumped by each reconnection, so threads reconnect only once
+        self.reconnections = 0
 
     def run_root(self, script: str, *, stdin: bytes | None = None,
                  timeout: float | None = None, check: bool = True) -> CommandResult:
         """Run a POSIX sh script as root (through `sudo -n` for a non-root user).
 
         Every value in `script` must already be quoted (planner.hosts.batch.quote); data
-        goes through `stdin`. With `check`, a non-zero exit raises CommandError carrying
-        the script's first line of stderr.
+        goes through `stdin`. The script must be idempotent (see the module docstring).
+        With `check`, a non-zero exit raises CommandError carrying the script's first line
+        of stderr.
         """
         command = "sh -c " + shlex.quote(script)
         if self.user != "root":
             command = "sudo -n -- " + command
-        result = self._writer_session.run(command, timeout or self._command_timeout, stdin)
+        reruns = 0
+        while True:
+            session, generation = self._writer_session, self._generation
+            try:
+                result = session.run(command, timeout or self._command_timeout, stdin)
+                break
+            except (ConnectionLost, CommandTimeout) as exc:
+                if self._redial is None or reruns >= MAX_RERUNS:
+                    raise
+                reruns += 1
+                self._reconnect(generation, exc)
         if check and result.exit_code != 0:
             first = result.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
             raise CommandError(self.label, f"remote command failed (exit {result.exit_code})"
                                            f": {first[0][:300] if first else 'no message'}")
         return result
+
+    def _reconnect(self, generation: int, cause: CommandError) -> None:
+        assert self._redial is not None
+        with self._dial_lock:
+            if self._generation != generation:
+                return  # another thread already reconnected while this one waited
+            log.warning("%s: %s; reconnecting", self.label, cause.message)
+            self._writer_session.close()
+            deadline = time.monotonic() + self._reconnect_within
+            while True:
+                try:
+                    session = self._redial()
+                    break
+                except HostKeyError:
+                    raise  # never carry on with a host that is not the one planned against
+                except ConnectError as exc:
+                    if time.monotonic() >= deadline:
+                        raise ConnectionLost(
+                            self.label, f"{cause.message}, and reconnecting failed for "
+                                        f"{self._reconnect_within:g}s: {exc.message}") from None
+                    # A restarting sshd refuses at once: pace the attempts.
+                    time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            self._writer_session = self._session = session
+            self._generation += 1
+            self.reconnections += 1
+            log.warning("%s: reconnected; running the interrupted command again", self.label)
+
+    def close(self) -> None:
+        self._writer_session.close()

@@ -22,7 +22,7 @@ from planner.errors import CargoshipError
 
 from . import service
 from .drain import DrainError, DrainOptions, NodeOps
-from .files import Written, remove_file, restore_file, write_file
+from .files import BACKUP_ROOT, Written, remove_file, restore_file, write_file
 from .remote import HostWriter
 
 log = logging.getLogger("cargoship.executor")
@@ -116,8 +116,8 @@ class Rollout:
                 self.progress(job.label, "cordoned" if cordoned else "was already cordoned")
                 report = self.ops.drain(job.node, self.drain)
                 self.progress(job.label, f"drained ({len(report.evicted)} pod(s) evicted)")
+                stopped = True  # from the moment we ask: a lost answer may hide a stop
                 service.stop(job.writer, job.init, job.service, self.ready_timeout)
-                stopped = True
                 self.progress(job.label, f"stopped {job.service}")
             for desired in job.files:
                 written.append(write_file(job.writer, desired.path,
@@ -168,9 +168,15 @@ class Rollout:
             if job.restart:
                 self._start_and_wait(job)
         except (CargoshipError, OSError) as exc:
-            left = "left cordoned" if cordoned else "not cordoned by cargoship"
+            # Say what a person must look at: where the old files are, the engine, the node.
+            left = [f"backups of the previous files are in "
+                    f"{BACKUP_ROOT}/{self.plan_id} on the host"] if written else []
+            if job.restart:
+                left.append("the engine was stopped by cargoship and may still be stopped")
+            left.append("the node is left cordoned" if cordoned
+                        else "the node was not cordoned by cargoship")
             return HostOutcome(job.label, "failed",
-                               f"{cause}; ROLLBACK FAILED: {exc}; the node is {left}")
+                               f"{cause}; ROLLBACK FAILED: {exc}; " + "; ".join(left))
         restored = f"{cause}; previous files restored and the engine is running again"
         detail = self._uncordon(job, cordoned, restored)
         return HostOutcome(job.label, "rolled back" if detail == restored else "failed",

@@ -6,6 +6,8 @@
         ├── ConnectError        TCP/SSH connection or authentication failed
         │   └── HostKeyError    the host key is unknown or does not match known_hosts
         └── CommandError        a remote command failed, timed out or produced unusable output
+            ├── ConnectionLost  the SSH connection dropped; the command may or may not have run
+            └── CommandTimeout  no answer within the command timeout (the link may be dead)
 
 Messages never contain secret values: config secrets are resolved into `Secret` objects
 whose str/repr are masked, and remote output is never echoed into a message in full.
@@ -56,4 +58,12 @@ class HostKeyError(ConnectError):
 
 
 class CommandError(HostError):
+    pass
+
+
+class ConnectionLost(CommandError):
+    pass
+
+
+class CommandTimeout(CommandError):
     pass

@@ -24,7 +24,7 @@ import fabric
 import paramiko
 
 from ..config.model import SshConfig
-from ..errors import CommandError, ConnectError, HostKeyError
+from ..errors import CommandError, CommandTimeout, ConnectError, ConnectionLost, HostKeyError
 
 log = logging.getLogger("cargoship.planner")
 
@@ -104,7 +104,7 @@ class SshSession:
         command line, which other users of the host can read in the process list."""
         transport = self._conn.client.get_transport()
         if transport is None or not transport.is_active():
-            raise CommandError(self.label, "SSH connection is closed")
+            raise ConnectionLost(self.label, "SSH connection is closed")
         self.round_trips += 1
         try:
             channel = transport.open_session(timeout=timeout)
@@ -117,8 +117,8 @@ class SshSession:
             finally:
                 channel.close()
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise CommandError(self.label, f"SSH connection lost: {exc or type(exc).__name__}") \
-                from None
+            raise ConnectionLost(self.label,
+                                 f"SSH connection lost: {exc or type(exc).__name__}") from None
 
     def close(self) -> None:
         self._conn.close()
@@ -140,9 +140,14 @@ def _collect(label: str, channel: paramiko.Channel, timeout: float) -> CommandRe
                 break
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise CommandError(label, f"remote command timed out after {timeout:g}s")
+            raise CommandTimeout(label, f"remote command timed out after {timeout:g}s")
         select.select([channel], [], [], min(remaining, 1.0))
-    return CommandResult(channel.recv_exit_status(), bytes(out), bytes(err))
+    status = channel.recv_exit_status()
+    if status == -1:
+        # paramiko's value when the channel closed without an exit status: the server side
+        # went away mid-command, so whether the command ran (in full) is unknown.
+        raise ConnectionLost(label, "SSH connection lost before the command finished")
+    return CommandResult(status, bytes(out), bytes(err))
 
 
 def open_session(label: str, ssh: SshConfig, options: ConnectOptions) -> SshSession:

@@ -95,7 +95,8 @@ def check(lab: Lab, managed: list[Managed], *, config: Path, plan_ids: Iterable[
         _check_lock(lab, host, v)
     _check_nodes(lab, [h for h in hosts if h not in engine_down_ok], cordoned_ok, v,
                  ready_within)
-    _check_fresh_plan(config, work, managed, still_differs, gone, v)
+    names = {h.address: h.name for h in lab.hosts}
+    _check_fresh_plan(config, work, managed, still_differs, gone, names, v)
     return v
 
 
@@ -144,7 +145,8 @@ def _check_nodes(lab: Lab, hosts: list[str], cordoned_ok: set[str], v: Verdict,
 
 
 def _check_fresh_plan(config: Path, work: Path, managed: list[Managed],
-                      still_differs: set[tuple[str, str]], gone: set[str], v: Verdict) -> None:
+                      still_differs: set[tuple[str, str]], gone: set[str],
+                      names: dict[str, str], v: Verdict) -> None:
     out = work / f"fresh-{time.monotonic_ns()}.json"
     result = cargoship("plan", "-c", config, "-out", out)
     if not out.exists():
@@ -152,8 +154,14 @@ def _check_fresh_plan(config: Path, work: Path, managed: list[Managed],
         return
     plan = json.loads(out.read_text())
     paths = {m.path for m in managed}
-    listed = {(c["host"], c["target"]) for c in plan["changes"]
-              if c["target"] in paths and c["host"] not in gone}
+    # Plans label hosts as "name (address)": map them back to lab host names.
+    host_names: dict[str, str] = {}
+    for h in plan["hosts"]:
+        for label in (h["name"], h["address"], f"{h['name']} ({h['address']})"):
+            host_names[label] = names.get(h["address"], h["name"])
+    listed = {(host_names.get(c["host"], c["host"]), c["target"]) for c in plan["changes"]
+              if c["target"] in paths}
+    listed = {(h, p) for h, p in listed if h not in gone}
     if listed != still_differs:
         v.problems.append(f"fresh plan lists {sorted(listed)} but the hosts differ at "
                           f"{sorted(still_differs)}")

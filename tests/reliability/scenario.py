@@ -1,0 +1,89 @@
+"""A small cluster for fault tests, its drift, and the files the plan will manage."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from tests.e2e.cli import cargoship, cargoship_argv, edit_config
+from tests.lab import HostSpec, Lab
+from tests.reliability.consistency import Managed, managed_files
+
+REGISTRIES = "/etc/rancher/rke2/registries.yaml"
+DRIFTED = "mirrors: {}\n"
+
+
+@dataclass
+class Scenario:
+    lab: Lab
+    work: Path
+    managed: list[Managed]
+
+    @property
+    def config(self) -> Path:
+        return self.lab.dir / "cluster.yaml"
+
+    def plan(self, name: str = "plan.json") -> Path:
+        path = self.work / name
+        result = cargoship("plan", "-c", self.config, "-out", path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return path
+
+    def apply(self, plan: Path, *args: str, timeout: float = 240
+              ) -> subprocess.CompletedProcess[str]:
+        return cargoship("apply", plan, "--confirm", *args, timeout=timeout)
+
+    def plan_id(self, plan: Path) -> str:
+        return str(json.loads(plan.read_text())["plan_id"])
+
+
+def drifted_cluster(lab_factory, tmp_path: Path, *, controllers: int = 1,  # type: ignore[no-untyped-def]
+                    workers: int = 2, drift: tuple[str, ...] = ("wrk-1", "wrk-2"),
+                    worker_concurrency: int = 1) -> Scenario:
+    """Hosts whose registries.yaml drifted on `drift`; short timeouts so faults end fast."""
+    specs = [HostSpec(f"ctl-{i}", "controller") for i in range(1, controllers + 1)]
+    specs += [HostSpec(f"wrk-{i}", "worker") for i in range(1, workers + 1)]
+    lab = lab_factory(specs)
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
+        concurrency={"hosts": 32, "workers": worker_concurrency}, readyTimeoutSeconds=15,
+        drain={"timeoutSeconds": 10},
+        ssh={"connectTimeoutSeconds": 2, "commandTimeoutSeconds": 5}))
+    wanted = lab.exec("ctl-1", f"cat {REGISTRIES}").stdout
+    for host in drift:
+        lab.exec(host, f"printf '{DRIFTED}' > {REGISTRIES}")
+    managed = managed_files(lab, [h.name for h in lab.hosts], REGISTRIES, wanted)
+    return Scenario(lab, tmp_path, managed)
+
+
+def start_apply(plan: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*cargoship_argv(), "apply", str(plan), "--confirm", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+
+
+def wait_for_line(stream: IO[str], needle: str, seen: list[str], timeout: float = 60) -> None:
+    """Read progress lines until one contains `needle` (cargoship flushes every line)."""
+    deadline = time.monotonic() + timeout
+    for line in stream:
+        seen.append(line)
+        if needle in line:
+            return
+        assert time.monotonic() < deadline, f"no {needle!r} within {timeout}s: {seen}"
+    raise AssertionError(f"output ended before {needle!r}: {''.join(seen)}")
+
+
+def finish(run: subprocess.Popen[str], seen: list[str], timeout: float = 120
+           ) -> tuple[int, str, str]:
+    out, err = run.communicate(timeout=timeout)
+    out = "".join(seen) + out
+    assert "Traceback" not in out + err, out + err
+    return run.returncode, out, err
+
+
+__all__ = ["DRIFTED", "REGISTRIES", "Scenario", "drifted_cluster", "finish", "signal",
+           "start_apply", "wait_for_line"]
