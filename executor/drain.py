@@ -37,6 +37,10 @@ CONFLICT_RETRIES = 5
 _UNREACHABLE = (urllib3.exceptions.HTTPError, OSError)
 
 
+# Set on the nodes cargoship cordons (value: the plan), removed when it uncordons them.
+CORDONED_BY = "cargoship.io/cordoned-by"
+
+
 class DrainError(CargoshipError):
     """Cordon, drain or uncordon failed; the message names the node, the pod(s) and why."""
 
@@ -161,17 +165,24 @@ class NodeOps:
 
     # --- cordon / uncordon ---------------------------------------------------------------
 
-    def cordon(self, node: str) -> bool:
-        """Mark the node unschedulable. True if this call did it, False if it already was:
-        only nodes cargoship cordoned may be uncordoned afterwards."""
+    def cordon(self, node: str, owner: str = "cargoship") -> bool:
+        """Mark the node unschedulable. True if cargoship did it, now or in an earlier run
+        that never gave the node back (the CORDONED_BY annotation says so); False if someone
+        else cordoned it: only nodes cargoship cordoned may be uncordoned afterwards."""
         for _ in range(CONFLICT_RETRIES):
             current = self._call(node, "reading the node", self._api.read_node, node)
             if current.spec and current.spec.unschedulable:
+                by = (current.metadata.annotations or {}).get(CORDONED_BY)
+                if by:
+                    log.info("node %s: left cordoned by cargoship (%s); ours to uncordon",
+                             node, by)
+                    return True
                 log.info("node %s: already cordoned", node)
                 return False
             # The resourceVersion makes read-and-patch atomic: if someone else cordoned it
             # in between, the API answers 409 and the re-read tells the truth.
-            patch = {"metadata": {"resourceVersion": current.metadata.resource_version},
+            patch = {"metadata": {"resourceVersion": current.metadata.resource_version,
+                                  "annotations": {CORDONED_BY: owner}},
                      "spec": {"unschedulable": True}}
             try:
                 self._call(node, "cordon", self._api.patch_node, node, patch, allow=(409,))
@@ -183,7 +194,8 @@ class NodeOps:
 
     def uncordon(self, node: str) -> None:
         self._call(node, "uncordon", self._api.patch_node, node,
-                   {"spec": {"unschedulable": False}})
+                   {"metadata": {"annotations": {CORDONED_BY: None}},
+                    "spec": {"unschedulable": False}})
         log.info("node %s: uncordoned", node)
 
     # --- drain ---------------------------------------------------------------------------

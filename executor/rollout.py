@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from planner.desired.files import DesiredFile
 from planner.errors import CargoshipError
 
-from . import service
+from . import inprogress, service
 from .drain import DrainError, DrainOptions, NodeOps
 from .files import BACKUP_ROOT, Written, remove_file, restore_file, write_file
 from .remote import HostWriter
@@ -112,7 +112,8 @@ class Rollout:
         try:
             if job.restart:
                 assert self.ops is not None
-                cordoned = self.ops.cordon(job.node)
+                inprogress.mark(job.writer, self.plan_id)
+                cordoned = self.ops.cordon(job.node, owner=self.plan_id)
                 self.progress(job.label, "cordoned" if cordoned else "was already cordoned")
                 report = self.ops.drain(job.node, self.drain)
                 self.progress(job.label, f"drained ({len(report.evicted)} pod(s) evicted)")
@@ -133,12 +134,13 @@ class Rollout:
                     assert self.ops is not None
                     self.ops.uncordon(job.node)
                     self.progress(job.label, "uncordoned")
+                inprogress.clear(job.writer)
             return HostOutcome(job.label, "applied")
         except (CargoshipError, OSError) as exc:
             log.debug("%s failed", job.label, exc_info=True)
             if not written and not stopped:
-                return HostOutcome(job.label, "failed",
-                                   self._uncordon(job, cordoned, f"{exc}; nothing was changed"))
+                detail = self._uncordon(job, cordoned, f"{exc}; nothing was changed")
+                return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
             return self._roll_back(job, written, cordoned, exc)
 
     def _start_and_wait(self, job: HostJob) -> None:
@@ -179,5 +181,18 @@ class Rollout:
                                f"{cause}; ROLLBACK FAILED: {exc}; " + "; ".join(left))
         restored = f"{cause}; previous files restored and the engine is running again"
         detail = self._uncordon(job, cordoned, restored)
+        if detail == restored:
+            detail = self._clear_mark(job, detail)
         return HostOutcome(job.label, "rolled back" if detail == restored else "failed",
                            detail)
+
+    def _clear_mark(self, job: HostJob, detail: str) -> str:
+        """The host is whole again; if the marker can't go, the next plan will offer to
+        recover a host that needs nothing: harmless, but say so."""
+        if not job.restart:
+            return detail
+        try:
+            inprogress.clear(job.writer)
+        except (CargoshipError, OSError) as exc:
+            return f"{detail}; could not clear the in-progress marker: {exc}"
+        return detail

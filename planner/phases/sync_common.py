@@ -15,6 +15,7 @@ from ..desired.compare import FileChange, LiveFile, compare, deletion, file_dige
 from ..desired.files import DesiredFile, desired_files, is_owned, owned_paths
 from ..facts.distro import LAYOUTS
 from ..facts.files import files_fact
+from ..facts.interrupted import INTERRUPTED, MARKER
 from ..kube import admin_kubeconfig_path
 from .base import Phase, Resource
 
@@ -47,11 +48,11 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
     fact = files_fact([f.path for f in wanted], dirs)
     writes: set[Resource] = set()
     gathered = {h.config.index: v for h, v in
-                ctx.gather(phase, lambda _: [fact], as_root=True, hosts=ours)}
+                ctx.gather(phase, lambda _: [fact, INTERRUPTED], as_root=True, hosts=ours)}
     for host in ours:
         if host.config.index not in gathered:
             continue  # failed to read: the host has a problem recorded already
-        live, listings = gathered[host.config.index][0]
+        (live, listings), interrupted = gathered[host.config.index]
         changes = _file_changes(ctx, host, wanted, live, listings, dirs)
         needs_restart = {f.path for f in wanted if f.restart}
         restart = False
@@ -64,6 +65,17 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
                                      change.before, change.after, change.diff,
                                      drain=own, restart=own))
             writes.add((host.config.index, f"file:{change.path}"))
+        if interrupted is not None:
+            # Files may be right and the host still not: its engine may be stopped and its
+            # node cordoned. Restarting and uncordoning it is what finishes that job.
+            ctx.record_read(host, MARKER, f"plan {interrupted.plan_id}")
+            ctx.change(PlannedChange(
+                phase, host.config.index, "recover", MARKER, None, None,
+                f"an apply of plan {interrupted.plan_id} was interrupted on this host (since "
+                f"{interrupted.since}): the engine may be stopped and the node cordoned; "
+                "would drain, restart the engine and uncordon", drain=True, restart=True))
+            writes.add((host.config.index, f"file:{MARKER}"))
+            restart = True
         if restart:
             # Draining cordons the node; restarting rewrites the engine's admin kubeconfig.
             writes |= {(host.config.index, "node"),

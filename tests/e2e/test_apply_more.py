@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -82,32 +81,6 @@ def test_a_pod_disruption_budget_stops_the_drain(lab_factory, tmp_path: Path) ->
     node = lab.api("GET", "/api/v1/nodes/wrk-1")
     assert not node["spec"].get("unschedulable")  # uncordoned again
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {}\n"
-
-
-def test_ctrl_c_finishes_the_host_in_progress_and_exits_130(lab_factory, tmp_path: Path) -> None:
-    lab = cluster(lab_factory, workers=3, concurrency=1)
-    drift(lab, "wrk-1", "wrk-2", "wrk-3")
-    plan_file = tmp_path / "plan.json"
-    plan(lab, plan_file)
-    run = subprocess.Popen([*cargoship_argv(), "apply", str(plan_file), "--confirm"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert run.stdout is not None
-    seen = []
-    for line in run.stdout:  # wait for the rollout to be inside a host, then interrupt
-        seen.append(line)
-        if "] cordoned" in line:
-            run.send_signal(signal.SIGINT)
-            break
-    out, err = run.communicate(timeout=120)
-    assert run.returncode == 130, "".join(seen) + out + err
-    assert "interrupted" in out
-    changed = [h for h in ("wrk-1", "wrk-2", "wrk-3")
-               if lab.exec(h, f"cat {REGISTRIES}").stdout != "mirrors: {}\n"]
-    assert changed == ["wrk-1"]  # the host in progress was finished, no other started
-    for host in lab.hosts:
-        assert lab.exec(host.name, "test -e /run/cargoship/lock", check=False).returncode == 1
-    nodes = lab.api("GET", "/api/v1/nodes")["items"]
-    assert all(not n["spec"].get("unschedulable") for n in nodes)
 
 
 def test_lock_timeout_waits_for_a_lock_to_go_stale(lab_factory, tmp_path: Path) -> None:

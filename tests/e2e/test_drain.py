@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from kubernetes import client
 
-from executor.drain import DrainError, DrainOptions, NodeOps, NotReadyError
+from executor.drain import CORDONED_BY, DrainError, DrainOptions, NodeOps, NotReadyError
 from tests.kubeapi_server import TOKEN, Kube, free_port, poll
 
 NODE = "wrk-1"
@@ -71,16 +71,22 @@ def add_pdb(core: client.CoreV1Api, ns: str, name: str, min_available: int,
 
 # --- cordon / uncordon -----------------------------------------------------------------------
 
-def test_cordon_says_whether_this_call_cordoned(core: client.CoreV1Api) -> None:
+def test_cordon_says_whether_cargoship_cordoned(core: client.CoreV1Api) -> None:
     ops = NodeOps(core)
     assert not unschedulable(core)
-    assert ops.cordon(NODE) is True
+    assert ops.cordon(NODE, owner="plan-a") is True
     assert unschedulable(core)
-    assert ops.cordon(NODE) is False  # already cordoned: the caller must not uncordon it
-    assert unschedulable(core)
+    annotations = core.read_node(NODE).metadata.annotations
+    assert annotations[CORDONED_BY] == "plan-a"
+    # Still cordoned by cargoship (a run that died before giving the node back): ours.
+    assert ops.cordon(NODE, owner="plan-b") is True
     ops.uncordon(NODE)
     assert not unschedulable(core)
-    assert ops.cordon(NODE) is True
+    assert CORDONED_BY not in (core.read_node(NODE).metadata.annotations or {})
+    # Cordoned by someone else (kubectl cordon): not ours to uncordon.
+    core.patch_node(NODE, {"spec": {"unschedulable": True}})
+    assert ops.cordon(NODE) is False
+    assert unschedulable(core)
 
 
 def test_cordon_of_a_missing_node_is_a_one_line_error(core: client.CoreV1Api) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -83,7 +82,3 @@ def finish(run: subprocess.Popen[str], seen: list[str], timeout: float = 120
     out = "".join(seen) + out
     assert "Traceback" not in out + err, out + err
     return run.returncode, out, err
-
-
-__all__ = ["DRIFTED", "REGISTRIES", "Scenario", "drifted_cluster", "finish", "signal",
-           "start_apply", "wait_for_line"]

@@ -1,0 +1,39 @@
+"""Whether an apply was interrupted on a host while it had the engine in its hands.
+
+The executor writes MARKER before it cordons and stops a host's engine and removes it once
+the host is back (or rolled back). A marker found by a later plan means a run died in
+between (SIGKILL, power loss, a lost host): the engine may be stopped and the node
+cordoned, whatever the files say, so the sync phase plans to recover the host.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..hosts.batch import Fact, Output, quote
+
+MARKER = "/var/lib/cargoship/in-progress.json"
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    plan_id: str  # the plan whose apply left the marker ("unknown" if unreadable)
+    since: str
+
+
+def _parse(out: Output) -> Interrupted | None:
+    text = out.stdout.strip()
+    if text == "none" or not text:
+        return None
+    try:
+        data = json.loads(text)
+        return Interrupted(str(data["plan_id"])[:64], str(data["since"])[:40])
+    except (ValueError, KeyError, TypeError):
+        # Unreadable still means a run stopped midway: recover rather than trust the files.
+        return Interrupted("unknown", "unknown")
+
+
+INTERRUPTED: Fact[Interrupted | None] = Fact(
+    "interrupted", f"if [ -f {quote(MARKER)} ]; then head -c 4096 {quote(MARKER)}; echo; "
+                   "else echo none; fi", _parse)
