@@ -164,6 +164,11 @@ class Rollout:
                    cause: Exception) -> HostOutcome:
         self.progress(job.label, f"FAILED: {cause}; rolling back")
         try:
+            if job.restart:
+                # The engine may be up with the new config (running, never Ready): it reads
+                # its files only at start, so it must go down before the old ones come back.
+                service.stop(job.writer, job.init, job.service, self.ready_timeout)
+                self.progress(job.label, f"stopped {job.service}")
             for item in reversed(written):
                 restore_file(job.writer, item)
                 self.progress(job.label, f"restored {item.path}")

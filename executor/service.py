@@ -64,18 +64,31 @@ def stop(host: HostWriter, init: str, service: str, timeout: float,
 
 def start(host: HostWriter, init: str, service: str, timeout: float,
           sleep: Callable[[float], None] = time.sleep) -> None:
-    host.run_root(start_command(init, service))
-    _wait_for(host, init, service, {"running"}, timeout, sleep)
+    command = start_command(init, service)
+    host.run_root(command)
+    # runit can drop an `sv up` that arrives just after an `sv down` of a service in its
+    # restart back-off (seen on the lab: "down, normally up" for good). Starting is
+    # idempotent everywhere, so a service still plainly stopped is asked again.
+    _wait_for(host, init, service, {"running"}, timeout, sleep,
+              nudge=lambda seen: host.run_root(command) if seen == "stopped" else None)
+
+
+NUDGE_EVERY = 2.0  # seconds
 
 
 def _wait_for(host: HostWriter, init: str, service: str, wanted: set[str], timeout: float,
-              sleep: Callable[[float], None]) -> None:
+              sleep: Callable[[float], None],
+              nudge: Callable[[str], object] | None = None) -> None:
     deadline = time.monotonic() + timeout
+    next_nudge = time.monotonic() + NUDGE_EVERY
     seen = "unknown"
     while time.monotonic() < deadline:
         seen = state(host, init, service)
         if seen in wanted:
             return
+        if nudge is not None and time.monotonic() >= next_nudge:
+            nudge(seen)
+            next_nudge = time.monotonic() + NUDGE_EVERY
         sleep(0.2)
     raise ServiceError(f"{host.label}: {service} is {seen}, not {' or '.join(sorted(wanted))}, "
                        f"after {timeout:g}s")

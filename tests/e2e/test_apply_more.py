@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import time
 from pathlib import Path
 
 import yaml
@@ -54,33 +53,6 @@ def test_two_applies_at_once_exactly_one_proceeds(lab_factory, tmp_path: Path) -
     loser = next(err for code, _, err in results if code == 1)
     # Either it met the lock (naming the holder) or came after, when the hosts had changed.
     assert "locked by" in loser or "changed since the plan was made" in loser
-
-
-def test_a_pod_disruption_budget_stops_the_drain(lab_factory, tmp_path: Path) -> None:
-    lab = cluster(lab_factory, workers=1)
-    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
-        drain={"timeoutSeconds": 3}))
-    lab.api("POST", "/api/v1/namespaces/default/pods", {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "db-0", "namespace": "default", "labels": {"app": "db"},
-                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet",
-                                          "name": "db", "uid": "u1", "controller": True}]},
-        "spec": {"nodeName": "wrk-1", "containers": [{"name": "db", "image": "db:1"}]}})
-    lab.api("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-        "metadata": {"name": "db-pdb", "namespace": "default"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
-    drift(lab, "wrk-1")
-    plan_file = tmp_path / "plan.json"
-    plan(lab, plan_file)
-    started = time.monotonic()
-    result = cargoship("apply", plan_file, "--confirm", timeout=120)
-    assert result.returncode == 1
-    assert time.monotonic() - started >= 3
-    assert "db-pdb" in result.stdout and "nothing was changed" in result.stdout
-    node = lab.api("GET", "/api/v1/nodes/wrk-1")
-    assert not node["spec"].get("unschedulable")  # uncordoned again
-    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {}\n"
 
 
 def test_lock_timeout_waits_for_a_lock_to_go_stale(lab_factory, tmp_path: Path) -> None:

@@ -9,6 +9,9 @@ engine where cargoship can see it:
   stderr and exits 1. runit then restarts it, so it keeps failing, like systemd's restart loop.
 * Once started it records {"pid", "started_at"} in /var/lib/rancher/<distro>/lab-engine.json
   and runs until SIGTERM, then removes that file and exits 0.
+* Faults for tests, from /var/lib/rancher/<distro>/lab-fault: `fail-start` makes every start
+  fail (whatever the config), `not-ready-once` makes the next start run but keep its node
+  NotReady (and is used up by it).
 
 It runs on the system Python (/usr/bin/python3 with python3-yaml), not the test virtualenv:
 it is a program on the host, so it imports nothing from the repository.
@@ -31,6 +34,7 @@ import yaml
 from engine_node import HEARTBEAT, Node, write_admin_kubeconfig
 
 STATE_FILE = "lab-engine.json"
+FAULT_FILE = "lab-fault"
 CLUSTER_FILE = "lab-cluster.json"  # where the lab tells the engine its API and token
 
 
@@ -95,6 +99,14 @@ class Engine:
         """Everything the real engine does before it reports itself up."""
         # A state file from an earlier run would make a failed start look like a running one.
         self.state_path.unlink(missing_ok=True)
+        self.ready = True
+        fault_file = self.data_dir / FAULT_FILE
+        fault = fault_file.read_text().strip() if fault_file.exists() else ""
+        if fault == "fail-start":
+            raise EngineError("lab fault: this engine refuses to start")
+        if fault == "not-ready-once":
+            fault_file.unlink()
+            self.ready = False
         self.config = load_mapping(self.config_path)
         self.registries = load_mapping(self.registries_path)
         _check_endpoints(self.registries_path, self.registries)
@@ -115,14 +127,14 @@ class Engine:
             write_admin_kubeconfig(self.config_path.parent / f"{self.distro}.yaml",
                                    cluster["admin_server"], cluster["token"])
         node.register()
-        node.report(ready=True)
+        node.report(ready=self.ready)
         return node
 
     def serve(self, stop: threading.Event) -> None:
         """Run until asked to stop, keeping the node Ready like a kubelet."""
         while not stop.wait(HEARTBEAT):
             if self.node:
-                self.node.report(ready=True)
+                self.node.report(ready=self.ready)
 
     def shutdown(self) -> None:
         self.state_path.unlink(missing_ok=True)

@@ -49,7 +49,7 @@ def drifted_cluster(lab_factory, tmp_path: Path, *, controllers: int = 1,  # typ
     specs += [HostSpec(f"wrk-{i}", "worker") for i in range(1, workers + 1)]
     lab = lab_factory(specs)
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
-        concurrency={"hosts": 32, "workers": worker_concurrency}, readyTimeoutSeconds=15,
+        concurrency={"hosts": 32, "workers": worker_concurrency}, readyTimeoutSeconds=8,
         drain={"timeoutSeconds": 10},
         ssh={"connectTimeoutSeconds": 2, "commandTimeoutSeconds": 5}))
     wanted = lab.exec("ctl-1", f"cat {REGISTRIES}").stdout

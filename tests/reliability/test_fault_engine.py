@@ -1,0 +1,134 @@
+"""Faults 4 to 6: the cluster side of a host's restart goes wrong.
+
+4. The engine fails to start with the new config: the old files come back, the engine runs
+   again, the rollout stops. It fails even with the old config: cargoship stops, reports,
+   and leaves the node cordoned, saying so; a later plan offers to recover the host.
+5. The node never becomes Ready after the restart: timeout, then the same rollback.
+6. A PodDisruptionBudget blocks eviction forever: the drain times out, the node is
+   uncordoned, nothing was changed, the rollout stops.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cli import edit_config
+from tests.reliability.consistency import check
+from tests.reliability.scenario import DRIFTED, REGISTRIES, drifted_cluster
+
+FAULT = "/var/lib/rancher/rke2/lab-fault"
+
+
+def outcome(stdout: str, host: str) -> str:
+    return next(line for line in stdout.splitlines() if line.strip().startswith(f"{host} ("))
+
+
+@pytest.mark.reliability("fault: engine fails to start with the new config")
+def test_engine_refusing_the_new_config_is_rolled_back(lab_factory, tmp_path: Path,
+                                                       tally) -> None:
+    tally.case()
+    s = drifted_cluster(lab_factory, tmp_path, drift=())
+    edit_config(s.config, lambda d: d["spec"]["engineConfig"]["registries"]["mirrors"]
+                ["docker.io"].update(endpoint=["https://broken.invalid"]))
+    plan = s.plan()
+    result = s.apply(plan)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert ": rolled back: " in outcome(result.stdout, "ctl-1"), result.stdout
+    # runit restarts the failing engine, so it shows as running; the node is what tells.
+    assert "not Ready after" in outcome(result.stdout, "ctl-1")
+    assert "not started: an earlier host failed" in outcome(result.stdout, "wrk-1")
+    # Nothing changed for good anywhere: every host keeps its old content, which the
+    # (now broken) desired config still wants replaced.
+    managed = [m.__class__(m.host, m.path, m.old, "never") for m in s.managed]
+    verdict = check(s.lab, managed, config=s.config, plan_ids=[s.plan_id(plan)], work=tmp_path)
+    tally.add_lost(verdict.lost)
+    assert verdict, verdict.problems
+    assert s.lab.exec("ctl-1", f"cat /var/lib/cargoship/backups/{s.plan_id(plan)}{REGISTRIES}"
+                      ).stdout == s.managed[0].old
+
+
+@pytest.mark.reliability("fault: engine fails to start even with the old config")
+def test_engine_failing_with_any_config_stops_and_leaves_the_node_cordoned(
+        lab_factory, tmp_path: Path, tally) -> None:
+    tally.case()
+    s = drifted_cluster(lab_factory, tmp_path)
+    plan = s.plan()
+    s.lab.exec("wrk-1", f"echo fail-start > {FAULT}")
+    result = s.apply(plan)
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = outcome(result.stdout, "wrk-1")
+    assert "ROLLBACK FAILED" in line and "the node is left cordoned" in line
+    assert "may still be stopped" in line
+    assert "not started" in outcome(result.stdout, "wrk-2")
+    verdict = check(s.lab, s.managed, config=s.config, plan_ids=[s.plan_id(plan)],
+                    work=tmp_path, cordoned_ok={"wrk-1"}, engine_down_ok={"wrk-1"})
+    tally.add_lost(verdict.lost)
+    assert verdict, verdict.problems
+    # The restore itself worked: the old file is back.
+    assert s.lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == DRIFTED
+    # Once the engine is fixed, a new plan recovers the host and finishes the job.
+    s.lab.exec("wrk-1", f"rm -f {FAULT}")
+    second = s.plan("second.json")
+    assert any(c["action"] == "recover" for c in json.loads(second.read_text())["changes"])
+    done = s.apply(second)
+    assert done.returncode == 0, done.stdout + done.stderr
+    verdict = check(s.lab, s.managed, config=s.config, work=tmp_path,
+                    plan_ids=[s.plan_id(plan), s.plan_id(second)])
+    tally.add_lost(verdict.lost)
+    assert verdict, verdict.problems
+
+
+@pytest.mark.reliability("fault: node never Ready after restart")
+def test_a_node_that_never_gets_ready_is_rolled_back(lab_factory, tmp_path: Path,
+                                                     tally) -> None:
+    tally.case()
+    s = drifted_cluster(lab_factory, tmp_path)
+    edit_config(s.config, lambda d: d["spec"]["options"].update(readyTimeoutSeconds=5))
+    plan = s.plan()
+    s.lab.exec("wrk-1", f"echo not-ready-once > {FAULT}")
+    started = time.monotonic()
+    result = s.apply(plan)
+    assert time.monotonic() - started >= 5  # it waited out the ready timeout
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = outcome(result.stdout, "wrk-1")
+    assert ": rolled back: " in line and "not Ready after 5 s" in line
+    assert "not started" in outcome(result.stdout, "wrk-2")
+    verdict = check(s.lab, s.managed, config=s.config, plan_ids=[s.plan_id(plan)],
+                    work=tmp_path)
+    tally.add_lost(verdict.lost)
+    assert verdict, verdict.problems
+    assert s.lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == DRIFTED
+
+
+@pytest.mark.reliability("fault: PodDisruptionBudget blocks the drain")
+def test_a_pod_disruption_budget_stops_the_drain(lab_factory, tmp_path: Path, tally) -> None:
+    tally.case()
+    s = drifted_cluster(lab_factory, tmp_path)
+    edit_config(s.config, lambda d: d["spec"]["options"].update(drain={"timeoutSeconds": 3}))
+    s.lab.api("POST", "/api/v1/namespaces/default/pods", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "db-0", "namespace": "default", "labels": {"app": "db"},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet",
+                                          "name": "db", "uid": "u1", "controller": True}]},
+        "spec": {"nodeName": "wrk-1", "containers": [{"name": "db", "image": "db:1"}]}})
+    s.lab.api("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "db-pdb", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+    plan = s.plan()
+    started = time.monotonic()
+    result = s.apply(plan)
+    assert time.monotonic() - started >= 3
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = outcome(result.stdout, "wrk-1")
+    assert "db-pdb" in line and "nothing was changed" in line
+    verdict = check(s.lab, s.managed, config=s.config, plan_ids=[s.plan_id(plan)],
+                    work=tmp_path)
+    tally.add_lost(verdict.lost)
+    assert verdict, verdict.problems
+    assert s.lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == DRIFTED
+    assert s.lab.api("GET", "/api/v1/namespaces/default/pods/db-0")["spec"]["nodeName"] == "wrk-1"
