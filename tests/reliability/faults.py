@@ -65,5 +65,13 @@ def fired(lab: Lab, host: str) -> bool:
     return lab.exec(host, f"test -s {ARM}.fired", check=False).returncode == 0
 
 
+def cut_traffic(lab: Lab, host: str) -> None:
+    """The host drops off the network now (its processes keep running)."""
+    lab.exec(host, "nft -f -", input="table inet labfault {\n"
+             "  chain in { type filter hook input priority -10; policy drop; iif lo accept; }\n"
+             "  chain out { type filter hook output priority -10; policy drop; oif lo accept; }\n"
+             "}\n")
+
+
 def restore_traffic(lab: Lab, host: str) -> None:
     lab.exec(host, "nft delete table inet labfault 2>/dev/null || true")
