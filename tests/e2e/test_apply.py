@@ -6,6 +6,8 @@ import json
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.cli import cargoship, edit_config
 from tests.lab import HostSpec, Lab
 
@@ -89,3 +91,48 @@ def test_apply_changes_on_one_controller_and_three_workers(lab_factory, tmp_path
     # The same plan twice: refused.
     twice = cargoship("apply", plan_file, "--confirm")
     assert twice.returncode == 1 and "was already applied" in twice.stderr
+
+
+def test_refusals_before_any_change(lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=1)
+    lab.exec("wrk-1", f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    # Tampered plan.
+    data = json.loads(plan_file.read_text())
+    data["changes"][0]["target"] = "/etc/shadow"
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(data))
+    refused = cargoship("apply", tampered, "--confirm")
+    assert refused.returncode == 1 and "integrity digest does not match" in refused.stderr
+    # No --confirm and no terminal.
+    refused = cargoship("apply", plan_file)
+    assert refused.returncode == 1 and "without --confirm" in refused.stderr
+    # A host file edited between plan and apply.
+    lab.exec("wrk-1", f"printf 'mirrors: {{a: {{}}}}\\n' > {REGISTRIES}")
+    refused = cargoship("apply", plan_file, "--confirm")
+    assert refused.returncode == 1
+    assert f"{REGISTRIES} changed since the plan was made" in refused.stderr
+    assert f"wrk-1: {REGISTRIES} changed" in refused.stderr
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {a: {}}\n"
+    assert lab.exec("wrk-1", "test -e /run/cargoship/lock", check=False).returncode == 1
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_a_lock_held_by_another_run(lab_factory, tmp_path: Path, stale: bool) -> None:
+    lab = cluster(lab_factory, workers=1)
+    lab.exec("wrk-1", f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    holder = {"id": "0badc0de", "holder": "bob@ci", "pid": 7, "plan_id": None,
+              "since": "2026-12-01T00:00:00Z"}
+    age = "-2 min" if stale else "now"
+    lab.exec("ctl-2", f"mkdir -p /run/cargoship && echo '{json.dumps(holder)}' > "
+                      f"/run/cargoship/lock && touch -d '{age}' /run/cargoship/lock")
+    result = cargoship("apply", plan_file, "--confirm", timeout=300)
+    if stale:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "0badc0de" in result.stdout  # the takeover is reported
+    else:
+        assert result.returncode == 1 and "bob@ci" in result.stderr
+        assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {}\n"
