@@ -83,3 +83,19 @@ def test_paths_with_shell_metacharacters_are_quoted(lab_factory, tmp_path: Path)
     assert lab.exec("wrk-1", "ls /tmp").stdout.split() == []
     assert lab.exec("wrk-1", ["cat", path]).stdout == "a: 1\n"
     host.close()
+
+
+@pytest.mark.parametrize("existed", [True, False])
+def test_a_write_run_again_keeps_the_first_backup(lab_factory, existed: bool) -> None:
+    """After a reconnection the executor runs a write again; the second run must not back up
+    what the first one wrote, or a restore would bring back the new content."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    path = REGISTRIES if existed else "/etc/rancher/rke2/new.yaml"
+    before = lab.exec("wrk-1", f"cat {path}", check=False).stdout if existed else None
+    host = writer(lab, "wrk-1")
+    first = write_file(host, path, b"mirrors: {a: {}}\n", mode=0o600, plan_id=PLAN)
+    again = write_file(host, path, b"mirrors: {a: {}}\n", mode=0o600, plan_id=PLAN)
+    assert again == first
+    restore_file(host, again)
+    after = lab.exec("wrk-1", f"cat {path}", check=False)
+    assert (after.stdout if after.returncode == 0 else None) == before
