@@ -20,6 +20,7 @@ from referencing import Registry, Resource
 
 import schemas
 
+from ..config.schema_errors import describe_error
 from ..config.yamlio import format_path
 from ..errors import CargoshipError
 from ..localfiles import atomic_write
@@ -116,8 +117,11 @@ def _raise_first(path: Path | str, prefix: tuple[str, ...],
                  validator: jsonschema.Draft202012Validator, data: Any) -> None:
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
-        where = format_path((*prefix, *error.absolute_path)) or "(top)"
-        raise PlanFileError(path, f"not a valid plan file: {where}: {error.message[:200]}")
+        # Phrased as config errors are, and like them never echoing a value under a
+        # secret's key.
+        at, message = describe_error(error)
+        where = format_path((*prefix, *at)) or "(top)"
+        raise PlanFileError(path, f"not a valid plan file: {where}: {message[:200]}")
 
 
 def dumps(plan: Plan) -> str:

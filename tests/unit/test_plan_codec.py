@@ -94,7 +94,7 @@ def test_an_invalid_plan_is_never_written(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("where", "value", "expected"), [
     (("engineConfig", "charts"), {"../../../../etc/cron.d/x": {"values": {}}},
-     r"desired\.engineConfig\.charts: '\.\./"),
+     r"desired\.engineConfig\.charts: .*got '\.\./"),
     (("engineConfig", "registries", "configs", "r.io", "auth", "password"),
      {"secret": "vault:x", "digest": "hmac-sha256:ab"}, r"desired\.engineConfig\.registries"),
     (("hosts",), [{"index": 0, "role": "controller", "profile": None,
