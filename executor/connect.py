@@ -24,8 +24,9 @@ def connect_all(config: ClusterConfig, options: ConnectOptions,
 
     def connect(host: HostConfig) -> HostWriter:
         label = host.hostname or host.ssh.address
-        session = open_session(label, host.ssh, options)
         expected = pinned.get((host.ssh.address, host.ssh.port or 22))
+        session = open_session(label, host.ssh, options, pinned=expected)
+        # Checked again on the open session: the pin must hold whatever ~/.ssh/config did.
         if expected and session.host_key_fingerprint != expected:
             session.close()
             raise HostKeyError(label, f"host key is {session.host_key_fingerprint}, the plan was "
