@@ -311,7 +311,7 @@ def _as_record(path: Path) -> dict[str, Any] | None:
     plan reader will explain)."""
     try:
         data = json.loads(path.read_bytes()[: codec.MAX_PLAN_BYTES])
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # the plan reader explains
         return None
     if isinstance(data, dict) and "applied_at" in data and "format_version" not in data:
         return data
