@@ -26,6 +26,7 @@ from planner.context import PlanContext
 from planner.dryrun import dry_run
 from planner.errors import CargoshipError, ConfigError
 from planner.hosts.ssh import ConnectOptions
+from planner.localfiles import LocalFileError, atomic_write
 from planner.phases import engine_config_sync
 from planner.phases.connect import Connect
 from planner.phases.disconnect import close_all
@@ -33,7 +34,7 @@ from planner.plan import codec, signing
 from planner.plan.build import build_plan
 from planner.plan.codec import plan_digest
 from planner.plan.model import Plan
-from planner.render import colorize, render_markdown, render_text, split_markdown
+from planner.render import colorize, printable, render_markdown, render_text, split_markdown
 
 EXAMPLES = {
     "plan": "examples:\n  cargoship plan -c cluster.yaml\n"
@@ -171,10 +172,11 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(args)
     except ConfigError as exc:
         for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
+            print(f"error: {printable(str(problem))}", file=sys.stderr)
         return 1
     except CargoshipError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        # Messages may quote what a host or a file said: shown, never obeyed by a terminal.
+        print(f"error: {printable(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         # A plan never changes anything; an apply outside its rollout (which handles Ctrl-C
@@ -185,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:
         logging.getLogger("cargoship").debug("internal error", exc_info=True)
-        print(f"error: internal error: {type(exc).__name__}: {exc} (run with -v for details)",
+        print(f"error: internal error: {type(exc).__name__}: {printable(str(exc))} (run with "
+              "-v for details)",
               file=sys.stderr)
         return 1
 
@@ -231,7 +234,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if one_shot:
         # Plan and apply in one run through the same code: the plan is kept for audit.
         out = Path(".cargoship") / f"{plan.plan_id}.plan.json"
-        out.parent.mkdir(exist_ok=True)
+        _mkdir(out.parent)
     if out:
         codec.write(plan, out)
         print(f"\nPlan {plan.plan_id} saved to {out}; review it with: cargoship show {out}")
@@ -267,9 +270,9 @@ def _apply(args: argparse.Namespace) -> int:
     print()
     for outcome in result.outcomes:
         detail = f": {outcome.detail}" if outcome.detail else ""
-        print(f"  {outcome.host}: {outcome.status}{detail}")
+        print(printable(f"  {outcome.host}: {outcome.status}{detail}"))
     for warning in result.warnings:
-        print(f"  warning: {warning}")
+        print(printable(f"  warning: {warning}"))
     verdict = "applied" if result.ok else ("interrupted" if result.interrupted else "FAILED")
     print(f"\nPlan {result.plan.plan_id} {verdict}; record: {result.record}")
     if result.interrupted:
@@ -310,7 +313,7 @@ def _as_record(path: Path) -> dict[str, Any] | None:
     plan reader will explain)."""
     try:
         data = json.loads(path.read_bytes()[: codec.MAX_PLAN_BYTES])
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # the plan reader explains
         return None
     if isinstance(data, dict) and "applied_at" in data and "format_version" not in data:
         return data
@@ -323,17 +326,18 @@ def _show_record(record: dict[str, Any], as_json: bool) -> int:
         return 0
     verdict = "applied" if record.get("ok") else ("interrupted" if record.get("interrupted")
                                                   else "FAILED")
-    print(f"apply record of plan {record.get('plan_id')} (cluster {record.get('cluster')}): "
-          f"{verdict}")
-    print(f"  applied {record.get('applied_at')} by {record.get('applied_by')} with cargoship "
-          f"{record.get('cargoship_version')}")
+    lines = [f"apply record of plan {record.get('plan_id')} (cluster {record.get('cluster')}): "
+             f"{verdict}",
+             f"  applied {record.get('applied_at')} by {record.get('applied_by')} with cargoship "
+             f"{record.get('cargoship_version')}"]
     if record.get("signers"):
-        print(f"  signed by {', '.join(map(str, record['signers']))}")
+        lines.append(f"  signed by {', '.join(map(str, record['signers']))}")
     for host, outcome in sorted(record.get("hosts", {}).items()):
         detail = f": {outcome.get('detail')}" if outcome.get("detail") else ""
-        print(f"  {host}: {outcome.get('status')}{detail}")
-    for note in record.get("notes", []):
-        print(f"  note: {note}")
+        lines.append(f"  {host}: {outcome.get('status')}{detail}")
+    lines += [f"  note: {note}" for note in record.get("notes", [])]
+    # A record is a file anyone may have edited: its text is shown, never obeyed.
+    print(printable("\n".join(lines)))
     return 0
 
 
@@ -359,21 +363,22 @@ def _history(config: ClusterConfig) -> int:
     finally:
         close_all(ctx)
     now = build_plan(dry_run(PlanContext.create(config, options), engine_config_sync()))
+    lines: list[str] = []
     if ctx.problems or now.problems:
-        for problem in ctx.problems:
-            print(f"  x {ctx.label(problem) or ''}: {problem.text}")
-        print("  (some hosts could not be read)")
+        lines += [f"  x {ctx.label(problem) or ''}: {problem.text}" for problem in ctx.problems]
+        lines.append("  (some hosts could not be read)")
     if not entries:
-        print("No apply records on these hosts.")
+        lines.append("No apply records on these hosts.")
     for entry in entries:
         signed = f", signed by {', '.join(entry.signers)}" if entry.signers else ""
-        print(f"plan {entry.plan_id}  {entry.state}  applied {entry.applied_at} by "
-              f"{entry.applied_by}{signed}")
-        for host, status in sorted(entry.outcomes.items()):
-            print(f"    {host}: {status}")
+        lines.append(f"plan {entry.plan_id}  {entry.state}  applied {entry.applied_at} by "
+                     f"{entry.applied_by}{signed}")
+        lines += [f"    {host}: {status}" for host, status in sorted(entry.outcomes.items())]
     match = "match the desired config" if not now.changes and not now.problems else \
         f"differ from the desired config ({len(now.changes)} change(s) pending)"
-    print(f"\nThe hosts {match} now.")
+    lines.append(f"\nThe hosts {match} now.")
+    # Records come from the hosts: their text is shown, never obeyed by a terminal.
+    print(printable("\n".join(lines)))
     return 0
 
 
@@ -394,9 +399,9 @@ def _show(args: argparse.Namespace) -> int:
         sys.stdout.write(codec.dumps(plan))
     elif args.markdown and args.split_dir:
         text = render_markdown(plan) + "\n" + "\n".join(_signature_lines(plan)) + "\n"
-        args.split_dir.mkdir(parents=True, exist_ok=True)
+        _mkdir(args.split_dir)
         for number, part in enumerate(split_markdown(text), 1):
-            (args.split_dir / f"plan-{number}.md").write_text(part)
+            atomic_write(args.split_dir / f"plan-{number}.md", part.encode())
             print(args.split_dir / f"plan-{number}.md")
         return 0
     elif args.markdown:
@@ -409,6 +414,13 @@ def _show(args: argparse.Namespace) -> int:
             lines = [f"- {line.strip()}" if line.startswith("  ") else line for line in lines]
         sys.stdout.write("\n" + "\n".join(lines) + "\n")
     return 0
+
+
+def _mkdir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LocalFileError(f"cannot create directory {path}: {exc.strerror or exc}") from None
 
 
 def _print_plan(args: argparse.Namespace, plan: Plan) -> None:

@@ -8,6 +8,8 @@ import threading
 import time
 from typing import TextIO
 
+from planner.render import printable
+
 
 class Progress:
     def __init__(self, out: TextIO = sys.stdout, live: bool | None = None) -> None:
@@ -19,6 +21,8 @@ class Progress:
         self._lock = threading.Lock()
 
     def __call__(self, host: str, what: str) -> None:
+        # Steps quote hosts' errors: control characters there must not steer the terminal.
+        host, what = printable(host), printable(what)
         now = time.monotonic()
         with self._lock:
             if not self._live:

@@ -30,7 +30,8 @@ def connect_all(config: ClusterConfig, options: ConnectOptions,
 
     def dial(host: HostConfig, want: str | None) -> SshSession:
         label = host.hostname or host.ssh.address
-        session = open_session(label, host.ssh, options)
+        session = open_session(label, host.ssh, options, pinned=want)
+        # Checked again on the open session: the pin must hold whatever ~/.ssh/config did.
         if want and session.host_key_fingerprint != want:
             session.close()
             raise HostKeyError(label, f"host key is {session.host_key_fingerprint}, the plan was "

@@ -63,12 +63,35 @@ def parse_admin(text: str, address: str) -> dict[str, Any]:
     return dict(data)
 
 
+# Values of a user entry shown as they are. Everything else in a user entry is masked:
+# besides the keys above, credentials hide in auth-provider configs (id-token,
+# refresh-token, client-secret), exec plugin env values and args, and names we can't know.
+USER_PLAIN_KEYS = frozenset({"username", "as", "name", "command", "apiVersion",
+                             "interactiveMode", "provideClusterInfo"})
+
+
 def masked(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: ("***" if k in CREDENTIAL_KEYS else masked(v)) for k, v in value.items()}
+        return {k: ("***" if k in CREDENTIAL_KEYS else
+                    [_masked_user_entry(u) for u in v] if k == "users" and isinstance(v, list)
+                    else masked(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [masked(v) for v in value]
     return value
+
+
+def _masked_user_entry(entry: Any) -> Any:
+    if not isinstance(entry, dict):
+        return masked(entry)
+    return {k: (_masked_user(v) if k == "user" else masked(v)) for k, v in entry.items()}
+
+
+def _masked_user(value: Any, key: str | None = None) -> Any:
+    if isinstance(value, dict):
+        return {k: _masked_user(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked_user(v, key) for v in value]
+    return value if value is None or key in USER_PLAIN_KEYS else "***"
 
 
 def named_entries(admin: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:

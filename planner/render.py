@@ -7,7 +7,20 @@ warnings and problems, each in one place.
 
 from __future__ import annotations
 
+import re
+
 from .plan.model import Change, Plan
+
+# C0/C1 control characters (but tab and newline) and the bidi controls of "Trojan Source":
+# text from hosts and plan files can carry terminal escapes; they are shown, never obeyed.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                     "\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written out as an escape (`\\x1b`)."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", text)
 
 
 def _flags(change: Change) -> str:
@@ -67,7 +80,7 @@ def render_text(plan: Plan) -> str:
     else:
         lines.append(f"Preflight passed on {len(plan.hosts)} host(s); nothing was changed on "
                      f"any host. ({plan.seconds:.1f}s)")
-    return "\n".join(lines).replace("\n\n\n", "\n\n") + "\n"
+    return printable("\n".join(lines).replace("\n\n\n", "\n\n") + "\n")
 
 
 def render_markdown(plan: Plan) -> str:
@@ -99,7 +112,7 @@ def render_markdown(plan: Plan) -> str:
         lines += ["", "#### Warnings", ""] + [f"- {_md(w)}" for w in plan.warnings]
     if plan.problems:
         lines += ["", "#### Problems", ""] + [f"- {_md(p)}" for p in plan.problems]
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines) + "\n")
 
 
 def _md(text: str) -> str:

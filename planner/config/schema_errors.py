@@ -29,6 +29,11 @@ def describe_errors(
         yield from _describe(error)
 
 
+def describe_error(error: jsonschema.ValidationError) -> tuple[Path_, str]:
+    """One error (say, jsonschema's best match) as the first line `describe_errors` gives."""
+    return next(_describe(error), (tuple(error.absolute_path), str(error.message)))
+
+
 def _describe(error: jsonschema.ValidationError) -> Iterator[tuple[Path_, str]]:
     path: Path_ = tuple(error.absolute_path)
     schema = error.schema if isinstance(error.schema, dict) else {}

@@ -29,8 +29,14 @@ class DesiredFile:
     restart: bool
 
     def content(self) -> str:
-        """The exact bytes to write (secrets revealed): only the executor writes them."""
-        return dump_yaml(_reveal(self.data), sort_keys=False)
+        """The exact bytes to write (secrets revealed): only the executor writes them.
+
+        Keys sorted: the bytes (and so the digest a plan promises) must not depend on the
+        key order of whatever carried the config. A plan file stores its desired state with
+        sorted keys, so a config with `username` before `password` rendered differently at
+        apply than at plan, and every such plan was refused as drifted. Mapping order means
+        nothing to the engines; lists keep theirs."""
+        return dump_yaml(_reveal(self.data), sort_keys=True)
 
 
 class _BlockDumper(yaml.SafeDumper):

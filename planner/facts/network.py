@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 
 from ..hosts.batch import Fact, FactParseError, Output
@@ -34,10 +35,17 @@ class Network:
         return None
 
 
+# RFC 1123 labels, plus the '_' some real hosts have. The hostname becomes a Kubernetes
+# node name and goes into messages and the plan: a host that reports `$(...)`, `../x` or
+# an escape sequence is lying or broken, and is refused rather than carried along.
+_HOSTNAME = re.compile(r"^[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?"
+                       r"(\.[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?)*$")
+
+
 def parse_hostname(out: Output) -> str:
     name = out.stdout.strip()
-    if out.exit_code != 0 or not name or len(name) > 253 or any(c.isspace() for c in name):
-        raise FactParseError(f"unusable hostname {name[:60]!r}")
+    if out.exit_code != 0 or len(name) > 253 or not _HOSTNAME.match(name):
+        raise FactParseError(f"unusable hostname {name[:60]!r} (expected an RFC 1123 name)")
     return name
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from ..hosts.batch import Fact, FactParseError, Output
 
+MAX_OS_RELEASE = 64 << 10
+
 
 @dataclass(frozen=True)
 class OsRelease:
@@ -26,6 +28,9 @@ class Kernel:
 def parse_os_release(out: Output) -> OsRelease:
     if out.exit_code != 0 or not out.stdout.strip():
         raise FactParseError("/etc/os-release is missing or empty")
+    if len(out.stdout) > MAX_OS_RELEASE:
+        raise FactParseError(f"/etc/os-release is larger than {MAX_OS_RELEASE >> 10} KiB; "
+                             "not an os-release file")
     values: dict[str, str] = {}
     for number, line in enumerate(out.stdout.splitlines(), 1):
         line = line.strip()
@@ -77,8 +82,10 @@ def parse_init_system(out: Output) -> str:
 
 OS_RELEASE: Fact[OsRelease] = Fact(
     "os-release",
-    # /usr/lib/os-release is the fallback the os-release spec itself names.
-    "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release",
+    # /usr/lib/os-release is the fallback the os-release spec itself names. Capped: a huge
+    # file would otherwise be sent whole before anything could refuse it.
+    f"{{ cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release; }} | "
+    f"head -c {MAX_OS_RELEASE + 1}",
     parse_os_release,
 )
 KERNEL: Fact[Kernel] = Fact("kernel", "uname -srm", parse_kernel)

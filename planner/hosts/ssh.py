@@ -150,7 +150,10 @@ def _collect(label: str, channel: paramiko.Channel, timeout: float) -> CommandRe
     return CommandResult(status, bytes(out), bytes(err))
 
 
-def open_session(label: str, ssh: SshConfig, options: ConnectOptions) -> SshSession:
+def open_session(label: str, ssh: SshConfig, options: ConnectOptions,
+                 pinned: str | None = None) -> SshSession:
+    """`pinned`: the only host key fingerprint to accept (apply: the plan's), checked
+    before authenticating, so a host presenting any other key never sees a login."""
     known_hosts = (ssh.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
     conn = _connection(ssh, options)
     client = conn.client
@@ -159,6 +162,10 @@ def open_session(label: str, ssh: SshConfig, options: ConnectOptions) -> SshSess
             client.load_host_keys(str(known_hosts))
         except (OSError, paramiko.SSHException) as exc:
             raise ConnectError(label, f"cannot read known_hosts {known_hosts}: {exc}") from None
+    if pinned is not None and not _pin(client, known_hosts_name(conn.host, conn.port), pinned):
+        raise HostKeyError(label, f"{known_hosts} has no key for {ssh.endpoint} matching the "
+                                  f"one the plan was made against {pinned}: refusing before "
+                                  "connecting (re-plan if the host was rebuilt)")
     client.set_missing_host_key_policy(
         _AcceptNewPolicy(known_hosts, options.known_hosts_lock)
         if options.accept_new_host_keys else _StrictPolicy()
@@ -194,6 +201,20 @@ def open_session(label: str, ssh: SshConfig, options: ConnectOptions) -> SshSess
     assert transport is not None
     _set_nodelay(transport)
     return SshSession(label, conn, transport.get_remote_server_key())
+
+
+def _pin(client: paramiko.SSHClient, name: str, pinned: str) -> bool:
+    """Keep only the known_hosts key with the pinned fingerprint for this host; paramiko then
+    refuses any other key at key exchange, before authentication."""
+    keys = client.get_host_keys()
+    kept = [(kind, key) for kind, key in (keys.lookup(name) or {}).items()
+            if fingerprint(key) == pinned]
+    if not kept:
+        return False
+    keys.clear()
+    for kind, key in kept:
+        keys.add(name, kind, key)
+    return True
 
 
 def _set_nodelay(transport: paramiko.Transport) -> None:

@@ -11,16 +11,20 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+from referencing import Registry, Resource
 
 import schemas
 
+from ..config.schema_errors import describe_error
 from ..config.yamlio import format_path
 from ..errors import CargoshipError
 from ..localfiles import atomic_write
+from .desired import config_form
 from .model import (
     FORMAT_VERSION,
     Change,
@@ -87,12 +91,37 @@ def from_dict(data: dict[str, Any]) -> Plan:
     )
 
 
+@cache
+def _validators() -> tuple[jsonschema.Draft202012Validator, jsonschema.Draft202012Validator]:
+    """The plan schema, and the cluster schema's engineConfig. The plan schema refers to the
+    cluster schema's definitions, so a plan's desired state obeys the config's rules."""
+    plan, cluster = schemas.load(PLAN_SCHEMA), schemas.load(schemas.CLUSTER_SCHEMA)
+    registry: Registry[Any] = Registry().with_resources(
+        (schema["$id"], Resource.from_contents(schema)) for schema in (plan, cluster))
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    return (jsonschema.Draft202012Validator(plan, registry=registry, format_checker=checker),
+            jsonschema.Draft202012Validator({"$ref": cluster["$id"] + "#/$defs/engineConfig"},
+                                            registry=registry, format_checker=checker))
+
+
 def _validate(path: Path | str, data: Any) -> None:
-    validator = jsonschema.Draft202012Validator(schemas.load(PLAN_SCHEMA))
+    plan_validator, engine_config_validator = _validators()
+    _raise_first(path, (), plan_validator, data)
+    # Held to the rules the config was: an edited plan must not carry a chart name or a
+    # value the config schema would have refused (a path out of the engine directories).
+    _raise_first(path, ("desired", "engineConfig"), engine_config_validator,
+                 config_form(data["desired"]["engineConfig"]))
+
+
+def _raise_first(path: Path | str, prefix: tuple[str, ...],
+                 validator: jsonschema.Draft202012Validator, data: Any) -> None:
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
-        where = format_path(tuple(error.absolute_path)) or "(top)"
-        raise PlanFileError(path, f"not a valid plan file: {where}: {error.message[:200]}")
+        # Phrased as config errors are, and like them never echoing a value under a
+        # secret's key.
+        at, message = describe_error(error)
+        where = format_path((*prefix, *at)) or "(top)"
+        raise PlanFileError(path, f"not a valid plan file: {where}: {message[:200]}")
 
 
 def dumps(plan: Plan) -> str:

@@ -8,6 +8,7 @@ source and must still match the digest the plan was reviewed with.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ def from_desired(desired: dict[str, Any], salt: bytes, source: str) -> ClusterCo
     """The config a plan was made from, secrets resolved again and checked unchanged."""
     hosts = tuple(_host(h) for h in desired["hosts"])
     options = desired["options"]
-    engine_config = _resolve_secrets(desired["engineConfig"], salt, "engineConfig")
+    engine_config = _resolve_secrets(desired["engineConfig"], salt)
     return ClusterConfig(
         path=Path(source),
         name=desired["cluster"],
@@ -92,27 +93,63 @@ def _digest_secrets(value: Any, salt: bytes) -> Any:
     return value
 
 
-def _resolve_secrets(value: Any, salt: bytes, path: str) -> Any:
-    if isinstance(value, dict) and set(value) == {"secret", "digest"}:
-        source = str(value["secret"])
-        kind, _, name = source.partition(":")
-        if kind == "env":
-            spec: Any = {"fromEnv": name}
-        elif kind == "file":
-            spec = {"fromFile": name}
-        else:
-            raise DesiredStateError(f"{path}: the secret was given inline in the config, so "
-                                    "the plan cannot carry it; use fromEnv or fromFile")
-        try:
-            secret = resolve(spec, Path("/"))
-        except SecretError as exc:
-            raise DesiredStateError(f"{path}: {exc}") from None
-        if secret.salted_digest(salt) != value["digest"]:
-            raise DesiredStateError(f"{path}: the secret from {source} changed since the plan "
-                                    "was made; re-plan")
-        return secret
-    if isinstance(value, dict):
-        return {k: _resolve_secrets(v, salt, f"{path}.{k}") for k, v in value.items()}
-    if isinstance(value, list):
-        return [_resolve_secrets(v, salt, f"{path}[{i}]") for i, v in enumerate(value)]
-    return value
+def _secret_slots(engine_config: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
+    """(mapping, key, config path) of every place a secret may sit: registry auth fields,
+    exactly as the config loader picks them. A secret-shaped value anywhere else is data."""
+    slots: list[tuple[dict[str, Any], str, str]] = []
+    registries = engine_config.get("registries")
+    configs = registries.get("configs") if isinstance(registries, dict) else None
+    if not isinstance(configs, dict):
+        return slots
+    for registry, settings in configs.items():
+        auth = settings.get("auth") if isinstance(settings, dict) else None
+        if isinstance(auth, dict):
+            slots += [(auth, name, f"engineConfig.registries.configs.{registry}.auth.{name}")
+                      for name in auth]
+    return slots
+
+
+def _is_digested(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"secret", "digest"} and all(
+        isinstance(v, str) for v in value.values())
+
+
+def config_form(engine_config: dict[str, Any]) -> dict[str, Any]:
+    """engineConfig as the config file said it, each digested secret back to its source, so
+    a plan's engineConfig is checked by the very schema that checked the config."""
+    copied: dict[str, Any] = copy.deepcopy(engine_config)
+    for parent, key, _ in _secret_slots(copied):
+        value = parent[key]
+        if _is_digested(value):
+            kind, _, name = value["secret"].partition(":")
+            sources = {"env": {"fromEnv": name}, "file": {"fromFile": name}, "inline": "x"}
+            parent[key] = sources.get(kind, value)  # an unknown source fails the schema
+    return copied
+
+
+def _resolve_secrets(engine_config: dict[str, Any], salt: bytes) -> dict[str, Any]:
+    resolved: dict[str, Any] = copy.deepcopy(engine_config)
+    for parent, key, path in _secret_slots(resolved):
+        if _is_digested(parent[key]):
+            parent[key] = _resolve_one(parent[key], salt, path)
+    return resolved
+
+
+def _resolve_one(value: dict[str, str], salt: bytes, path: str) -> Secret:
+    source = value["secret"]
+    kind, _, name = source.partition(":")
+    if kind == "env":
+        spec: Any = {"fromEnv": name}
+    elif kind == "file":
+        spec = {"fromFile": name}
+    else:
+        raise DesiredStateError(f"{path}: the secret was given inline in the config, so "
+                                "the plan cannot carry it; use fromEnv or fromFile")
+    try:
+        secret = resolve(spec, Path("/"))
+    except SecretError as exc:
+        raise DesiredStateError(f"{path}: {exc}") from None
+    if secret.salted_digest(salt) != value["digest"]:
+        raise DesiredStateError(f"{path}: the secret from {source} changed since the plan "
+                                "was made; re-plan")
+    return secret

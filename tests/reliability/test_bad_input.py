@@ -137,10 +137,19 @@ def test_broken_configs(tmp_path: Path, listener, tally, data) -> None:  # type:
 def test_broken_plan_files(tmp_path: Path, tally, data) -> None:  # type: ignore[no-untyped-def]
     tally.case()
     plan = json.loads(codec.dumps(sample_plan()))
-    style = data.draw(st.sampled_from(["edit", "truncate", "garbage", "version"]), label="s")
-    if style == "edit":
+    style = data.draw(st.sampled_from(["edit", "truncate", "garbage", "version", "digest",
+                                       "redigest"]), label="s")
+    if style in ("edit", "redigest"):
         where = data.draw(st.sampled_from(paths(plan)[1:]), label="path")
-        text = json.dumps(set_at(plan, where, data.draw(VALUES, label="value")))
+        edited = set_at(plan, where, data.draw(VALUES, label="value"))
+        if style == "redigest" and isinstance(edited, dict):
+            # Whoever edits a plan can recompute its digest: the schema must still hold.
+            edited["digest"] = codec.digest_of(edited)
+        text = json.dumps(edited)
+    elif style == "digest":
+        plan["digest"] = "sha256:" + data.draw(st.text("0123456789abcdef", min_size=64,
+                                                       max_size=64), label="digest")
+        text = json.dumps(plan)
     elif style == "truncate":
         full = json.dumps(plan)
         text = full[: data.draw(st.integers(0, len(full) - 1), label="cut")]
@@ -168,3 +177,66 @@ def test_hostile_cli_flags(tmp_path: Path, tally) -> None:  # type: ignore[no-un
         code, out, err = run(*argv)
         assert code in (1, 2) and "Traceback" not in out + err, argv
         assert err.strip() and len(err.strip().splitlines()) <= 2, (argv, err)
+
+
+HUGE = {
+    "config over 4 MiB": ("config", lambda c: {**c, "metadata": {"name": "x" * (5 << 20)}},
+                          "larger than 4 MiB"),
+    "5001 hosts": ("config", lambda c: _hosts(c, 5001), "expected at most 5000 item(s)"),
+    "1 MiB hostname": ("config", lambda c: _host_field(c, "hostname", "a" * (1 << 20)),
+                       "expected at most 253 character(s)"),
+    "port 10**100": ("config", lambda c: _host_field(c, "ssh", {"address": "127.0.0.1",
+                                                                "port": 10**100}),
+                     "expected a value <= 65535"),
+    "timeout 10**30": ("config", lambda c: {**c, "spec": {**c["spec"], "options": {
+        "ssh": {"connectTimeoutSeconds": 10**30}}}}, "expected a value <= 600"),
+    "plan over 64 MiB": ("plan", lambda p: {**p, "created_by": "x" * (65 << 20)},
+                         "larger than 64 MiB"),
+    "plan nested 100000 deep": ("plan", lambda p: {**p, "desired": _deep(100000)},
+                                "nested too deeply"),
+}
+
+
+def _hosts(config: dict[str, Any], n: int) -> dict[str, Any]:
+    spec = {**config["spec"], "hosts": [{"role": "controller", "ssh": {
+        "address": f"10.9.{i // 250}.{i % 250 + 1}", "port": 22}} for i in range(n)]}
+    return {**config, "spec": spec}
+
+
+def _host_field(config: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    hosts = [{**config["spec"]["hosts"][0], key: value}]
+    return {**config, "spec": {**config["spec"], "hosts": hosts}}
+
+
+def _deep(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.reliability("bad input: huge values")
+@pytest.mark.parametrize("case", HUGE)
+def test_huge_values(tmp_path: Path, listener, tally, case: str) -> None:  # type: ignore[no-untyped-def]
+    tally.case()
+    kind, make, says = HUGE[case]
+    port, accepted = listener
+    path = tmp_path / f"{kind}.json"
+    if kind == "config":
+        path.write_text(json.dumps(make(base_config(port))))  # JSON is YAML
+        commands = [("validate", "-c", str(path)), ("plan", "-c", str(path))]
+    else:
+        plan = json.loads(codec.dumps(sample_plan()))
+        try:
+            path.write_text(json.dumps(make(plan)))
+        except RecursionError:  # json itself can't write it that deep: by hand, then
+            path.write_text(json.dumps(plan)[:-1] + ', "x": ' + "[" * 100000 + "]" * 100000
+                            + "}")
+        commands = [("show", str(path)), ("apply", str(path), "--confirm")]
+    before = len(accepted)
+    for argv in commands:
+        code, out, err = run(*argv)
+        assert_clean_failure(code, out, err)
+        assert says in err, err[:500]
+        assert len(err) < 2000, "a huge value was echoed back whole"
+    assert len(accepted) == before, "a huge config led to a connection"

@@ -108,7 +108,9 @@ def test_network_garbage() -> None:
 
 def test_hostname() -> None:
     assert parse_hostname(Output("ctl-1\n", 0)) == "ctl-1"
-    for bad in ("", "two words", "x" * 300):
+    assert parse_hostname(Output("node_7.example.com\n", 0)) == "node_7.example.com"
+    for bad in ("", "two words", "x" * 300, "$(touch${IFS}/tmp/pwned)", "`id`", "a;b", "../etc",
+                "ctl-1\x1b[31m", "a..b", "-x"):
         with pytest.raises(FactParseError):
             parse_hostname(Output(bad, 0))
 
@@ -198,3 +200,8 @@ def test_batch_refuses_truncated_or_forged_output() -> None:
     # A file that contains a boundary from another batch does not split this one.
     other = Batch.of([Fact("a", "true", lambda o: o)])
     assert other.token != batch.token
+
+
+def test_an_enormous_os_release_is_refused_by_size() -> None:
+    with pytest.raises(FactParseError, match="larger than 64 KiB"):
+        parse_os_release(Output("ID=ubuntu\n" + "X=y\n" * 20000, 0))

@@ -90,3 +90,28 @@ def test_an_invalid_plan_is_never_written(tmp_path: Path) -> None:
     with pytest.raises(codec.PlanFileError):
         codec.write(bad, tmp_path / "plan.json")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("where", "value", "expected"), [
+    (("engineConfig", "charts"), {"../../../../etc/cron.d/x": {"values": {}}},
+     r"desired\.engineConfig\.charts: .*got '\.\./"),
+    (("engineConfig", "registries", "configs", "r.io", "auth", "password"),
+     {"secret": "vault:x", "digest": "hmac-sha256:ab"}, r"desired\.engineConfig\.registries"),
+    (("hosts",), [{"index": 0, "role": "controller", "profile": None,
+                   "hostname": "$(touch /tmp/pwned)", "private_interface": None,
+                   "private_address": None, "ssh": {"address": "10.0.0.1", "port": 22,
+                   "user": None, "key_path": None, "known_hosts": None, "bastion": None}}],
+     r"desired\.hosts\[0\]\.hostname"),
+    (("options",), {"kubeconfig_path": "a\nb"}, r"desired\.options\.kubeconfig_path"),
+])
+def test_an_edited_desired_state_is_held_to_the_config_rules(where, value, expected) -> None:  # type: ignore[no-untyped-def]
+    # Someone who edits a plan can recompute its digest: the digest is not what stops a
+    # value the config schema would have refused.
+    data = json.loads(codec.dumps(sample_plan()))
+    parent = data["desired"]
+    for key in where[:-1]:
+        parent = parent[key]
+    parent[where[-1]] = value
+    data["digest"] = codec.digest_of(data)
+    with pytest.raises(codec.PlanFileError, match=expected):
+        codec.loads(json.dumps(data), "plan.json")

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from planner.config import load_config
+from planner.config.model import ClusterConfig, Engine, HostConfig, SshConfig
+from planner.config.secrets import Secret
+from planner.desired.files import desired_files
 from planner.plan.desired import DesiredStateError, from_desired, inline_secrets, to_desired
 
 CONFIG = """\
@@ -73,3 +76,23 @@ def test_inline_secrets_make_a_plan_unapplyable(tmp_path: Path,
     assert "hunter2" not in json.dumps(desired)
     with pytest.raises(DesiredStateError, match="given inline"):
         from_desired(desired, SALT, "plan.json")
+
+
+
+def test_rendered_files_do_not_depend_on_key_order_through_a_plan(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The README's own example writes username before password; a plan file carries the
+    # desired state with sorted keys. Both must render the very same bytes.
+    monkeypatch.setenv("U", "robot")
+    monkeypatch.setenv("P", "pw")
+    engine = {"registries": {"mirrors": {"docker.io": {"endpoint": ["https://m.example"]}},
+                             "configs": {"m.example": {"auth": {
+                                 "username": Secret("env:U", "robot"),
+                                 "password": Secret("env:P", "pw")}}}}}
+    config = ClusterConfig(Path("c.yaml"), "t", Engine("rke2", "v1.30.4+rke2r1"),
+                           (HostConfig(0, "controller", SshConfig("10.0.0.1")),),
+                           engine_config=engine)
+    carried = json.loads(json.dumps(to_desired(config, SALT), sort_keys=True))
+    again = from_desired(carried, SALT, "plan.json")
+    before = [f.content() for f in desired_files(config, "controller")]
+    assert [f.content() for f in desired_files(again, "controller")] == before
