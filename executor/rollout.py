@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -62,6 +63,15 @@ class Rollout:
 
     def run(self, controllers: Sequence[HostJob], workers: Sequence[HostJob],
             worker_concurrency: int) -> list[HostOutcome]:
+        started = time.monotonic()
+        outcomes = self._run(controllers, workers, worker_concurrency)
+        log.info("rollout of %d controller(s) and %d worker(s) at concurrency %d took %.3f s",
+                 len(controllers), len(workers), worker_concurrency,
+                 time.monotonic() - started)
+        return outcomes
+
+    def _run(self, controllers: Sequence[HostJob], workers: Sequence[HostJob],
+             worker_concurrency: int) -> list[HostOutcome]:
         outcomes: list[HostOutcome] = []
         for job in controllers:  # strictly one at a time
             if self._halted(outcomes):
