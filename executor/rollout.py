@@ -81,6 +81,10 @@ class Rollout:
         outcomes += self._window(workers, worker_concurrency, outcomes)
         return outcomes
 
+    def _note(self, host: str, what: str) -> None:
+        log.debug("%s: %s", host, what)  # timestamped in --log-file
+        self.progress(host, what)
+
     def _halted(self, outcomes: list[HostOutcome]) -> bool:
         return self.stop.is_set() or bool(self.locks_lost()) or any(
             o.status != "applied" for o in outcomes)
@@ -123,26 +127,26 @@ class Rollout:
             if job.restart:
                 assert self.ops is not None
                 cordoned = self.ops.cordon(job.node)
-                self.progress(job.label, "cordoned" if cordoned else "was already cordoned")
+                self._note(job.label, "cordoned" if cordoned else "was already cordoned")
                 report = self.ops.drain(job.node, self.drain)
-                self.progress(job.label, f"drained ({len(report.evicted)} pod(s) evicted)")
+                self._note(job.label, f"drained ({len(report.evicted)} pod(s) evicted)")
                 service.stop(job.writer, job.init, job.service, self.ready_timeout)
                 stopped = True
-                self.progress(job.label, f"stopped {job.service}")
+                self._note(job.label, f"stopped {job.service}")
             for desired in job.files:
                 written.append(write_file(job.writer, desired.path,
                                           desired.content().encode(), mode=desired.mode,
                                           plan_id=self.plan_id))
-                self.progress(job.label, f"wrote {desired.path}")
+                self._note(job.label, f"wrote {desired.path}")
             for path in job.deletes:
                 written.append(remove_file(job.writer, path, plan_id=self.plan_id))
-                self.progress(job.label, f"removed {path}")
+                self._note(job.label, f"removed {path}")
             if job.restart:
                 self._start_and_wait(job)
                 if cordoned:
                     assert self.ops is not None
                     self.ops.uncordon(job.node)
-                    self.progress(job.label, "uncordoned")
+                    self._note(job.label, "uncordoned")
             return HostOutcome(job.label, "applied")
         except (CargoshipError, OSError) as exc:
             log.debug("%s failed", job.label, exc_info=True)
@@ -154,27 +158,27 @@ class Rollout:
     def _start_and_wait(self, job: HostJob) -> None:
         assert self.ops is not None
         service.start(job.writer, job.init, job.service, self.ready_timeout)
-        self.progress(job.label, f"started {job.service}, waiting for node Ready")
+        self._note(job.label, f"started {job.service}, waiting for node Ready")
         self.ops.wait_ready(job.node, self.ready_timeout)
-        self.progress(job.label, "node Ready")
+        self._note(job.label, "node Ready")
 
     def _uncordon(self, job: HostJob, cordoned: bool, detail: str) -> str:
         """Give the node back if we took it; the detail says if that failed."""
         if cordoned and self.ops is not None:
             try:
                 self.ops.uncordon(job.node)
-                self.progress(job.label, "uncordoned")
+                self._note(job.label, "uncordoned")
             except DrainError as exc:
                 return f"{detail}; UNCORDON FAILED, the node is left cordoned: {exc}"
         return detail
 
     def _roll_back(self, job: HostJob, written: list[Written], cordoned: bool,
                    cause: Exception) -> HostOutcome:
-        self.progress(job.label, f"FAILED: {cause}; rolling back")
+        self._note(job.label, f"FAILED: {cause}; rolling back")
         try:
             for item in reversed(written):
                 restore_file(job.writer, item)
-                self.progress(job.label, f"restored {item.path}")
+                self._note(job.label, f"restored {item.path}")
             if job.restart:
                 self._start_and_wait(job)
         except (CargoshipError, OSError) as exc:

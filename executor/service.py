@@ -14,7 +14,10 @@ from planner.errors import CargoshipError
 from planner.facts.distro import parse_service_state, status_snippet
 from planner.hosts.batch import quote
 
+from .polling import pause
 from .remote import HostWriter
+
+POLL_CAP = 1.0  # seconds between two looks at the service state, at most
 
 
 class ServiceError(CargoshipError):
@@ -70,12 +73,13 @@ def start(host: HostWriter, init: str, service: str, timeout: float,
 
 def _wait_for(host: HostWriter, init: str, service: str, wanted: set[str], timeout: float,
               sleep: Callable[[float], None]) -> None:
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     seen = "unknown"
     while time.monotonic() < deadline:
         seen = state(host, init, service)
         if seen in wanted:
             return
-        sleep(0.2)
+        sleep(pause(time.monotonic() - started, POLL_CAP))
     raise ServiceError(f"{host.label}: {service} is {seen}, not {' or '.join(sorted(wanted))}, "
                        f"after {timeout:g}s")
