@@ -111,6 +111,45 @@ class Fleet:
         self.proxies.clear()
 
 
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            found += [int(x) for x in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    return found
+
+
+def sshd_pids(lab: Lab) -> list[int]:
+    """The sshd daemon of every lab host (below its unshare process)."""
+    pids, todo = [], [h.pid for h in lab.hosts if h.pid]
+    while todo:
+        pid = todo.pop()
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "sshd":
+                pids.append(pid)
+                continue  # its children are sessions, counted in its own figures
+        except OSError:
+            continue
+        todo += _children(pid)
+    return pids
+
+
+def hosts_cpu(pids: list[int]) -> float:
+    """CPU seconds the lab hosts' sshd spent so far, sessions included (each session's
+    processes are reaped by sshd, so they add to its children's time)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    return total
+
+
 def start_fleet(work: Path, size: int) -> Fleet:
     # No Kubernetes API stand-in: a plan of these hosts does not need it (kubeconfig and
     # labels are off), and hundreds of engines heartbeating into one Python server would

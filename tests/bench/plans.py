@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fleet import Fleet
+from .fleet import Fleet, hosts_cpu, sshd_pids
 from .measure import Run, median_run, run, spread
 
 
@@ -29,6 +30,7 @@ class PlanResult:
     spread: str
     max_round_trips: int
     per_phase: dict[str, int]  # phase title -> max round trips of one host
+    hosts_cpu: float  # CPU the lab hosts' sshd spent on the chosen run (same machine)
 
     @property
     def ok(self) -> bool:
@@ -54,8 +56,15 @@ def parse_stats(stdout: str) -> tuple[int, dict[str, int]]:
 def bench_plan(fleet: Fleet, size: int, delay_ms: float, reps: int) -> PlanResult:
     config = fleet.cluster_yaml(size, delay_ms)
     run([*cargoship(), "plan", "-c", str(config)])  # warm the page cache and the proxy
-    runs = [run([*cargoship(), "--no-color", "plan", "-c", str(config), "--stats"])
-            for _ in range(reps)]
+    sshd = sshd_pids(fleet.lab)
+    runs, host_cpu = [], {}
+    for _ in range(reps):
+        before = hosts_cpu(sshd)
+        one = run([*cargoship(), "--no-color", "plan", "-c", str(config), "--stats"])
+        time.sleep(0.2)  # sshd reaps the sessions' processes
+        runs.append(one)
+        host_cpu[id(one)] = hosts_cpu(sshd) - before
     chosen = median_run(runs)
     worst, per_phase = parse_stats(chosen.stdout)
-    return PlanResult(size, delay_ms, chosen, spread(runs), worst, per_phase)
+    return PlanResult(size, delay_ms, chosen, spread(runs), worst, per_phase,
+                      host_cpu[id(chosen)])

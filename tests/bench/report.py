@@ -24,13 +24,14 @@ class Target:
         return f"  [{mark}] {self.name}: {self.detail}"
 
 
-def plan_table(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult]) -> list[str]:
+def plan_table(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult],
+               cores: int) -> list[str]:
     by_key = {(a.size, a.delay_ms): a for a in ansible}
     lines = ["Plan: `cargoship plan --stats` (median run by wall time; range of walls) vs "
              "`ansible-playbook --check --diff`",
              f"  {'hosts':>5} {'one-way':>7} | {'wall s':>6} {'(range)':>11} {'CPU s':>6} "
-             f"{'RSS MiB':>7} {'RT/host/phase':>13} | {'ansible wall s':>14} {'CPU s':>6} "
-             f"{'RSS MiB':>7} | {'ratio':>6}"]
+             f"{'RSS MiB':>7} {'RT/host/phase':>13} {'hosts CPU s':>11} {'floor s':>7} | "
+             f"{'ansible wall s':>14} {'CPU s':>6} {'RSS MiB':>7} | {'ratio':>6}"]
     for p in plans:
         a = by_key.get((p.size, p.delay_ms))
         status = "" if p.ok else f"  (plan exit {p.run.code})"
@@ -40,12 +41,16 @@ def plan_table(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult]) ->
             failed = "" if a.ok else "!"
             theirs = (f"{a.run.wall:>13.2f}{failed or ' '} {a.run.cpu:>6.2f} "
                       f"{a.run.rss_mib:>7.1f} | {a.run.wall / p.run.wall:>5.1f}x")
+        floor = (p.run.cpu + p.hosts_cpu) / cores
         lines.append(
             f"  {p.size:>5} {p.delay_ms:>4g} ms | {p.run.wall:>6.2f} {p.spread:>11} "
-            f"{p.run.cpu:>6.2f} {p.run.rss_mib:>7.1f} {p.max_round_trips:>13} | {theirs}"
-            f"{status}")
+            f"{p.run.cpu:>6.2f} {p.run.rss_mib:>7.1f} {p.max_round_trips:>13} "
+            f"{p.hosts_cpu:>11.2f} {floor:>7.2f} | {theirs}{status}")
     if any(not a.ok for a in ansible):
         lines.append("  (!: ansible-playbook exited non-zero; see its log in the work dir)")
+    lines.append("  hosts CPU = what the lab hosts' sshd and the plan's remote scripts used on "
+                 "this same machine; floor = (CPU + hosts CPU) / cores: the wall time no "
+                 "client could beat here")
     return lines
 
 
