@@ -17,7 +17,9 @@ from planner.hosts.batch import quote
 from .polling import pause
 from .remote import HostWriter
 
-POLL_CAP = 1.0  # seconds between two looks at the service state, at most
+# Seconds between two looks at the service state, at most; at least 0.05 (one SSH exec,
+# cheap for the host), so a stop or start is seen soon after it happens.
+POLL_CAP = 1.0
 
 
 class ServiceError(CargoshipError):
@@ -80,6 +82,6 @@ def _wait_for(host: HostWriter, init: str, service: str, wanted: set[str], timeo
         seen = state(host, init, service)
         if seen in wanted:
             return
-        sleep(pause(time.monotonic() - started, POLL_CAP))
+        sleep(pause(time.monotonic() - started, POLL_CAP, floor=0.05))
     raise ServiceError(f"{host.label}: {service} is {seen}, not {' or '.join(sorted(wanted))}, "
                        f"after {timeout:g}s")
