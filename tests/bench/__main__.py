@@ -15,6 +15,7 @@ import argparse
 import datetime
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -65,6 +66,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # A TERM (or an INT where the shell ignores it for background jobs) still cleans up.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if os.geteuid() != 0:
         print("bench: needs root (the lab makes network, mount and PID namespaces)",
               file=sys.stderr)

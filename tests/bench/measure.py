@@ -32,13 +32,18 @@ def run(argv: Sequence[str], *, env: dict[str, str] | None = None, cwd: Path | N
         proc = subprocess.Popen(list(argv), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                 env={**os.environ, **(env or {})}, cwd=cwd)
         deadline = started + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                proc.kill()
-            time.sleep(0.002)
+        try:
+            while True:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() > deadline:
+                    proc.kill()
+                time.sleep(0.002)
+        except BaseException:
+            proc.kill()  # interrupted: the command goes too
+            proc.wait()
+            raise
         wall = time.monotonic() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
