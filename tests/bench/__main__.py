@@ -1,7 +1,7 @@
 """The benchmark of issue 6: plan at fleet scale behind WAN latency, side by side with
 Ansible, and an apply rollout against its ideal. As root, from the checkout:
 
-    python -m tests.bench                       # the full run (about 10 minutes)
+    python -m tests.bench                       # the full run (about 30 minutes here)
     python -m tests.bench --sizes 2 --latencies 20 --rollout-workers 2 --concurrency 2
                                                 # the smoke size
 
