@@ -250,18 +250,10 @@ def _set_nodelay(transport: paramiko.Transport) -> None:
     sock.settimeout(IDLE_WAKEUP)
 
 
-_shared: dict[str, fabric.Config] = {}
+# A fabric Config is NOT shared between connections: Connection() writes into it
+# (inline_ssh_env), and invoke's Config is not safe to change while other threads read it.
 _keys: dict[str, paramiko.PKey | None] = {}
 _shared_lock = threading.Lock()
-
-
-def _fabric_config() -> fabric.Config:
-    """One fabric/invoke Config (which reads ~/.ssh/config and its own config files) for
-    every connection of the run, not one per host."""
-    with _shared_lock:
-        if "config" not in _shared:
-            _shared["config"] = fabric.Config()
-        return _shared["config"]
 
 
 def _private_key(path: Path) -> paramiko.PKey | None:
@@ -287,7 +279,7 @@ def _connection(ssh: SshConfig, options: ConnectOptions) -> fabric.Connection:
         b = ssh.bastion
         gateway = fabric.Connection(
             host=b.address, port=b.port, user=b.user or ssh.user, connect_timeout=timeout,
-            connect_kwargs=_auth_kwargs(b.key_path), config=_fabric_config(),
+            connect_kwargs=_auth_kwargs(b.key_path),
         )
         # The bastion's key is checked exactly like the host's.
         gateway.client.set_missing_host_key_policy(_StrictPolicy())
@@ -296,7 +288,7 @@ def _connection(ssh: SshConfig, options: ConnectOptions) -> fabric.Connection:
             _trust_known(gateway.client, known, gateway.host, gateway.port)
     return fabric.Connection(
         host=ssh.address, port=ssh.port, user=ssh.user, connect_timeout=timeout,
-        connect_kwargs=_auth_kwargs(ssh.key_path), gateway=gateway, config=_fabric_config(),
+        connect_kwargs=_auth_kwargs(ssh.key_path), gateway=gateway,
     )
 
 

@@ -130,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     lines += [*rollout_table(rollouts), ""]
     lines += ["Targets (issue 6):"] + [t.line() for t in targets(plans, ansible, rollouts,
                                                                   cores)]
+    for failed_run in [p.run for p in plans if not p.ok] + [r.apply for r in rollouts
+                                                           if r.apply.code != 0]:
+        said = (failed_run.stderr.strip() or failed_run.stdout.strip()).splitlines()[-3:]
+        notes.append(f"{' '.join(failed_run.argv[1:])} exited {failed_run.code}: "
+                     + " / ".join(said))
     lines += [f"note: {n}" for n in notes]
     print("\n".join(lines))
     (work / "report.txt").write_text("\n".join(lines) + "\n")
