@@ -18,12 +18,11 @@ from typing import Any
 import schemas
 from cargoship.completion import bash as completion_script
 from cargoship.progress import Progress
-from executor.apply import apply as apply_plan
-from executor.unlock import force_unlock_all
+from cargoship.stats import render_stats
 from planner import __version__, history
 from planner.config import ClusterConfig, load_config
 from planner.context import PlanContext
-from planner.dryrun import dry_run
+from planner.dryrun import DryRunReport, dry_run
 from planner.errors import CargoshipError, ConfigError
 from planner.hosts.ssh import ConnectOptions
 from planner.localfiles import LocalFileError, atomic_write
@@ -105,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--detailed-exitcode", action="store_true",
                            help="exit 0 when nothing would change, 2 when something would, "
                                 "1 on error")
+            p.add_argument("--stats", action="store_true",
+                           help="also print, per phase, the remote commands run per host, "
+                                "the time taken, and this run's CPU time and peak memory")
     show = command("show", "Render a saved plan (checks its schema and digest first); offline.",
                    config=False)
     show.add_argument("plan", type=Path, metavar="PLAN", help="a plan file from plan -out")
@@ -223,8 +225,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     options = ConnectOptions(connect_timeout=config.options.connect_timeout,
                              accept_new_host_keys=args.accept_new_host_keys)
     ctx = PlanContext.create(config, options)
-    plan = build_plan(dry_run(ctx, engine_config_sync()))
+    report = dry_run(ctx, engine_config_sync())
+    plan = build_plan(report)
     _print_plan(args, plan)
+    if getattr(args, "stats", False):
+        _print_stats(report)
     out: Path | None = getattr(args, "out", None)
     if plan.problems:
         if out:
@@ -249,7 +254,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_stats(report: DryRunReport) -> None:
+    sys.stdout.write("\n" + render_stats(report))
+
+
 def _apply(args: argparse.Namespace) -> int:
+    # The executor brings the Kubernetes client (~0.5 s to import): only for commands
+    # that apply, not for every plan.
+    from executor.apply import apply as apply_plan
+
     if args.lock_timeout < 0:
         raise CargoshipError("--lock-timeout: expected a number of seconds >= 0")
     plan = codec.read(args.plan)  # refuse a bad plan before asking anything
@@ -383,6 +396,8 @@ def _history(config: ClusterConfig) -> int:
 
 
 def _force_unlock(config: ClusterConfig, lock_id: str) -> int:
+    from executor.unlock import force_unlock_all
+
     removed = force_unlock_all(config, lock_id)
     if not removed:
         raise CargoshipError(f"no host holds lock {lock_id}; nothing was removed")

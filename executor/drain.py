@@ -25,6 +25,8 @@ from kubernetes.client.rest import ApiException
 
 from planner.errors import CargoshipError
 
+from .polling import pause
+
 log = logging.getLogger("cargoship.executor")
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -266,6 +268,7 @@ class NodeOps:
                    deadline: float) -> None:
         # An eviction only starts the pod's graceful shutdown; the node is drained when the
         # pods are actually off it.
+        started = self._clock()
         while evicted:
             left = still_present(self._pods_on(node), evicted)
             if not left:
@@ -275,7 +278,8 @@ class NodeOps:
                 raise DrainError(node, f"evicted pods still on the node after the "
                                        f"{options.timeout:g} s drain timeout: "
                                        + ", ".join(left))
-            self._sleep(min(options.retry_interval, remaining))
+            waited = self._clock() - started
+            self._sleep(min(pause(waited, options.retry_interval), remaining))
 
     # --- readiness -----------------------------------------------------------------------
 
@@ -285,9 +289,11 @@ class NodeOps:
         return self._readiness(node)[0]
 
     def wait_ready(self, node: str, timeout: float, poll: float = 0.5) -> None:
-        """Poll until the node is Ready. API failures count as not ready yet: the API may be
-        served by the very engine that is restarting."""
-        deadline = self._clock() + timeout
+        """Poll until the node is Ready, at most `poll` apart (sooner at first, see
+        polling.pause). API failures count as not ready yet: the API may be served by the
+        very engine that is restarting."""
+        started = self._clock()
+        deadline = started + timeout
         while True:
             try:
                 ready, last_seen = self._readiness(node)
@@ -299,7 +305,7 @@ class NodeOps:
             remaining = deadline - self._clock()
             if remaining <= 0:
                 raise NotReadyError(node, timeout, last_seen)
-            self._sleep(min(poll, remaining))
+            self._sleep(min(pause(self._clock() - started, poll), remaining))
 
     def _readiness(self, node: str) -> tuple[bool, str]:
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -62,6 +63,15 @@ class Rollout:
 
     def run(self, controllers: Sequence[HostJob], workers: Sequence[HostJob],
             worker_concurrency: int) -> list[HostOutcome]:
+        started = time.monotonic()
+        outcomes = self._run(controllers, workers, worker_concurrency)
+        log.info("rollout of %d controller(s) and %d worker(s) at concurrency %d took %.3f s",
+                 len(controllers), len(workers), worker_concurrency,
+                 time.monotonic() - started)
+        return outcomes
+
+    def _run(self, controllers: Sequence[HostJob], workers: Sequence[HostJob],
+             worker_concurrency: int) -> list[HostOutcome]:
         outcomes: list[HostOutcome] = []
         for job in controllers:  # strictly one at a time
             if self._halted(outcomes):
@@ -70,6 +80,10 @@ class Rollout:
             outcomes.append(self.run_host(job))
         outcomes += self._window(workers, worker_concurrency, outcomes)
         return outcomes
+
+    def _note(self, host: str, what: str) -> None:
+        log.debug("%s: %s", host, what)  # timestamped in --log-file
+        self.progress(host, what)
 
     def _halted(self, outcomes: list[HostOutcome]) -> bool:
         return self.stop.is_set() or bool(self.locks_lost()) or any(
@@ -114,26 +128,26 @@ class Rollout:
                 assert self.ops is not None
                 inprogress.mark(job.writer, self.plan_id)
                 cordoned = self.ops.cordon(job.node, owner=self.plan_id)
-                self.progress(job.label, "cordoned" if cordoned else "was already cordoned")
+                self._note(job.label, "cordoned" if cordoned else "was already cordoned")
                 report = self.ops.drain(job.node, self.drain)
-                self.progress(job.label, f"drained ({len(report.evicted)} pod(s) evicted)")
+                self._note(job.label, f"drained ({len(report.evicted)} pod(s) evicted)")
                 stopped = True  # from the moment we ask: a lost answer may hide a stop
                 service.stop(job.writer, job.init, job.service, self.ready_timeout)
-                self.progress(job.label, f"stopped {job.service}")
+                self._note(job.label, f"stopped {job.service}")
             for desired in job.files:
                 written.append(write_file(job.writer, desired.path,
                                           desired.content().encode(), mode=desired.mode,
                                           plan_id=self.plan_id))
-                self.progress(job.label, f"wrote {desired.path}")
+                self._note(job.label, f"wrote {desired.path}")
             for path in job.deletes:
                 written.append(remove_file(job.writer, path, plan_id=self.plan_id))
-                self.progress(job.label, f"removed {path}")
+                self._note(job.label, f"removed {path}")
             if job.restart:
                 self._start_and_wait(job)
                 if cordoned:
                     assert self.ops is not None
                     self.ops.uncordon(job.node)
-                    self.progress(job.label, "uncordoned")
+                    self._note(job.label, "uncordoned")
                 inprogress.clear(job.writer)
             return HostOutcome(job.label, "applied")
         except (CargoshipError, OSError) as exc:
@@ -146,32 +160,32 @@ class Rollout:
     def _start_and_wait(self, job: HostJob) -> None:
         assert self.ops is not None
         service.start(job.writer, job.init, job.service, self.ready_timeout)
-        self.progress(job.label, f"started {job.service}, waiting for node Ready")
+        self._note(job.label, f"started {job.service}, waiting for node Ready")
         self.ops.wait_ready(job.node, self.ready_timeout)
-        self.progress(job.label, "node Ready")
+        self._note(job.label, "node Ready")
 
     def _uncordon(self, job: HostJob, cordoned: bool, detail: str) -> str:
         """Give the node back if we took it; the detail says if that failed."""
         if cordoned and self.ops is not None:
             try:
                 self.ops.uncordon(job.node)
-                self.progress(job.label, "uncordoned")
+                self._note(job.label, "uncordoned")
             except DrainError as exc:
                 return f"{detail}; UNCORDON FAILED, the node is left cordoned: {exc}"
         return detail
 
     def _roll_back(self, job: HostJob, written: list[Written], cordoned: bool,
                    cause: Exception) -> HostOutcome:
-        self.progress(job.label, f"FAILED: {cause}; rolling back")
+        self._note(job.label, f"FAILED: {cause}; rolling back")
         try:
             if job.restart:
                 # The engine may be up with the new config (running, never Ready): it reads
                 # its files only at start, so it must go down before the old ones come back.
                 service.stop(job.writer, job.init, job.service, self.ready_timeout)
-                self.progress(job.label, f"stopped {job.service}")
+                self._note(job.label, f"stopped {job.service}")
             for item in reversed(written):
                 restore_file(job.writer, item)
-                self.progress(job.label, f"restored {item.path}")
+                self._note(job.label, f"restored {item.path}")
             if job.restart:
                 self._start_and_wait(job)
         except (CargoshipError, OSError) as exc:

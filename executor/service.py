@@ -14,7 +14,12 @@ from planner.errors import CargoshipError
 from planner.facts.distro import parse_service_state, status_snippet
 from planner.hosts.batch import quote
 
+from .polling import pause
 from .remote import HostWriter
+
+# Seconds between two looks at the service state, at most; at least 0.05 (one SSH exec,
+# cheap for the host), so a stop or start is seen soon after it happens.
+POLL_CAP = 1.0
 
 
 class ServiceError(CargoshipError):
@@ -79,8 +84,9 @@ NUDGE_EVERY = 2.0  # seconds
 def _wait_for(host: HostWriter, init: str, service: str, wanted: set[str], timeout: float,
               sleep: Callable[[float], None],
               nudge: Callable[[str], object] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    next_nudge = time.monotonic() + NUDGE_EVERY
+    started = time.monotonic()
+    deadline = started + timeout
+    next_nudge = started + NUDGE_EVERY
     seen = "unknown"
     while time.monotonic() < deadline:
         seen = state(host, init, service)
@@ -89,6 +95,6 @@ def _wait_for(host: HostWriter, init: str, service: str, wanted: set[str], timeo
         if nudge is not None and time.monotonic() >= next_nudge:
             nudge(seen)
             next_nudge = time.monotonic() + NUDGE_EVERY
-        sleep(0.2)
+        sleep(pause(time.monotonic() - started, POLL_CAP, floor=0.05))
     raise ServiceError(f"{host.label}: {service} is {seen}, not {' or '.join(sorted(wanted))}, "
                        f"after {timeout:g}s")

@@ -91,6 +91,8 @@ class PlanContext:
     salt: bytes = field(default_factory=lambda: secrets.token_bytes(16))
     # What each host's reads returned, by target: the plan's fingerprints for drift checks.
     reads: dict[int, dict[str, str]] = field(default_factory=dict)
+    # Remote commands run per phase and host (index): what `plan --stats` reports.
+    round_trips: dict[str, dict[int, int]] = field(default_factory=dict)
     # Builds the Kubernetes API client from a kubeconfig dict; tests may hand in another.
     kube_api: ApiFactory = official_client
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -129,6 +131,11 @@ class PlanContext:
         with self._lock:
             self.reads.setdefault(host.config.index, {})[target] = fingerprint
 
+    def count_round_trips(self, phase: str, host: HostState, count: int) -> None:
+        with self._lock:
+            per_host = self.round_trips.setdefault(phase, {})
+            per_host[host.config.index] = per_host.get(host.config.index, 0) + count
+
     def fail_host(self, phase: str, host: HostState, text: str) -> None:
         """Record a problem that makes the host unusable for the rest of the run."""
         self.problem(phase, host, text)
@@ -150,7 +157,11 @@ class PlanContext:
 
         def read(host: HostState) -> list[Any]:
             assert host.reader is not None
-            return host.reader.gather(facts_for(host), as_root=as_root)
+            before = host.reader.round_trips
+            try:
+                return host.reader.gather(facts_for(host), as_root=as_root)
+            finally:
+                self.count_round_trips(phase, host, host.reader.round_trips - before)
 
         results = parallel(hosts, read, self.config.options.host_concurrency)
         gathered: list[tuple[HostState, list[Any]]] = []

@@ -58,7 +58,8 @@ class Engine:
 
 @dataclass(frozen=True)
 class Options:
-    host_concurrency: int = 32
+    # Hosts read at once: enough that 100+ hosts behind WAN latency are read in one wave.
+    host_concurrency: int = 128
     worker_concurrency: int = 1
     connect_timeout: float = 10.0
     command_timeout: float = 60.0

@@ -13,7 +13,6 @@ import base64
 import hashlib
 import logging
 import os
-import select
 import socket
 import threading
 import time
@@ -125,29 +124,73 @@ class SshSession:
 
 
 def _collect(label: str, channel: paramiko.Channel, timeout: float) -> CommandResult:
+    """Read stdout and stderr until the command's EOF, then wait for its exit status.
+
+    Waits block (on the channel until data or EOF, then an event for the exit status):
+    once EOF has arrived the channel stays readable, so polling select() past it spun
+    until the exit status came, ~80 wake-ups per command fighting the transport thread
+    for the GIL (~4 ms CPU per command, most of a plan's CPU with hundreds of hosts).
+    """
     deadline = time.monotonic() + timeout
     out, err = bytearray(), bytearray()
     while True:
+        # EOF first: everything sent before it is in the buffers drained just below.
+        eof = channel.eof_received or channel.closed
         while channel.recv_ready():
             out += channel.recv(65536)
         while channel.recv_stderr_ready():
             err += channel.recv_stderr(65536)
         if len(out) + len(err) > MAX_OUTPUT:
             raise CommandError(label, f"remote output exceeded {MAX_OUTPUT >> 20} MiB")
-        if channel.exit_status_ready() and not channel.recv_ready() \
-                and not channel.recv_stderr_ready():
-            if channel.eof_received or channel.closed:
-                break
+        if eof:
+            break
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise CommandTimeout(label, f"remote command timed out after {timeout:g}s")
-        select.select([channel], [], [], min(remaining, 1.0))
+        # Blocks until stdout data or EOF (no OS pipe per channel, as select() needs);
+        # stderr alone does not wake it, so it is drained at least every 0.2 s.
+        channel.settimeout(min(remaining, 0.2))
+        try:
+            out += channel.recv(65536)
+        except TimeoutError:
+            pass
+    # The exit status follows EOF (or the channel closed without one: status -1).
+    if not channel.status_event.wait(max(0.0, deadline - time.monotonic())):
+        raise CommandTimeout(label, f"remote command timed out after {timeout:g}s")
     status = channel.recv_exit_status()
     if status == -1:
         # paramiko's value when the channel closed without an exit status: the server side
         # went away mid-command, so whether the command ran (in full) is unknown.
         raise ConnectionLost(label, "SSH connection lost before the command finished")
     return CommandResult(status, bytes(out), bytes(err))
+
+
+_known_hosts: dict[str, tuple[tuple[int, int], paramiko.HostKeys]] = {}
+_known_hosts_lock = threading.Lock()
+
+
+def _parsed_known_hosts(path: Path) -> paramiko.HostKeys:
+    """A known_hosts file parsed once per version of it, not once per connection: with
+    hundreds of hosts sharing one file, parsing it for each host was most of a plan's CPU
+    time (quadratic in the fleet size) and contended on paramiko's logger lock."""
+    stat = path.stat()
+    version = (stat.st_mtime_ns, stat.st_size)
+    with _known_hosts_lock:
+        cached = _known_hosts.get(str(path))
+        if cached is None or cached[0] != version:
+            cached = (version, paramiko.HostKeys(str(path)))
+            _known_hosts[str(path)] = cached
+        return cached[1]
+
+
+def _trust_known(client: paramiko.SSHClient, path: Path, host: str, port: int) -> None:
+    """Give the client the keys known_hosts has for this host: exactly what
+    SSHClient.load_host_keys would have let it check (hashed entries included)."""
+    name = known_hosts_name(host, port)
+    entries = _parsed_known_hosts(path).lookup(name)
+    if entries is not None:
+        for key_type in entries:
+            client.get_host_keys().add(name, key_type, entries[key_type])
 
 
 def open_session(label: str, ssh: SshConfig, options: ConnectOptions,
@@ -159,7 +202,8 @@ def open_session(label: str, ssh: SshConfig, options: ConnectOptions,
     client = conn.client
     if known_hosts.exists():
         try:
-            client.load_host_keys(str(known_hosts))
+            # The name paramiko looks up: the host as resolved through ~/.ssh/config.
+            _trust_known(client, known_hosts, conn.host, conn.port)
         except (OSError, paramiko.SSHException) as exc:
             raise ConnectError(label, f"cannot read known_hosts {known_hosts}: {exc}") from None
     if pinned is not None and not _pin(client, known_hosts_name(conn.host, conn.port), pinned):
@@ -217,11 +261,41 @@ def _pin(client: paramiko.SSHClient, name: str, pinned: str) -> bool:
     return True
 
 
+# paramiko's transport thread wakes every 0.1 s (its socket timeout) to look for a close:
+# with hundreds of sessions open, 10 wake-ups a second each cost more CPU than the plan's
+# own reads while it waits on the network. Closing does not wait for that wake-up (it
+# closes the socket and returns), so once a session is up, once a second is plenty.
+IDLE_WAKEUP = 1.0
+
+
 def _set_nodelay(transport: paramiko.Transport) -> None:
     # Without TCP_NODELAY, Nagle + delayed ACK add ~40 ms to every small exec round trip.
     sock = transport.sock
     if isinstance(sock, socket.socket):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.settimeout(IDLE_WAKEUP)
+
+
+# A fabric Config is NOT shared between connections: Connection() writes into it
+# (inline_ssh_env), and invoke's Config is not safe to change while other threads read it.
+_keys: dict[str, paramiko.PKey | None] = {}
+_shared_lock = threading.Lock()
+
+
+def _private_key(path: Path) -> paramiko.PKey | None:
+    """The key file parsed once per run (paramiko otherwise parses it per connection, once
+    per key class it tries). None where paramiko's own handling is needed: a key with a
+    passphrase or a certificate beside it, or one it cannot read here."""
+    with _shared_lock:
+        if str(path) not in _keys:
+            key: paramiko.PKey | None = None
+            if not Path(f"{path}-cert.pub").exists():
+                try:
+                    key = paramiko.PKey.from_path(path)
+                except (OSError, paramiko.SSHException, ValueError, TypeError):
+                    key = None
+            _keys[str(path)] = key
+        return _keys[str(path)]
 
 
 def _connection(ssh: SshConfig, options: ConnectOptions) -> fabric.Connection:
@@ -237,7 +311,7 @@ def _connection(ssh: SshConfig, options: ConnectOptions) -> fabric.Connection:
         gateway.client.set_missing_host_key_policy(_StrictPolicy())
         known = (ssh.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
         if known.exists():
-            gateway.client.load_host_keys(str(known))
+            _trust_known(gateway.client, known, gateway.host, gateway.port)
     return fabric.Connection(
         host=ssh.address, port=ssh.port, user=ssh.user, connect_timeout=timeout,
         connect_kwargs=_auth_kwargs(ssh.key_path), gateway=gateway,
@@ -248,4 +322,9 @@ def _auth_kwargs(key_path: Path | None) -> dict[str, object]:
     if key_path is None:
         return {"allow_agent": True, "look_for_keys": True}
     # An explicit key is tried first; the agent stays available as a fallback.
-    return {"key_filename": [str(key_path)], "allow_agent": True, "look_for_keys": False}
+    kwargs: dict[str, object] = {"key_filename": [str(key_path)], "allow_agent": True,
+                                 "look_for_keys": False}
+    key = _private_key(key_path.expanduser())
+    if key is not None:
+        kwargs["pkey"] = key
+    return kwargs

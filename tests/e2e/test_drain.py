@@ -238,10 +238,10 @@ def test_wait_ready_polls_until_the_node_reports_ready(core: client.CoreV1Api) -
     ops = NodeOps(core, sleep=sleep)
     assert ops.is_ready(NODE) is False  # created, never reported: no Ready condition
     ops.wait_ready(NODE, timeout=10, poll=0.1)
-    assert waits == [0.1]
+    assert len(waits) == 1 and 0 < waits[0] <= 0.1  # soon at first, never over `poll`
     assert ops.is_ready(NODE) is True
     ops.wait_ready(NODE, timeout=0)  # already Ready: no wait at all
-    assert waits == [0.1]
+    assert len(waits) == 1
 
 
 def test_wait_ready_fails_when_heartbeats_stop(start_api: Start) -> None:

@@ -36,6 +36,9 @@ from engine_node import HEARTBEAT, Node, write_admin_kubeconfig
 STATE_FILE = "lab-engine.json"
 FAULT_FILE = "lab-fault"
 CLUSTER_FILE = "lab-cluster.json"  # where the lab tells the engine its API and token
+# Optional {"start_delay": seconds}: how long start-up takes before the node reports
+# Ready (a real engine takes seconds to tens of seconds); benchmarks fix it.
+TIMING_FILE = "lab-timing.json"
 
 
 class EngineError(Exception):
@@ -113,9 +116,21 @@ class Engine:
         # Drop-ins are read like config.yaml, in name order, as the real engine does.
         for dropin in sorted(self.config_path.parent.glob("config.yaml.d/*.yaml")):
             load_mapping(dropin)
+        delay = float(self._timing().get("start_delay", 0))
+        if delay:
+            # Counted from the process's start, so the stand-in's own start-up (Python,
+            # imports) is inside the fixed time rather than added to it.
+            time.sleep(max(0.0, delay - _running_for()))
         self.node = self._join_cluster()
         self._write_state({"pid": os.getpid(), "started_at": time.time()})
         log("info", f"{self.distro} {self.role} running (pid {os.getpid()})")
+
+    def _timing(self) -> dict[str, Any]:
+        try:
+            data = json.loads((self.data_dir / TIMING_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def _join_cluster(self) -> Node | None:
         cluster_file = self.data_dir / CLUSTER_FILE
@@ -148,6 +163,17 @@ class Engine:
         tmp = self.state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state) + "\n")
         tmp.rename(self.state_path)
+
+
+def _running_for() -> float:
+    """Seconds since this process started (from /proc, 0 if unreadable)."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        started = int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, uptime - started)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

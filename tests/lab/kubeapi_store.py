@@ -366,10 +366,30 @@ class Store:
                                  "subresource does not support."}
                 if pdbs:
                     self._check_budget(pdbs[0], pod)
-            del self.objects["pods"][f"{ns}/{name}"]
-            self.rv += 1
+            grace = _grace_period(body, pod)
+            if grace > 0 and not pod["metadata"].get("deletionTimestamp"):
+                # Like a kubelet given a grace period: the pod stays listed, terminating,
+                # until it has shut down, then it is gone.
+                pod["metadata"].update(deletionTimestamp=rfc3339(time.time() + grace),
+                                       deletionGracePeriodSeconds=grace)
+                self._bump(pod)
+                timer = threading.Timer(grace, self._terminated, (ns, name,
+                                                                  pod["metadata"]["uid"]))
+                timer.daemon = True
+                timer.start()
+            else:
+                del self.objects["pods"][f"{ns}/{name}"]
+                self.rv += 1
             self._save()
         return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+
+    def _terminated(self, ns: str, name: str, uid: str) -> None:
+        with self.lock:
+            pod = self.objects["pods"].get(f"{ns}/{name}")
+            if pod is not None and pod["metadata"].get("uid") == uid:
+                del self.objects["pods"][f"{ns}/{name}"]
+                self.rv += 1
+                self._save()
 
     def _check_budget(self, pdb: Obj, pod: Obj) -> None:
         st = self._pdb_status(pdb)
@@ -382,6 +402,18 @@ class Store:
             raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the "
                            "pod's disruption budget.",
                            {"causes": [{"reason": "DisruptionBudget", "message": message}]})
+
+
+def _grace_period(body: Obj, pod: Obj) -> float:
+    """Seconds the evicted pod takes to go: the eviction's deleteOptions, else the pod's
+    own terminationGracePeriodSeconds. Unlike the real default (30 s), a pod that sets
+    neither goes at once: no kubelet here would take that long."""
+    options = body.get("deleteOptions") or {}
+    value = options.get("gracePeriodSeconds")
+    if value is None:
+        value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else 0.0
 
 
 def _healthy(pod: Obj) -> bool:

@@ -60,10 +60,15 @@ class Lab:
     hosts: list[LabHost] = field(default_factory=list)
     tag: str = field(default_factory=network.new_tag)
     token: str = field(default_factory=lambda: secrets.token_hex(16))
+    # False: no Kubernetes API stand-in, so engines run without joining a cluster (no
+    # heartbeats): what a plan benchmark of hundreds of hosts can afford on a small machine.
+    kube_api: bool = True
 
     @property
     def api_host(self) -> LabHost | None:
         """The first controller serves the lab's Kubernetes API stand-in."""
+        if not self.kube_api:
+            return None
         return next((h for h in self.hosts if h.role == "controller"
                      and h.spec.engine_installed), None)
 
@@ -96,7 +101,7 @@ class Lab:
 
     @classmethod
     def up(cls, dir: Path, hosts: list[HostSpec], distro: str = "rke2",
-           version: str | None = None) -> Lab:
+           version: str | None = None, kube_api: bool = True) -> Lab:
         dir = Path(dir).resolve()
         if os.geteuid() != 0:
             raise LabError("the lab needs root (network, mount and PID namespaces)")
@@ -108,7 +113,7 @@ class Lab:
             raise LabError("host names must be unique and at least one host is needed")
         dir.mkdir(parents=True, exist_ok=True)
         index = network.claim_index(dir)
-        lab = cls(dir, index, distro, version or DEFAULT_VERSIONS[distro])
+        lab = cls(dir, index, distro, version or DEFAULT_VERSIONS[distro], kube_api=kube_api)
         try:
             lab._start(hosts)
         except BaseException:
@@ -209,7 +214,7 @@ class Lab:
 
     def _save(self) -> None:
         data = {"index": self.index, "tag": self.tag, "token": self.token, "distro": self.distro,
-                "version": self.version,
+                "version": self.version, "kube_api": self.kube_api,
                 "hosts": [h.to_json() for h in self.hosts]}
         tmp = self.dir / "lab.json.tmp"
         tmp.write_text(json.dumps(data, indent=2))
@@ -223,7 +228,8 @@ class Lab:
         except FileNotFoundError:
             raise LabError(f"no lab in {dir} (no lab.json)") from None
         return cls(dir, data["index"], data["distro"], data["version"],
-                   [LabHost.from_json(h) for h in data["hosts"]], data["tag"], data["token"])
+                   [LabHost.from_json(h) for h in data["hosts"]], data["tag"], data["token"],
+                   data.get("kube_api", True))
 
     def host(self, name: str) -> LabHost:
         for host in self.hosts:
@@ -268,6 +274,13 @@ class Lab:
         lab_host.spec.engine_version = version
         hostfs.set_engine_version(Path(lab_host.dir), self.distro, version)
         self._save()
+
+    def set_engine_start_delay(self, seconds: float) -> None:
+        """Every engine of the lab takes this long to start (from its next start on)."""
+        for host in self.hosts:
+            if host.spec.engine_installed:
+                hostfs.write(Path(host.dir) / "rancher-var" / self.distro / "lab-timing.json",
+                             json.dumps({"start_delay": seconds}))
 
     def engine_service(self, host: str) -> str:
         return hostfs.engine_service(self.distro, self.host(host).role)

@@ -1,0 +1,1 @@
+"""The performance benchmark of issue 6 (python -m tests.bench)."""

@@ -1,0 +1,77 @@
+"""Run a command and measure it: wall time, CPU time (user + system, the command and every
+process it waited for) and peak RSS (the largest of those processes), from wait4()."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Run:
+    argv: tuple[str, ...]
+    code: int
+    wall: float
+    cpu: float
+    rss_mib: float
+    stdout: str
+    stderr: str
+
+
+def run(argv: Sequence[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
+        timeout: float = 900) -> Run:
+    out_path = Path(f"/tmp/bench-run-{os.getpid()}.out")
+    err_path = out_path.with_suffix(".err")
+    with open(out_path, "w+b") as out, open(err_path, "w+b") as err:
+        started = time.monotonic()
+        proc = subprocess.Popen(list(argv), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **(env or {})}, cwd=cwd)
+        deadline = started + timeout
+        try:
+            while True:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() > deadline:
+                    proc.kill()
+                time.sleep(0.002)
+        except BaseException:
+            proc.kill()  # interrupted: the command goes too
+            proc.wait()
+            raise
+        wall = time.monotonic() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    out_path.unlink(missing_ok=True)
+    err_path.unlink(missing_ok=True)
+    return Run(tuple(argv), proc.returncode, wall, usage.ru_utime + usage.ru_stime,
+               usage.ru_maxrss / 1024, stdout, stderr)
+
+
+def median_run(runs: Sequence[Run]) -> Run:
+    """The run with the median wall time (so its CPU and RSS belong to the same run)."""
+    ordered = sorted(runs, key=lambda r: r.wall)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def spread(runs: Sequence[Run]) -> str:
+    walls = [r.wall for r in runs]
+    if len(walls) < 2:
+        return ""
+    return f"{min(walls):.2f}-{max(walls):.2f}"
+
+
+def load_average() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f}/{five:.2f}"
+
+
+def mean(values: Sequence[float]) -> float:
+    return statistics.fmean(values) if values else 0.0

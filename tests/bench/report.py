@@ -1,0 +1,134 @@
+"""The benchmark's table, and each target of issue 6 judged from the figures."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .ansible import AnsibleResult
+from .plans import PlanResult
+from .rollout import RolloutResult
+
+RSS_LIMIT_MIB = 250e6 / (1 << 20)  # 250 MB
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    met: bool | None  # None: not measured in this run
+    detail: str
+
+    def line(self) -> str:
+        mark = {True: "MET ", False: "MISS", None: "n/a "}[self.met]
+        return f"  [{mark}] {self.name}: {self.detail}"
+
+
+def plan_table(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult],
+               cores: int) -> list[str]:
+    by_key = {(a.size, a.delay_ms): a for a in ansible}
+    lines = ["Plan: `cargoship plan --stats` (median run by wall time; range of walls) vs "
+             "`ansible-playbook --check --diff`",
+             f"  {'hosts':>5} {'one-way':>7} | {'wall s':>6} {'(range)':>11} {'CPU s':>6} "
+             f"{'RSS MiB':>7} {'RT/host/phase':>13} {'hosts CPU s':>11} {'floor s':>7} | "
+             f"{'ansible wall s':>14} {'CPU s':>6} {'RSS MiB':>7} | {'ratio':>6}"]
+    for p in plans:
+        a = by_key.get((p.size, p.delay_ms))
+        status = "" if p.ok else f"  (plan exit {p.run.code})"
+        if a is None:
+            theirs = f"{'-':>14} {'-':>6} {'-':>7} | {'-':>6}"
+        else:
+            failed = "" if a.ok else "!"
+            theirs = (f"{a.run.wall:>13.2f}{failed or ' '} {a.run.cpu:>6.2f} "
+                      f"{a.run.rss_mib:>7.1f} | {a.run.wall / p.run.wall:>5.1f}x")
+        floor = (p.run.cpu + p.hosts_cpu) / cores
+        lines.append(
+            f"  {p.size:>5} {p.delay_ms:>4g} ms | {p.run.wall:>6.2f} {p.spread:>11} "
+            f"{p.run.cpu:>6.2f} {p.run.rss_mib:>7.1f} {p.max_round_trips:>13} "
+            f"{p.hosts_cpu:>11.2f} {floor:>7.2f} | {theirs}{status}")
+    if any(not a.ok for a in ansible):
+        lines.append("  (!: ansible-playbook exited non-zero; see its log in the work dir)")
+    lines.append("  hosts CPU = what the lab hosts' sshd and the plan's remote scripts used on "
+                 "this same machine; floor = (CPU + hosts CPU) / cores: the wall time no "
+                 "client could beat here")
+    return lines
+
+
+def round_trip_lines(plans: Sequence[PlanResult]) -> list[str]:
+    if not plans:
+        return []
+    biggest = max(plans, key=lambda p: (p.size, p.delay_ms))
+    lines = [f"Round trips per host by phase ({biggest.size} hosts, {biggest.delay_ms:g} ms; "
+             "counted by the host layer, remote commands after connecting):"]
+    lines += [f"  {count}  {phase}" for phase, count in biggest.per_phase.items()]
+    return lines
+
+
+def rollout_table(results: Sequence[RolloutResult]) -> list[str]:
+    if not results:
+        return []
+    first = results[0]
+    lines = [f"Apply rollout: {first.controllers} controller(s) + {first.workers} workers, "
+             f"drain {first.drain:g} s + restart {first.restart:g} s per node",
+             f"  {'workers at once':>15} | {'ideal s':>7} {'rollout s':>9} {'vs ideal':>8} | "
+             f"{'apply s':>7} {'overhead/node s':>15}"]
+    for r in results:
+        status = "" if r.ok else f"  (apply exit {r.apply.code})"
+        lines.append(f"  {r.concurrency:>15} | {r.ideal:>7.2f} {r.rollout:>9.2f} "
+                     f"{(r.rollout_ratio - 1) * 100:>+7.1f}% | {r.apply.wall:>7.2f} "
+                     f"{r.overhead_per_node:>15.3f}{status}")
+    lines.append("  ideal = (controllers + ceil(workers / c)) x (drain + restart); overhead/node "
+                 "= (apply wall - ideal) / nodes, so it includes connect, lock, drift check, "
+                 "records")
+    return lines
+
+
+def targets(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult],
+            rollouts: Sequence[RolloutResult], cores: int) -> list[Target]:
+    out: list[Target] = []
+    worst = max((p.max_round_trips for p in plans), default=None)
+    out.append(Target("at most 1 remote command round trip per host per phase",
+                      None if worst is None else (worst == 1 and all(p.ok for p in plans)),
+                      f"max {worst}"))
+    at20 = {p.size: p for p in plans if p.delay_ms == 20}
+    p100 = at20.get(100)
+    out.append(Target("plan, 100 hosts at 20 ms one-way, under 3 s wall",
+                      None if p100 is None else p100.run.wall < 3.0 and p100.ok,
+                      f"{p100.run.wall:.2f} s" if p100 else "not run"))
+    sizes = sorted(at20)
+    if len(sizes) >= 3:
+        marginal = [(at20[b].run.cpu - at20[a].run.cpu) / (b - a) * 1000
+                    for a, b in itertools.pairwise(sizes)]
+        shown = ", ".join(f"{a}->{b}: {m:.1f} ms" for (a, b), m in
+                          zip(itertools.pairwise(sizes), marginal, strict=True))
+        out.append(Target("CPU no faster than linear (CPU per added host does not grow, "
+                          "within 50 % noise)", marginal[-1] <= 1.5 * max(marginal[0], 1.0),
+                          f"CPU per added host at 20 ms: {shown}"))
+        small = at20[sizes[0]]
+        flat = [at20[n].run.wall <= 1.5 * small.run.wall + at20[n].run.cpu / cores
+                for n in sizes]
+        out.append(Target("wall flat-ish until CPU-bound (wall <= 1.5 x smallest + CPU / "
+                          f"{cores} cores)", all(flat),
+                          ", ".join(f"{n}: {at20[n].run.wall:.2f} s" for n in sizes)))
+    big = [p for p in plans if p.size >= 200]
+    rss = max((p.run.rss_mib for p in big), default=None)
+    out.append(Target("200 hosts, peak RSS under 250 MB", None if rss is None else
+                      rss < RSS_LIMIT_MIB, f"{rss:.1f} MiB" if rss else "not run"))
+    by_key = {(p.size, p.delay_ms): p for p in plans}
+    ratios = [(a.size, a.delay_ms, a.run.wall / by_key[(a.size, a.delay_ms)].run.wall)
+              for a in ansible if (a.size, a.delay_ms) in by_key]
+    out.append(Target("plan at least 10x faster than Ansible on the same hosts",
+                      None if not ratios else all(r >= 10 for _, _, r in ratios)
+                      and all(a.ok for a in ansible),
+                      ", ".join(f"{n}@{d:g}ms {r:.1f}x" for n, d, r in ratios) or "not run"))
+    out.append(Target("apply overhead outside drain/restart under 0.5 s per node",
+                      None if not rollouts else all(r.ok and r.overhead_per_node < 0.5
+                                                    for r in rollouts),
+                      ", ".join(f"c={r.concurrency}: {r.overhead_per_node:.3f} s"
+                                for r in rollouts) or "not run"))
+    out.append(Target("rollout wall within 10 % of the ideal at every concurrency",
+                      None if not rollouts else all(r.ok and r.rollout_ratio <= 1.10
+                                                    for r in rollouts),
+                      ", ".join(f"c={r.concurrency}: {(r.rollout_ratio - 1) * 100:+.1f}%"
+                                for r in rollouts) or "not run"))
+    return out

@@ -1,0 +1,44 @@
+"""The benchmark (python -m tests.bench) at its smallest, so it keeps working.
+
+No timing is asserted: figures on a shared machine say nothing about correctness. The
+Ansible part runs when ansible-playbook is installed (pip install -e '.[bench]'), and is
+skipped, not installed, otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.bench.ansible import playbook_command
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root (namespaces)")
+def test_the_benchmark_runs_and_prints_every_figure(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "tests.bench", "--sizes", "2", "--latencies", "20",
+            "--reps", "1", "--rollout-workers", "2", "--concurrency", "2", "--drain", "0.2",
+            "--restart", "0.2", "--no-install", "--work", str(tmp_path / "bench")]
+    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "Plan: `cargoship plan --stats`" in out
+    row = next(line for line in out.splitlines() if line.strip().startswith("2   20 ms |"))
+    assert row.split()[7] == "1", row  # one round trip per host per phase
+    assert "Round trips per host by phase" in out
+    assert "1  Validate hosts" in out
+    assert "Apply rollout: 1 controller(s) + 2 workers" in out
+    assert any(line.strip().startswith("2 |") for line in out.splitlines())
+    assert "Targets (issue 6):" in out
+    assert "at most 1 remote command round trip per host per phase: max 1" in out
+    if playbook_command() is not None:
+        assert "x" in row.rsplit("|", 1)[1], row  # the Ansible ratio
+    # Nothing of the benchmark's labs is left behind.
+    assert not (tmp_path / "bench" / "lab" / "lab.json").exists()
+    assert not (tmp_path / "bench" / "rollout-lab" / "lab.json").exists()
