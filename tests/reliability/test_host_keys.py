@@ -181,6 +181,7 @@ def test_a_host_rekeyed_between_plan_and_apply_is_refused(lab: Lab, planned: Pat
     lab.exec("wrk-1", f"cp -a {key} /tmp/key.orig && cp -a {key}.pub /tmp/key.pub.orig && "
                       f"rm -f {key} {key}.pub && ssh-keygen -q -t ed25519 -N '' -f {key} && "
                       "sv restart /etc/service/sshd")
+    _wait("wrk-1's sshd", lambda: _listening(address))  # else "cannot connect", not CHANGED
     before = snapshots(lab, ["ctl-1"])
     try:
         # Strictly checked, the new key is refused as changed...
