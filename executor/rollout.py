@@ -148,7 +148,9 @@ class Rollout:
                     assert self.ops is not None
                     self.ops.uncordon(job.node)
                     self._note(job.label, "uncordoned")
-                inprogress.clear(job.writer)
+                # The host is done: failing to clear the marker must not roll it back.
+                return HostOutcome(job.label, "applied",
+                                   self._clear_mark(job, "").removeprefix("; "))
             return HostOutcome(job.label, "applied")
         except (CargoshipError, OSError) as exc:
             log.debug("%s failed", job.label, exc_info=True)
