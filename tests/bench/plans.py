@@ -4,22 +4,17 @@ the round trips per host per phase that the host layer counted."""
 from __future__ import annotations
 
 import re
-import shutil
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
+
+from tests.e2e.cli import cargoship_argv
 
 from .fleet import Fleet, hosts_cpu, sshd_pids
 from .measure import Run, median_run, run, spread
 
 
 def cargoship() -> list[str]:
-    script = Path(sys.executable).with_name("cargoship")
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("cargoship")
-    return [found] if found else [sys.executable, "-m", "cargoship"]
+    return cargoship_argv()  # the command exactly as the tests run it
 
 
 @dataclass(frozen=True)
