@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import schemas
+from cargoship import json_output
 from cargoship.completion import bash as completion_script
 from cargoship.progress import Progress
 from cargoship.stats import render_stats
@@ -32,7 +33,7 @@ from planner.phases.disconnect import close_all
 from planner.plan import codec, signing
 from planner.plan.build import build_plan
 from planner.plan.codec import plan_digest
-from planner.plan.model import Plan
+from planner.plan.model import HostRef, Plan
 from planner.render import colorize, printable, render_markdown, render_text, split_markdown
 
 EXAMPLES = {
@@ -104,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--detailed-exitcode", action="store_true",
                            help="exit 0 when nothing would change, 2 when something would, "
                                 "1 on error")
+            p.add_argument("--json", action="store_true",
+                           help="print the plan document (schemas/plan.schema.json) on stdout "
+                                "instead of the text for people")
             p.add_argument("--stats", action="store_true",
                            help="also print, per phase, the remote commands run per host, "
                                 "the time taken, and this run's CPU time and peak memory")
@@ -116,10 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--split-dir", type=Path, metavar="DIR",
                       help="with --markdown: write parts under 65,000 characters to "
                            "DIR/plan-N.md (one pull-request comment each)")
-    command("validate", "Check the cluster config (schema and consistency); no connections.")
+    validate = command("validate", "Check the cluster config (schema and consistency); no "
+                       "connections.")
+    validate.add_argument("--json", action="store_true",
+                          help="the verdict as JSON (schemas/validate-output.schema.json)")
     apply = command("apply", "Apply exactly a saved plan: lock, drift check, roll out, "
                     "record.", config=False)
     apply.add_argument("plan", type=Path, metavar="PLAN", help="a plan file from plan -out")
+    apply.add_argument("--json", action="store_true",
+                       help="the outcome as JSON on stdout (schemas/apply-output.schema.json); "
+                            "progress goes to stderr")
     apply.add_argument("--confirm", action="store_true",
                        help="apply without asking (otherwise type 'yes' on a terminal)")
     apply.add_argument("--lock-timeout", type=float, default=0.0, metavar="SECONDS",
@@ -141,8 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--plan", action="store_true", help="the plan file's schema")
     completion = command("completion", "Print a shell completion script.", config=False)
     completion.add_argument("shell", choices=["bash"])
-    command("history", "List the plans applied to the hosts (from their apply records), and "
-            "whether the hosts still match.")
+    hist = command("history", "List the plans applied to the hosts (from their apply "
+                   "records), and whether the hosts still match.")
+    hist.add_argument("--json", action="store_true",
+                      help="as JSON (schemas/history-output.schema.json)")
     unlock = command("force-unlock", "Remove the lock a crashed run left behind.")
     unlock.add_argument("lock_id", metavar="LOCK_ID", help="the id of the lock to remove")
     return parser
@@ -209,6 +221,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         name = "plan.schema.json" if args.plan else schemas.CLUSTER_SCHEMA
         sys.stdout.write(json.dumps(schemas.load(name), indent=2) + "\n")
         return 0
+    if args.command == "validate" and args.json:
+        return _validate_json(args.config)
     config = load_config(args.config)
     if args.command == "validate":
         print(f"{args.config}: valid ({len(config.hosts)} host(s), "
@@ -217,7 +231,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "force-unlock":
         return _force_unlock(config, args.lock_id)
     if args.command == "history":
-        return _history(config)
+        return _history(config, args.json)
     one_shot = args.command == "engine-config-sync" and not args.dry_run
     if one_shot and not args.confirm:
         raise CargoshipError("engine-config-sync changes hosts: add --confirm to plan and "
@@ -227,7 +241,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     ctx = PlanContext.create(config, options)
     report = dry_run(ctx, engine_config_sync())
     plan = build_plan(report)
-    _print_plan(args, plan)
+    as_json = getattr(args, "json", False)
+    if as_json:
+        sys.stdout.write(codec.dumps(plan))
+    else:
+        _print_plan(args, plan)
     if getattr(args, "stats", False):
         _print_stats(report)
     out: Path | None = getattr(args, "out", None)
@@ -242,7 +260,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         _mkdir(out.parent)
     if out:
         codec.write(plan, out)
-        print(f"\nPlan {plan.plan_id} saved to {out}; review it with: cargoship show {out}")
+        print(f"\nPlan {plan.plan_id} saved to {out}; review it with: cargoship show {out}",
+              file=sys.stderr if as_json else sys.stdout)
     if one_shot:
         assert out is not None
         if not plan.changes and not plan.unassessed:
@@ -263,6 +282,25 @@ def _apply(args: argparse.Namespace) -> int:
     # that apply, not for every plan.
     from executor.apply import apply as apply_plan
 
+    if getattr(args, "json", False):
+        try:
+            return _apply_checked(args, apply_plan)
+        except CargoshipError as exc:
+            json_output.emit(json_output.apply_refused(args.plan, _plan_id(args.plan),
+                                                        printable(str(exc))))
+            raise
+    return _apply_checked(args, apply_plan)
+
+
+def _plan_id(path: Path) -> str | None:
+    try:
+        return codec.read(path).plan_id
+    except CargoshipError:
+        return None
+
+
+def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
+    as_json = getattr(args, "json", False)
     if args.lock_timeout < 0:
         raise CargoshipError("--lock-timeout: expected a number of seconds >= 0")
     plan = codec.read(args.plan)  # refuse a bad plan before asking anything
@@ -279,15 +317,28 @@ def _apply(args: argparse.Namespace) -> int:
             print("Apply cancelled; nothing was changed.")
             return 1
 
-    result = apply_plan(args.plan, lock_timeout=args.lock_timeout, progress=Progress())
+    result = apply_plan(args.plan, lock_timeout=args.lock_timeout,
+                        progress=Progress(sys.stderr if as_json else sys.stdout))
+    if as_json:
+        json_output.emit(json_output.apply_result(result))
+        return 130 if result.interrupted else (0 if result.ok else 1)
     print()
     for outcome in result.outcomes:
         detail = f": {outcome.detail}" if outcome.detail else ""
         print(printable(f"  {outcome.host}: {outcome.status}{detail}"))
+    for item in result.items:
+        if not (item.item.action or "").startswith(("write-file", "delete-file")):
+            what = getattr(item.item, "target", None) or "(unassessed in the plan)"
+            print(printable(f"  {item.item.host or 'local'}: {item.item.action} {what}: "
+                            f"{item.status}" + (f" ({item.detail})" if item.detail else "")))
     for warning in result.warnings:
         print(printable(f"  warning: {warning}"))
     verdict = "applied" if result.ok else ("interrupted" if result.interrupted else "FAILED")
-    print(f"\nPlan {result.plan.plan_id} {verdict}; record: {result.record}")
+    print(f"\nPlan {result.plan.plan_id} {verdict} in {result.seconds:.1f}s; record: "
+          f"{result.record}")
+    if result.interrupted:
+        print(f"Hosts not reached are left as they were: run `cargoship apply {args.plan} "
+              "--confirm` again to finish them (after the usual drift check).")
     if result.interrupted:
         return 130
     return 0 if result.ok else 1
@@ -345,12 +396,40 @@ def _show_record(record: dict[str, Any], as_json: bool) -> int:
              f"{record.get('cargoship_version')}"]
     if record.get("signers"):
         lines.append(f"  signed by {', '.join(map(str, record['signers']))}")
-    for host, outcome in sorted(record.get("hosts", {}).items()):
-        detail = f": {outcome.get('detail')}" if outcome.get("detail") else ""
-        lines.append(f"  {host}: {outcome.get('status')}{detail}")
+    lines += [f"  {_where(h.get('host'))}: {h.get('status')}"
+              + (f": {h.get('detail')}" if h.get("detail") else "") for h in _hosts(record)]
+    lines += [f"  {_where(c.get('host'))}: {c.get('action')} {c.get('target') or ''}: "
+              f"{c.get('status')}" for c in record.get("changes", []) if isinstance(c, dict)]
     lines += [f"  note: {note}" for note in record.get("notes", [])]
     # A record is a file anyone may have edited: its text is shown, never obeyed.
     print(printable("\n".join(lines)))
+    return 0
+
+
+def _hosts(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record's hosts: a list of {host, status, detail} (a dict by label before 2.0)."""
+    hosts = record.get("hosts", [])
+    if isinstance(hosts, dict):
+        return [{"host": {"name": k}, **v} for k, v in sorted(hosts.items())
+                if isinstance(v, dict)]
+    return [h for h in hosts if isinstance(h, dict)] if isinstance(hosts, list) else []
+
+
+def _where(host: Any) -> str:
+    if not isinstance(host, dict):
+        return "local"
+    if "address" not in host:
+        return str(host.get("name"))
+    return str(HostRef(str(host.get("name")), str(host["address"]), int(host["port"])))
+
+
+def _validate_json(path: Path) -> int:
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        json_output.emit(json_output.validate(path, None, list(exc.problems)))
+        raise
+    json_output.emit(json_output.validate(path, config, []))
     return 0
 
 
@@ -367,7 +446,7 @@ def _signature_lines(plan: Plan) -> list[str]:
     return lines
 
 
-def _history(config: ClusterConfig) -> int:
+def _history(config: ClusterConfig, as_json: bool = False) -> int:
     options = ConnectOptions(connect_timeout=config.options.connect_timeout)
     ctx = PlanContext.create(config, options)
     try:
@@ -376,6 +455,13 @@ def _history(config: ClusterConfig) -> int:
     finally:
         close_all(ctx)
     now = build_plan(dry_run(PlanContext.create(config, options), engine_config_sync()))
+    if as_json:
+        problems = [str(n) for n in now.problems] + [
+            f"{ctx.label(p) or ''}: {p.text}" for p in ctx.problems]
+        json_output.emit(json_output.history(config, entries,
+                                             None if now.problems else len(now.changes),
+                                             problems))
+        return 0
     lines: list[str] = []
     if ctx.problems or now.problems:
         lines += [f"  x {ctx.label(problem) or ''}: {problem.text}" for problem in ctx.problems]
@@ -386,7 +472,10 @@ def _history(config: ClusterConfig) -> int:
         signed = f", signed by {', '.join(entry.signers)}" if entry.signers else ""
         lines.append(f"plan {entry.plan_id}  {entry.state}  applied {entry.applied_at} by "
                      f"{entry.applied_by}{signed}")
-        lines += [f"    {host}: {status}" for host, status in sorted(entry.outcomes.items())]
+        lines += [f"    {host}: {status}" for host, status in sorted(entry.outcomes.items(),
+                                                                     key=lambda i: i[0].key)]
+        lines += [f"    {_where(c.get('host'))}: {c.get('action')} {c.get('target') or ''}: "
+                  f"{c.get('status')}" for c in entry.changes]
     match = "match the desired config" if not now.changes and not now.problems else \
         f"differ from the desired config ({len(now.changes)} change(s) pending)"
     lines.append(f"\nThe hosts {match} now.")

@@ -1,9 +1,15 @@
 """`cargoship apply`: apply exactly a saved plan, or refuse and say why.
 
-Order: refuse bad plans before connecting; connect holding each host to its planned host
-key; lock every host; refuse a plan already applied or one the hosts drifted from (by
-planning again with the same salt and comparing); roll out; merge the kubeconfig and set
-labels; record the outcome on each host and next to the plan; release the locks.
+Order: refuse bad plans before connecting (including an action no handler knows);
+connect holding each host to its planned host key; lock every host; refuse a plan already
+applied, or one the hosts drifted from (by planning again with the same salt and
+comparing); run the hosts stage (the rollout) and, if every host applied, the cluster
+stage; record the outcome of every host and every change on each host and next to the
+plan; release the locks. What runs is decided by each change's action (actions/), never by
+the phase that planned it.
+
+An interrupted apply (Ctrl-C) records itself as such; applying the same plan again
+finishes the hosts it did not reach, after the drift check, or says why it can't.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import datetime
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,50 +25,65 @@ from types import FrameType
 from typing import Any
 
 from planner import __version__
-from planner.context import HostState, PlanContext
-from planner.desired.files import desired_files
+from planner.context import PlanContext
 from planner.dryrun import dry_run
 from planner.errors import CargoshipError
-from planner.facts.distro import LAYOUTS
 from planner.hosts.ssh import ConnectOptions
-from planner.kube import admin_kubeconfig_path, parse_admin
 from planner.phases import engine_config_sync
 from planner.phases.lock import whoami
 from planner.plan import codec
 from planner.plan.build import build_plan
 from planner.plan.desired import from_desired
-from planner.plan.model import Plan
+from planner.plan.model import Change, HostRef, Plan
 
 from . import records
-from .cluster_steps import label_node, merge_kubeconfig
+from .actions.base import ApplyEnv, ApplyRefused, ClusterHandler, Item, ItemResult
+from .actions.hosts_stage import host_jobs, run_hosts_stage
+from .actions.registry import HANDLERS, check_handled
 from .connect import connect_all, pinned_keys
-from .drain import DrainOptions, NodeOps
-from .drift import differences
+from .drift import ChangeKey, HostKey, change_key, differences
 from .lock import LockSet, new_lock_info
 from .remote import HostWriter
-from .rollout import HostJob, HostOutcome, Rollout
+from .rollout import HostOutcome
 
-SYNC_PHASES = ("Sync Registry Config Controller", "Sync Registry Config Worker")
-KUBECONFIG_PHASE = "Updating kubeconfig file with the current cluster"
-LABEL_PHASE = "Labeling nodes with their profile group"
-
-
-class ApplyRefused(CargoshipError):
-    """The plan can't be applied as it is; nothing was changed."""
+__all__ = ["ApplyRefused", "ApplyResult", "apply", "check_plan"]
+RECORD_VERSION = "2.0"
 
 
 @dataclass
 class ApplyResult:
     plan: Plan
-    outcomes: list[HostOutcome] = field(default_factory=list)
+    hosts: list[tuple[HostRef, HostOutcome]] = field(default_factory=list)
+    items: list[ItemResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # for the operator, after the outcomes
     interrupted: bool = False
     record: Path | None = None
+    seconds: float = 0.0
+    resumed: bool = False  # finished the hosts an interrupted apply of this plan left
+
+    @property
+    def outcomes(self) -> list[HostOutcome]:
+        return [outcome for _, outcome in self.hosts]
 
     @property
     def ok(self) -> bool:
-        return not self.interrupted and all(o.status == "applied" for o in self.outcomes)
+        return not self.interrupted and all(o.status in ("applied", "unchanged")
+                                            for o in self.outcomes) and \
+            all(i.status in ("done", "unchanged") for i in self.items)
+
+    @property
+    def outcome(self) -> str:
+        return "applied" if self.ok else ("interrupted" if self.interrupted else "failed")
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """What an interrupted apply of this plan already did."""
+
+    finished: frozenset[HostKey] = frozenset()
+    done: frozenset[ChangeKey] = frozenset()
+    record: dict[str, Any] | None = None
 
 
 def check_plan(plan: Plan) -> None:
@@ -71,12 +93,14 @@ def check_plan(plan: Plan) -> None:
         raise ApplyRefused(f"plan made by cargoship {plan.cargoship_version}, this is "
                            f"{__version__}: re-plan with this version")
     if not plan.applyable:
-        why = "; ".join(plan.problems or plan.warnings) or "it says so"
+        why = "; ".join(map(str, plan.problems or plan.warnings)) or "it says so"
         raise ApplyRefused(f"plan {plan.plan_id} is not applyable: {why}")
+    check_handled(plan)
 
 
 def apply(plan_file: Path, *, lock_timeout: float, progress: Callable[[str, str], None],
           accept_new_host_keys: bool = False) -> ApplyResult:
+    started = time.monotonic()
     plan = codec.read(plan_file)
     check_plan(plan)
     salt = bytes.fromhex(plan.salt)
@@ -94,8 +118,9 @@ def apply(plan_file: Path, *, lock_timeout: float, progress: Callable[[str, str]
             for note in lock.notes:
                 progress("lock", note)
             progress("lock", f"locked {len(writers)} host(s)")
-            return _apply_locked(plan, plan_file, config, options, salt, writers, progress,
-                                 lock.lost)
+            result = _apply_locked(plan, plan_file, config, options, salt, writers, progress,
+                                   lock.lost, started)
+            return result
     finally:
         for writer in writers:
             writer.close()
@@ -104,42 +129,107 @@ def apply(plan_file: Path, *, lock_timeout: float, progress: Callable[[str, str]
 def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOptions,
                   salt: bytes, writers: list[HostWriter],
                   progress: Callable[[str, str], None],
-                  locks_lost: Callable[[], set[str]]) -> ApplyResult:
-    done = [w.label for w in writers if records.already_applied(w, plan.plan_id)]
-    if done:
-        raise ApplyRefused(f"plan {plan.plan_id} was already applied (records on "
-                           f"{', '.join(done)}); make a new plan")
+                  locks_lost: Callable[[], set[str]], started: float) -> ApplyResult:
     ctx = PlanContext.create(config, options)
+    keyed = {h.ref.key: w for h, w in zip(ctx.hosts, writers, strict=True)}
+    earlier = _earlier_runs(plan, keyed)
     ctx.salt = salt
     fresh = build_plan(dry_run(ctx, engine_config_sync()))
     if fresh.problems:
         raise ApplyRefused("the hosts no longer pass the preflight: " +
-                           "; ".join(fresh.problems))
-    drift = differences(plan, fresh)
+                           "; ".join(map(str, fresh.problems)))
+    drift = differences(plan, fresh, finished=earlier.finished, done=earlier.done)
     if drift:
         raise ApplyRefused("the hosts changed since the plan was made; re-plan. "
                            + "; ".join(drift))
     progress("drift", "hosts match the plan")
-    result = ApplyResult(plan)
-    by_label = {h.label: (h, w) for h, w in zip(ctx.hosts, writers, strict=True)}
-    api = _api(ctx, writers, plan)
-    rollout = Rollout(NodeOps(api) if api is not None else None, plan.plan_id,
-                      _drain_options(config), float(config.options.ready_timeout), progress,
-                      locks_lost=locks_lost)
-    jobs = {role: [_job(config, h, w, plan) for h, w in by_label.values()
-                   if h.config.role == role and _changes(plan, h.label, SYNC_PHASES)]
-            for role in ("controller", "worker")}
-    previous = signal.signal(signal.SIGINT, _interrupt(rollout.stop, progress))
+    env = ApplyEnv(plan, config, ctx, keyed, progress, locks_lost)
+    result = ApplyResult(plan, resumed=earlier.record is not None)
+    staged = [c for c in plan.changes if HANDLERS[c.action].stage == "hosts"
+              and change_key(c) not in earlier.done]
+    jobs = host_jobs(env, staged)  # may refuse an edited plan: still nothing changed
+    if earlier.record is not None:
+        progress("apply", f"finishing plan {plan.plan_id}: {len(earlier.finished)} host(s) "
+                          "were finished by the interrupted run")
+    previous = signal.signal(signal.SIGINT, _interrupt(env.stop, progress))
     try:
-        result.outcomes = rollout.run(jobs["controller"], jobs["worker"],
-                                      config.options.worker_concurrency)
+        outcomes, result.items = run_hosts_stage(env, staged, jobs)
     finally:
         signal.signal(signal.SIGINT, previous)
-    result.interrupted = rollout.stop.is_set()
-    if result.ok:
-        result.notes += _cluster_steps(plan, config, ctx, writers, api, progress)
-    _record(plan, plan_file, writers, [h.label for h in ctx.hosts], result)
+    result.interrupted = env.stop.is_set()
+    by_label = {o.host: o for o in outcomes}
+    for host in ctx.hosts:
+        if host.ref.key in earlier.finished:
+            outcome = HostOutcome(host.label, "applied", "finished by the interrupted run")
+        else:
+            outcome = by_label.get(host.label, HostOutcome(host.label, "unchanged"))
+        result.hosts.append((host.ref, outcome))
+    result.items += [ItemResult(c, "done", "by the interrupted run") for c in plan.changes
+                     if change_key(c) in earlier.done]
+    result.items += _cluster_stage(plan, env, run=result.ok)
+    result.notes = [i.detail for i in result.items
+                    if i.status == "done" and i.detail and HANDLERS[i.item.action or ""].stage
+                    == "cluster"]
+    result.seconds = round(time.monotonic() - started, 3)
+    _record(plan, plan_file, env, result)
     return result
+
+
+def _earlier_runs(plan: Plan, writers: dict[HostKey, HostWriter]) -> Earlier:
+    found = {key: r for key, w in writers.items()
+             if (r := records.read_host_record(w, plan.plan_id)) is not None}
+    if not found:
+        return Earlier()
+    names = ", ".join(_name(r, k) for k, r in found.items())
+    if not all(r.get("interrupted") is True for r in found.values()):
+        raise ApplyRefused(f"plan {plan.plan_id} was already applied (records on {names}); "
+                           "make a new plan")
+    broken = [f"{_name(r, k)} {r.get('status')}" for k, r in found.items()
+              if r.get("status") not in ("applied", "unchanged", "not started")]
+    if broken:
+        raise ApplyRefused(
+            f"plan {plan.plan_id} was interrupted and can't be finished: in that run "
+            f"{', '.join(broken)}; nothing was changed. Make a new plan (cargoship plan -c "
+            "CLUSTER.yaml -out PLAN.json) and apply that")
+    finished = frozenset(k for k, r in found.items() if r.get("status") == "applied")
+    done = frozenset(
+        (_key(c.get("host")), str(c.get("action")), str(c.get("target")))
+        for r in found.values() for c in r.get("changes", []) if c.get("status") == "done")
+    newest = max(found.values(), key=lambda r: str(r.get("applied_at")))
+    return Earlier(finished, done, newest)
+
+
+def _key(host: Any) -> HostKey | None:
+    return (str(host["address"]), int(host["port"])) if isinstance(host, dict) else None
+
+
+def _name(record: dict[str, Any], key: HostKey) -> str:
+    host = record.get("host")
+    if isinstance(host, dict):
+        return str(HostRef(str(host.get("name")), key[0], key[1]))
+    return f"{key[0]}:{key[1]}"
+
+
+def _cluster_stage(plan: Plan, env: ApplyEnv, *, run: bool) -> list[ItemResult]:
+    """The cluster handlers in registry order, with their planned and unassessed items:
+    only after a rollout that left every host applied."""
+    results: list[ItemResult] = []
+    for action, handler in HANDLERS.items():
+        if not isinstance(handler, ClusterHandler):
+            continue
+        items: list[Item] = [c for c in plan.changes if c.action == action]
+        items += [u for u in plan.unassessed if u.action == action]
+        if not items:
+            continue
+        if not run:
+            results += [ItemResult(i, "not done", "the rollout did not finish") for i in items]
+            continue
+        try:
+            results += handler.run(items, env)
+        except CargoshipError as exc:
+            results += [ItemResult(i, "failed", str(exc)) for i in items]
+            env.progress("apply", f"{action} failed: {exc}")
+    return results
 
 
 def _interrupt(stop: threading.Event, progress: Callable[[str, str], None]) -> Any:
@@ -149,87 +239,42 @@ def _interrupt(stop: threading.Event, progress: Callable[[str, str], None]) -> A
     return handler
 
 
-def _changes(plan: Plan, label: str, phases: tuple[str, ...]) -> list[Any]:
-    return [c for c in plan.changes if c.host == label and c.phase in phases]
+def _ref(host: HostRef | None) -> dict[str, Any] | None:
+    return None if host is None else {"name": host.name, "address": host.address,
+                                      "port": host.port}
 
 
-def _job(config: Any, host: HostState, writer: HostWriter, plan: Plan) -> HostJob:
-    changes = _changes(plan, host.label, SYNC_PHASES)
-    wanted = {f.path: f for f in desired_files(config, host.config.role)}
-    layout = LAYOUTS[config.engine.distro]
-    return HostJob(
-        label=host.label, node=host.hostname or host.config.label, writer=writer,
-        init=host.init_system or "unknown", service=layout.service(host.config.role),
-        files=[wanted[c.target] for c in changes if c.action in ("create", "update")],
-        deletes=[c.target for c in changes if c.action == "delete"],
-        restart=any(c.restart for c in changes))
-
-
-def _drain_options(config: Any) -> DrainOptions:
-    o = config.options
-    return DrainOptions(timeout=float(o.drain_timeout), grace_period=o.drain_grace_period,
-                        delete_emptydir_data=o.drain_delete_emptydir_data, force=o.drain_force)
-
-
-def _admin(ctx: PlanContext, writers: list[HostWriter]) -> dict[str, Any] | None:
-    for host, writer in zip(ctx.hosts, writers, strict=True):
-        if host.config.role == "controller":
-            path = admin_kubeconfig_path(ctx.config.engine.distro)
-            text = writer.run_root(f"cat {path}").stdout.decode()
-            return parse_admin(text, host.config.ssh.address)
-    return None
-
-
-def _api(ctx: PlanContext, writers: list[HostWriter], plan: Plan) -> Any:
-    needs = any(c.restart or c.phase == LABEL_PHASE for c in plan.changes) or any(
-        u.phase in (LABEL_PHASE, KUBECONFIG_PHASE) for u in plan.unassessed)
-    admin = _admin(ctx, writers) if needs else None
-    return ctx.kube_api(admin) if admin else None
-
-
-def _cluster_steps(plan: Plan, config: Any, ctx: PlanContext, writers: list[HostWriter],
-                   api: Any, progress: Callable[[str, str], None]) -> list[str]:
-    notes: list[str] = []
-    wants_kubeconfig = any(c.phase == KUBECONFIG_PHASE for c in plan.changes) or any(
-        u.phase == KUBECONFIG_PHASE for u in plan.unassessed)
-    if wants_kubeconfig:
-        admin = _admin(ctx, writers)  # read again: a restart may have rewritten it
-        if admin is not None:
-            path = merge_kubeconfig(config, admin)
-            notes.append(f"merged context into {path}")
-            progress("kubeconfig", notes[-1])
-    # Planned labels, and the unassessed ones now that their nodes are back.
-    targets = {c.host for c in plan.changes if c.phase == LABEL_PHASE} | {
-        u.host for u in plan.unassessed if u.phase == LABEL_PHASE}
-    for host in ctx.hosts:
-        if host.label in targets and host.config.profile and api is not None:
-            node = host.hostname or host.config.label
-            if label_node(api, node, host.config.profile):
-                notes.append(f"labelled node {node} with profile {host.config.profile}")
-                progress(host.label, notes[-1])
-    return notes
-
-
-def _record(plan: Plan, plan_file: Path, writers: list[HostWriter], labels: list[str],
-            result: ApplyResult) -> None:
+def record_of(plan: Plan, result: ApplyResult) -> dict[str, Any]:
     at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    outcomes = {o.host: {"status": o.status, "detail": o.detail} for o in result.outcomes}
-    record = {"plan_id": plan.plan_id, "cluster": plan.cluster, "applied_by": whoami(),
-              "applied_at": at, "cargoship_version": __version__, "ok": result.ok,
-              "interrupted": result.interrupted, "hosts": outcomes, "notes": result.notes,
-              "signers": [s.comment or s.key for s in plan.signatures]}
+    return {
+        "record_version": RECORD_VERSION, "plan_id": plan.plan_id, "cluster": plan.cluster,
+        "applied_by": whoami(), "applied_at": at, "cargoship_version": __version__,
+        "outcome": result.outcome, "ok": result.ok, "interrupted": result.interrupted,
+        "resumed": result.resumed, "duration_seconds": result.seconds,
+        "hosts": [{"host": _ref(ref), "status": o.status, "detail": o.detail}
+                  for ref, o in result.hosts],
+        "changes": [{"host": _ref(i.item.host), "action": i.item.action,
+                     "target": i.item.target if isinstance(i.item, Change) else None,
+                     "planned": isinstance(i.item, Change),
+                     "status": i.status, "detail": i.detail} for i in result.items],
+        "notes": result.notes,
+        "signers": [s.comment or s.key for s in plan.signatures],
+    }
+
+
+def _record(plan: Plan, plan_file: Path, env: ApplyEnv, result: ApplyResult) -> None:
+    record = record_of(plan, result)
     # The local record first: a host that can't take its record must not cost the others
     # theirs, nor the operator the record of what happened.
     result.record = records.write_local_record(plan_file, record)
     missing = []
-    for writer, label in zip(writers, labels, strict=True):
-        status = outcomes.get(label, {"status": "unchanged"})["status"]
+    for ref, outcome in result.hosts:
         try:
-            records.write_host_record(writer, plan.plan_id,
-                                      {**record, "host": label, "status": status})
+            records.write_host_record(env.writers[ref.key], plan.plan_id,
+                                      {**record, "host": _ref(ref), "status": outcome.status})
         except CargoshipError as exc:
-            missing.append(label)
-            result.warnings.append(f"could not write the apply record on {label}: {exc}")
+            missing.append(_ref(ref))
+            result.warnings.append(f"could not write the apply record on {ref}: {exc}")
     if missing:
         record["warnings"] = result.warnings
         record["records_missing_on"] = missing

@@ -11,7 +11,6 @@ from planner.config.model import ClusterConfig
 from planner.errors import CargoshipError
 from planner.kube import merge, named_entries
 from planner.localfiles import atomic_write
-from planner.phases.label_nodes import LABEL_PREFIX
 
 
 def merge_kubeconfig(config: ClusterConfig, admin: dict[str, Any]) -> Path:
@@ -28,9 +27,9 @@ def merge_kubeconfig(config: ClusterConfig, admin: dict[str, Any]) -> Path:
     return path
 
 
-def label_node(api: Any, node: str, profile: str) -> bool:
-    """Set node-role.kubernetes.io/<profile>=true; False when it already was."""
-    key = f"{LABEL_PREFIX}{profile}"
+def label_node(api: Any, node: str, key: str) -> bool:
+    """Set the label `key`=true (node-role.kubernetes.io/<profile>); False when it already
+    was."""
     try:
         current = api.read_node(node, _request_timeout=10).metadata.labels or {}
         if current.get(key) == "true":

@@ -2,35 +2,57 @@
 
 The executor re-reads live state by running the planner again (same salt, so digests
 compare) and holds the fresh plan against the saved one: the host set, host keys, engine
-versions, every fingerprint read, and the changes themselves.
+versions, every fingerprint read, and the changes themselves. Hosts are identified by
+address and port: two hosts behind one address are compared each with itself.
+
+Finishing an interrupted apply: hosts that run already finished (`finished`) are held to
+having exactly the changes it did not make yet (their files were rewritten on purpose, so
+what the plan read there no longer counts), and an item the plan could not assess may
+now be planned for them; every other host is checked as usual.
 """
 
 from __future__ import annotations
 
-from planner.plan.model import Plan
+from collections.abc import Set
+
+from planner.plan.model import Change, Plan
+
+HostKey = tuple[str, int]
+ChangeKey = tuple[HostKey | None, str, str]  # host, action, target
 
 
-def differences(saved: Plan, fresh: Plan) -> list[str]:
+def change_key(change: Change) -> ChangeKey:
+    return (change.host.key if change.host else None, change.action, change.target)
+
+
+def differences(saved: Plan, fresh: Plan, *, finished: Set[HostKey] = frozenset(),
+                done: Set[ChangeKey] = frozenset()) -> list[str]:
     found: list[str] = []
-    before = {h.address: h for h in saved.hosts}
-    after = {h.address: h for h in fresh.hosts}
-    for address in sorted(before.keys() - after.keys()):
-        found.append(f"{before[address].name}: no longer in the cluster")
-    for address in sorted(after.keys() - before.keys()):
-        found.append(f"{after[address].name}: new host, not in the plan")
-    for address in sorted(before.keys() & after.keys()):
-        old, new = before[address], after[address]
+    before = {h.ref.key: h for h in saved.hosts}
+    after = {h.ref.key: h for h in fresh.hosts}
+    for key in sorted(before.keys() - after.keys()):
+        found.append(f"{before[key].ref}: no longer in the cluster")
+    for key in sorted(after.keys() - before.keys()):
+        found.append(f"{after[key].ref}: new host, not in the plan")
+    for key in sorted(before.keys() & after.keys()):
+        old, new = before[key], after[key]
         if old.host_key != new.host_key:
-            found.append(f"{old.name}: SSH host key changed ({old.host_key} -> {new.host_key})")
+            found.append(f"{old.ref}: SSH host key changed ({old.host_key} -> {new.host_key})")
+        if key in finished:
+            continue
         if old.engine_version != new.engine_version:
-            found.append(f"{old.name}: engine version changed ({old.engine_version} -> "
+            found.append(f"{old.ref}: engine version changed ({old.engine_version} -> "
                          f"{new.engine_version})")
         for target in sorted(old.reads.keys() | new.reads.keys()):
             if old.reads.get(target) != new.reads.get(target):
-                found.append(f"{old.name}: {target} changed since the plan was made")
+                found.append(f"{old.ref}: {target} changed since the plan was made")
     # `before` is what the plan saw (a file digest, a label value, the local kubeconfig).
-    key = lambda c: (c.host, c.phase, c.action, c.target, c.before, c.after)  # noqa: E731
-    if sorted(map(key, saved.changes), key=str) != sorted(map(key, fresh.changes), key=str) \
-            and not found:
+    left = [c for c in saved.changes if change_key(c) not in done]
+    deferred = {(u.host.key if u.host else None, u.action) for u in saved.unassessed}
+    now = [c for c in fresh.changes if not (
+        finished and (c.host is None or c.host.key in finished)
+        and (change_key(c)[0], c.action) in deferred)]
+    full = lambda c: (change_key(c), c.before, c.after)  # noqa: E731
+    if sorted(map(full, left), key=str) != sorted(map(full, now), key=str) and not found:
         found.append("the changes to make are not the ones planned")
     return found

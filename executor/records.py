@@ -37,3 +37,17 @@ def write_local_record(plan_file: Path, record: dict[str, Any]) -> Path:
     path = plan_file.with_name(plan_file.name.removesuffix(".json") + ".applied.json")
     atomic_write(path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
     return path
+
+
+def read_host_record(host: HostWriter, plan_id: str) -> dict[str, Any] | None:
+    """The record this plan left on the host, None when there is none. A record that can't
+    be read as one still says the plan was applied there."""
+    path = quote(record_path(plan_id))
+    result = host.run_root(f"test -e {path} && head -c 1048576 {path}", check=False)
+    if result.exit_code != 0:
+        return None
+    try:
+        data = json.loads(result.stdout)
+    except ValueError:
+        return {"plan_id": plan_id, "interrupted": False, "status": "unknown"}
+    return data if isinstance(data, dict) else {"plan_id": plan_id, "interrupted": False}

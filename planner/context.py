@@ -25,6 +25,8 @@ from .hosts.pool import parallel
 from .hosts.reader import HostReader
 from .hosts.ssh import ConnectOptions
 from .kube import ApiFactory, official_client
+from .plan.actions import ACTIONS
+from .plan.model import HostRef
 
 
 @dataclass
@@ -45,9 +47,15 @@ class HostState:
     error: str | None = None  # set when the host dropped out of the run
 
     @property
+    def ref(self) -> HostRef:
+        """The host as plans, records and JSON name it: identified by address and port."""
+        ssh = self.config.ssh
+        return HostRef(self.hostname or self.config.hostname or ssh.address, ssh.address,
+                       ssh.port or 22)
+
+    @property
     def label(self) -> str:
-        name = self.hostname or self.config.hostname
-        return f"{name} ({self.config.ssh.address})" if name else self.config.ssh.address
+        return str(self.ref)
 
     @property
     def active(self) -> bool:
@@ -62,19 +70,29 @@ class Finding:
     # before its hostname was known.
     host: int | None
     text: str
+    action: str | None = None  # unassessed items: what would be planned (plan/actions.py)
 
 
 @dataclass(frozen=True)
 class PlannedChange:
     phase: str
     host: int | None  # index into PlanContext.hosts; None for the local machine
-    action: str  # "create", "update", "delete", "label", "merge"
+    action: str  # one of planner.plan.actions.ACTIONS
     target: str
     before: str | None
     after: str | None
     diff: str
-    drain: bool = False
-    restart: bool = False
+    node: str | None = None  # label-node
+    label: str | None = None  # label-node
+    context: str | None = None  # merge-kubeconfig
+
+    @property
+    def drain(self) -> bool:
+        return ACTIONS[self.action].drain
+
+    @property
+    def restart(self) -> bool:
+        return ACTIONS[self.action].restart
 
 
 @dataclass
@@ -119,9 +137,10 @@ class PlanContext:
         with self._lock:
             self.warnings.append(Finding(phase, _index(host), text))
 
-    def unassessed(self, phase: str, host: HostState | None, reason: str) -> None:
+    def unassessed(self, phase: str, host: HostState | None, reason: str,
+                   action: str | None) -> None:
         with self._lock:
-            self.unassessed_items.append(Finding(phase, _index(host), reason))
+            self.unassessed_items.append(Finding(phase, _index(host), reason, action))
 
     def change(self, change: PlannedChange) -> None:
         with self._lock:

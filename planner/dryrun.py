@@ -66,13 +66,13 @@ def _assess(ctx: PlanContext, phase: Phase, would_write: dict[Resource, str]) ->
     blocked_cluster = _conflict(phase.cluster_reads(ctx), None, would_write)
     if blocked_cluster:
         # Something that belongs to no host: one item for the cluster, not one per host.
-        ctx.unassessed(phase.title, None, blocked_cluster)
+        ctx.unassessed(phase.title, None, blocked_cluster, phase.unassessed_action)
         return "unassessed"
     assessable: list[HostState] = []
     for host in ctx.active_hosts():
         reason = _conflict(phase.reads(ctx, host), host.config.index, would_write)
         if reason:
-            ctx.unassessed(phase.title, host, reason)
+            ctx.unassessed(phase.title, host, reason, phase.unassessed_action)
         else:
             assessable.append(host)
     changes_before = len(ctx.changes)

@@ -2,7 +2,8 @@
 
 Read-only, like a plan: one round trip per host reads every record under the record
 directory. A plan's lifetime shows as planned -> signed -> applied -> superseded: the
-newest successful apply is the current one, every earlier one is superseded.
+newest successful apply is the current one, every earlier one is superseded; an apply
+stopped by Ctrl-C is `interrupted` until applying the plan again finishes it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from .context import PlanContext
 from .hosts.batch import Fact, FactParseError, Output
+from .plan.model import HostRef
 
 RECORD_DIR = "/var/lib/cargoship/applied"
 MAX_RECORDS = 500
@@ -46,25 +48,51 @@ class PlanHistory:
     applied_at: str
     applied_by: str
     signers: list[str]
-    outcomes: dict[str, str] = field(default_factory=dict)  # host -> status
-    state: str = "applied"  # "applied (current)", "superseded", "failed"
+    outcomes: dict[HostRef, str] = field(default_factory=dict)  # host -> status
+    # What the apply did, every action (files, labels, the kubeconfig), from the newest
+    # record of the plan: {"host", "action", "target", "status", "detail", "planned"}.
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
+    duration_seconds: float | None = None
+    state: str = "applied"  # "applied (current)", "superseded", "failed", "interrupted"
 
 
 def collect(ctx: PlanContext) -> list[PlanHistory]:
     found: dict[str, PlanHistory] = {}
+    newest: dict[str, str] = {}
     for host, (records,) in ctx.gather("history", lambda _: [RECORDS], as_root=True):
         for record in records:
-            entry = found.setdefault(record["plan_id"], PlanHistory(
-                record["plan_id"], str(record.get("applied_at", "?")),
-                str(record.get("applied_by", "?")), list(record.get("signers", []))))
-            # The name the host had when it was applied (its label now may be bare).
-            name = str(record.get("host") or host.label)
-            entry.outcomes[name] = str(record.get("status", "unknown"))
+            plan_id = str(record["plan_id"])
+            entry = found.setdefault(plan_id, PlanHistory(
+                plan_id, str(record.get("applied_at", "?")),
+                str(record.get("applied_by", "?")), [str(s) for s in record.get("signers", [])]))
+            # The host is the one the record was read from (address and port); a record
+            # names it as it was then.
+            named = record.get("host")
+            name = named.get("name") if isinstance(named, dict) else None
+            ref = HostRef(str(name or host.ref.name), host.ref.address, host.ref.port)
+            entry.outcomes[ref] = str(record.get("status", "unknown"))
+            at = str(record.get("applied_at", ""))
+            if at >= newest.get(plan_id, ""):
+                # A finished interrupted apply rewrote the records: the newest tells all.
+                newest[plan_id] = at
+                entry.applied_at, entry.applied_by = at or "?", str(record.get("applied_by",
+                                                                               "?"))
+                entry.interrupted = record.get("interrupted") is True
+                changes = record.get("changes")
+                entry.changes = [c for c in changes if isinstance(c, dict)] if isinstance(
+                    changes, list) else []
+                seconds = record.get("duration_seconds")
+                entry.duration_seconds = float(seconds) if isinstance(
+                    seconds, int | float) else None
     ordered = sorted(found.values(), key=lambda h: h.applied_at, reverse=True)
     current_seen = False
     for entry in ordered:
-        failed = any(s not in ("applied", "unchanged") for s in entry.outcomes.values())
-        if failed:
+        failed = any(s not in ("applied", "unchanged") for s in entry.outcomes.values()) or \
+            any(c.get("status") == "failed" for c in entry.changes)
+        if entry.interrupted:
+            entry.state = "interrupted"
+        elif failed:
             entry.state = "failed"
         elif not current_seen:
             entry.state = "applied (current)"

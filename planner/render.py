@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .plan.model import Change, Plan
+from .plan.model import Change, HostRef, Plan
 
 # C0/C1 control characters (but tab and newline) and the bidi controls of "Trojan Source":
 # text from hosts and plan files can carry terminal escapes; they are shown, never obeyed.
@@ -21,6 +21,11 @@ def printable(text: str) -> str:
     """`text` with every control character written out as an escape (`\\x1b`)."""
     return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                        else f"\\u{ord(m.group()):04x}", text)
+
+
+def _at(host: HostRef | None, default: str) -> str:
+    """A host as people read it (name, address, port unless 22), or what stands for none."""
+    return default if host is None else str(host)
 
 
 def _flags(change: Change) -> str:
@@ -57,18 +62,19 @@ def colorize(text: str) -> str:
 
 
 def render_text(plan: Plan) -> str:
-    width = max((len(n.host or "cluster") for p in plan.phases for n in p.findings), default=7)
+    width = max((len(_at(n.host, "cluster")) for p in plan.phases for n in p.findings),
+                default=7)
     lines = [f"cargoship plan {plan.plan_id}: cluster {plan.cluster}, "
              f"{plan.desired['engine']['distro']} {plan.desired['engine']['version']}, "
              f"{len(plan.hosts)} host(s)", ""]
     for phase in plan.phases:
         lines.append(f"{phase.number:>2}. {phase.title}  [{phase.dry_run}] {phase.outcome}")
-        lines += [f"      {n.host or 'cluster':<{width}}  {n.text}" for n in phase.findings]
+        lines += [f"      {_at(n.host, 'cluster'):<{width}}  {n.text}" for n in phase.findings]
         for change in (c for c in plan.changes if c.phase == phase.title):
-            lines.append(f"      {change.host or 'local'}  {change.action} {change.target} "
+            lines.append(f"      {_at(change.host, 'local')}  {change.action} {change.target} "
                          f"({_flags(change)})")
             lines += [f"          {line}" for line in change.diff.rstrip("\n").splitlines()]
-        lines += [f"      {u.host or 'cluster':<{width}}  unassessed: {u.reason}"
+        lines += [f"      {_at(u.host, 'cluster'):<{width}}  unassessed: {u.reason}"
                   for u in plan.unassessed if u.phase == phase.title]
     lines += ["", summary_line(plan) if not plan.problems else ""]
     if plan.warnings:
@@ -95,9 +101,9 @@ def render_markdown(plan: Plan) -> str:
              f"{s['unassessed']} | {s['warnings']} | {s['problems']} |", "",
              "| # | phase | dry run | outcome |", "|---|---|---|---|"]
     lines += [f"| {p.number} | {p.title} | {p.dry_run} | {p.outcome} |" for p in plan.phases]
-    hosts = sorted({c.host or "local" for c in plan.changes})
+    hosts = sorted({_at(c.host, "local") for c in plan.changes})
     for host in hosts:
-        changes = [c for c in plan.changes if (c.host or "local") == host]
+        changes = [c for c in plan.changes if _at(c.host, "local") == host]
         lines += ["", f"<details><summary><b>{_md(host)}</b>: {len(changes)} change(s)"
                       f"</summary>", ""]
         for change in changes:
@@ -106,12 +112,12 @@ def render_markdown(plan: Plan) -> str:
         lines.append("</details>")
     if plan.unassessed:
         lines += ["", "#### Unassessed", ""]
-        lines += [f"- {u.phase} on {_md(u.host or 'cluster')}: {_md(u.reason)}"
+        lines += [f"- {u.phase} on {_md(_at(u.host, 'cluster'))}: {_md(u.reason)}"
                   for u in plan.unassessed]
     if plan.warnings:
-        lines += ["", "#### Warnings", ""] + [f"- {_md(w)}" for w in plan.warnings]
+        lines += ["", "#### Warnings", ""] + [f"- {_md(str(w))}" for w in plan.warnings]
     if plan.problems:
-        lines += ["", "#### Problems", ""] + [f"- {_md(p)}" for p in plan.problems]
+        lines += ["", "#### Problems", ""] + [f"- {_md(str(p))}" for p in plan.problems]
     return printable("\n".join(lines) + "\n")
 
 

@@ -40,8 +40,11 @@ class PhaseNotRunnable(RuntimeError):
 
 
 class Phase:
-    title: ClassVar[str]
+    title: ClassVar[str]  # for people: no code decides anything by it
     dry_run: ClassVar[DryRun] = DryRun.REPORTED
+    # The action (plan/actions.py) this phase would plan where it can't be assessed: what
+    # an unassessed item of it asks the executor to finish. None: nothing can finish it.
+    unassessed_action: ClassVar[str | None] = None
 
     def prepare(self, ctx: PlanContext) -> None:
         return None

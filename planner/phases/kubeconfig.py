@@ -17,12 +17,14 @@ import yaml
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import file_digest
 from ..kube import admin_kubeconfig_path, masked, merge, named_entries
+from ..plan.actions import MERGE_KUBECONFIG
 from .admin_access import first_controller, read_admin
 from .base import Phase, Resource
 
 
 class UpdateKubeconfig(Phase):
     title = "Updating kubeconfig file with the current cluster"
+    unassessed_action = MERGE_KUBECONFIG
 
     def cluster_reads(self, ctx: PlanContext) -> frozenset[str]:
         return frozenset({"kubeconfig"}) if ctx.config.options.kubeconfig_enabled else \
@@ -59,9 +61,9 @@ class UpdateKubeconfig(Phase):
         diff = "".join(difflib.unified_diff(
             before.splitlines(keepends=True), _dump(masked(merged)).splitlines(keepends=True),
             fromfile=f"{path} (local)", tofile=f"{path} (merged)"))
-        ctx.change(PlannedChange(self.title, None, "merge", str(path),
+        ctx.change(PlannedChange(self.title, None, MERGE_KUBECONFIG, str(path),
                                  file_digest(path.read_bytes(), ctx.salt)
-                                 if local is not None else None, None, diff))
+                                 if local is not None else None, None, diff, context=name))
         ctx.found(self.title, None, f"would merge context {name} (server "
                                     f"{entries['clusters']['cluster'].get('server')}) into "
                                     f"{path}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..context import HostState, PlanContext, PlannedChange
+from ..plan.actions import LABEL_NODE
 from .admin_access import first_controller, read_admin
 from .base import Phase, Resource
 
@@ -17,6 +18,7 @@ LABEL_PREFIX = "node-role.kubernetes.io/"
 
 class LabelNodes(Phase):
     title = "Labeling nodes with their profile group"
+    unassessed_action = LABEL_NODE
 
     def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         if ctx.config.options.label_profiles and host.config.profile:
@@ -56,8 +58,8 @@ class LabelNodes(Phase):
                 continue
             diff = f"- {key}={current}\n+ {key}=true\n" if current is not None else \
                 f"+ {key}=true\n"
-            ctx.change(PlannedChange(self.title, host.config.index, "label", f"node/{name}",
-                                     current, "true", diff))
+            ctx.change(PlannedChange(self.title, host.config.index, LABEL_NODE, f"node/{name}",
+                                     current, "true", diff, node=name, label=key))
             writes.add((host.config.index, "node"))
         return writes
 

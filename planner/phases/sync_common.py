@@ -17,6 +17,13 @@ from ..facts.distro import LAYOUTS
 from ..facts.files import files_fact
 from ..facts.interrupted import INTERRUPTED, MARKER
 from ..kube import admin_kubeconfig_path
+from ..plan.actions import (
+    DELETE_FILE,
+    DELETE_FILE_IN_PLACE,
+    RECOVER,
+    WRITE_FILE,
+    WRITE_FILE_IN_PLACE,
+)
 from .base import Phase, Resource
 
 
@@ -61,19 +68,18 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
             own = change.path in needs_restart or (
                 change.action == "delete" and not change.path.startswith(layout.manifests_dir))
             restart |= own
-            ctx.change(PlannedChange(phase, host.config.index, change.action, change.path,
-                                     change.before, change.after, change.diff,
-                                     drain=own, restart=own))
+            ctx.change(PlannedChange(phase, host.config.index, _action(change.action, own),
+                                     change.path, change.before, change.after, change.diff))
             writes.add((host.config.index, f"file:{change.path}"))
         if interrupted is not None:
             # Files may be right and the host still not: its engine may be stopped and its
             # node cordoned. Restarting and uncordoning it is what finishes that job.
             ctx.record_read(host, MARKER, f"plan {interrupted.plan_id}")
             ctx.change(PlannedChange(
-                phase, host.config.index, "recover", MARKER, None, None,
+                phase, host.config.index, RECOVER, MARKER, None, None,
                 f"an apply of plan {interrupted.plan_id} was interrupted on this host (since "
                 f"{interrupted.since}): the engine may be stopped and the node cordoned; "
-                "would drain, restart the engine and uncordon", drain=True, restart=True))
+                "would drain, restart the engine and uncordon"))
             writes.add((host.config.index, f"file:{MARKER}"))
             restart = True
         if restart:
@@ -81,6 +87,13 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
             writes |= {(host.config.index, "node"),
                        (host.config.index, f"file:{admin_kubeconfig_path(layout.distro)}")}
     return writes
+
+
+def _action(kind: str, restart: bool) -> str:
+    """create/update/delete of a file, and whether the engine must restart to read it."""
+    if kind == "delete":
+        return DELETE_FILE if restart else DELETE_FILE_IN_PLACE
+    return WRITE_FILE if restart else WRITE_FILE_IN_PLACE
 
 
 def _file_changes(ctx: PlanContext, host: HostState, wanted: list[DesiredFile],

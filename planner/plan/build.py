@@ -11,12 +11,22 @@ from ..dryrun import DryRunReport
 from ..phases.base import DryRun
 from ..phases.lock import whoami
 from .desired import inline_secrets, to_desired
-from .model import Change, HostIdentity, Note, Outcome, PhaseOutcome, Plan, Unassessed
+from .model import (
+    Change,
+    HostIdentity,
+    HostRef,
+    Note,
+    Notice,
+    Outcome,
+    PhaseOutcome,
+    Plan,
+    Unassessed,
+)
 
 
 def build_plan(report: DryRunReport) -> Plan:
     ctx = report.ctx
-    names = {h.config.index: _name(h) for h in ctx.hosts}
+    names = {h.config.index: h.ref for h in ctx.hosts}
     inline = inline_secrets(ctx.config)
     return Plan(
         plan_id=uuid.uuid4().hex,
@@ -33,15 +43,16 @@ def build_plan(report: DryRunReport) -> Plan:
                          tuple(Note(_host(names, f), f.text) for f in ctx.findings
                                if f.phase == r.title))
             for r in report.phases),
-        changes=tuple(Change(names.get(c.host) if c.host is not None else None, c.phase,
-                             c.action, c.target, c.before, c.after, c.diff, c.drain, c.restart)
+        changes=tuple(Change(names[c.host] if c.host is not None else None, c.phase,
+                             c.action, c.target, c.before, c.after, c.diff, c.drain, c.restart,
+                             c.node, c.label, c.context)
                       for c in ctx.changes),
-        unassessed=tuple(Unassessed(u.phase, _host(names, u), u.text)
+        unassessed=tuple(Unassessed(u.phase, _host(names, u), u.text, u.action)
                          for u in ctx.unassessed_items),
-        warnings=tuple(_line(names, w) for w in ctx.warnings) + tuple(
-            f"{path}: an inline secret can't be carried by a plan; use fromEnv or fromFile "
-            "to make this plan applyable" for path in inline),
-        problems=tuple(_line(names, p) for p in ctx.problems),
+        warnings=tuple(_notice(names, w) for w in ctx.warnings) + tuple(
+            Notice(None, None, f"{path}: an inline secret can't be carried by a plan; use "
+                   "fromEnv or fromFile to make this plan applyable") for path in inline),
+        problems=tuple(_notice(names, p) for p in ctx.problems),
         salt=ctx.salt.hex(),
         seconds=round(report.seconds, 3),
         applyable=not ctx.problems and not inline,
@@ -49,18 +60,12 @@ def build_plan(report: DryRunReport) -> Plan:
     )
 
 
-def _name(host: HostState) -> str:
-    name = host.hostname or host.config.hostname
-    return f"{name} ({host.config.ssh.address})" if name else host.config.ssh.address
-
-
-def _host(names: dict[int, str], finding: Finding) -> str | None:
+def _host(names: dict[int, HostRef], finding: Finding) -> HostRef | None:
     return None if finding.host is None else names[finding.host]
 
 
-def _line(names: dict[int, str], finding: Finding) -> str:
-    where = f"{names[finding.host]}: " if finding.host is not None else ""
-    return f"{where}{finding.phase}: {finding.text}"
+def _notice(names: dict[int, HostRef], finding: Finding) -> Notice:
+    return Notice(_host(names, finding), finding.phase, finding.text)
 
 
 def _outcome(dry_run: DryRun, outcome: str) -> Outcome:
@@ -72,11 +77,11 @@ def _outcome(dry_run: DryRun, outcome: str) -> Outcome:
 
 
 def _identity(ctx: PlanContext, host: HostState) -> HostIdentity:
-    cfg = host.config
+    cfg, ref = host.config, host.ref
     return HostIdentity(
-        name=host.hostname or cfg.hostname or cfg.ssh.address,
-        address=cfg.ssh.address,
-        port=cfg.ssh.port or 22,
+        name=ref.name,
+        address=ref.address,
+        port=ref.port,
         role=cfg.role,
         profile=cfg.profile,
         host_key=host.host_key,

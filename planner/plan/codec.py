@@ -29,7 +29,9 @@ from .model import (
     FORMAT_VERSION,
     Change,
     HostIdentity,
+    HostRef,
     Note,
+    Notice,
     PhaseOutcome,
     Plan,
     Signature,
@@ -76,12 +78,14 @@ def from_dict(data: dict[str, Any]) -> Plan:
         cluster=data["cluster"],
         desired=data["desired"],
         hosts=tuple(HostIdentity(**h) for h in data["hosts"]),
-        phases=tuple(PhaseOutcome(**{**p, "findings": tuple(Note(**n) for n in p["findings"])})
+        phases=tuple(PhaseOutcome(**{**p, "findings": tuple(
+            Note(host_ref(n["host"]), n["text"]) for n in p["findings"])})
                      for p in data["phases"]),
-        changes=tuple(Change(**c) for c in data["changes"]),
-        unassessed=tuple(Unassessed(**u) for u in data["unassessed"]),
-        warnings=tuple(data["warnings"]),
-        problems=tuple(data["problems"]),
+        changes=tuple(Change(**{**c, "host": host_ref(c["host"])}) for c in data["changes"]),
+        unassessed=tuple(Unassessed(**{**u, "host": host_ref(u["host"])})
+                         for u in data["unassessed"]),
+        warnings=tuple(_notice(n) for n in data["warnings"]),
+        problems=tuple(_notice(n) for n in data["problems"]),
         salt=data["salt"],
         seconds=data["seconds"],
         applyable=data["applyable"],
@@ -89,6 +93,14 @@ def from_dict(data: dict[str, Any]) -> Plan:
         format_version=data["format_version"],
         signatures=tuple(Signature(**s) for s in data.get("signatures", [])),
     )
+
+
+def host_ref(data: dict[str, Any] | None) -> HostRef | None:
+    return None if data is None else HostRef(data["name"], data["address"], data["port"])
+
+
+def _notice(data: dict[str, Any]) -> Notice:
+    return Notice(host_ref(data["host"]), data["phase"], data["text"])
 
 
 @cache

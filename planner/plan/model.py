@@ -9,15 +9,48 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-FORMAT_VERSION = "1.0"  # major.minor: a reader refuses an unknown major
+# major.minor: a reader refuses any other major. 2.0: typed actions, hosts as objects.
+FORMAT_VERSION = "2.0"
 
 Outcome = Literal["ran", "no changes", "planned", "reported", "unassessed"]
 
 
+@dataclass(frozen=True, order=True)
+class HostRef:
+    """How a plan, a record or a JSON output names a host. A host *is* its address and
+    port: two hosts behind one address on different ports are two hosts."""
+
+    name: str  # its hostname when known, else its address
+    address: str
+    port: int = 22
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.address, self.port)
+
+    def __str__(self) -> str:
+        where = self.address if self.port == 22 else f"{self.address}:{self.port}"
+        return where if self.name == self.address else f"{self.name} ({where})"
+
+
 @dataclass(frozen=True)
 class Note:
-    host: str | None  # None: about the cluster, or the local machine
+    host: HostRef | None  # None: about the cluster, or the local machine
     text: str
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A warning or a problem: where, in which phase, what."""
+
+    host: HostRef | None
+    phase: str | None
+    text: str
+
+    def __str__(self) -> str:
+        where = f"{self.host}: " if self.host is not None else ""
+        phase = f"{self.phase}: " if self.phase else ""
+        return f"{where}{phase}{self.text}"
 
 
 @dataclass(frozen=True)
@@ -34,6 +67,10 @@ class HostIdentity:
     # target -> fingerprint of what the plan read there ("absent" when it did not exist)
     reads: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def ref(self) -> HostRef:
+        return HostRef(self.name, self.address, self.port)
+
 
 @dataclass(frozen=True)
 class PhaseOutcome:
@@ -46,22 +83,29 @@ class PhaseOutcome:
 
 @dataclass(frozen=True)
 class Change:
-    host: str | None  # None: the local machine (kubeconfig)
-    phase: str
-    action: str  # "create", "update", "delete", "label", "merge"
+    host: HostRef | None  # None: the local machine (kubeconfig)
+    phase: str  # the title of the phase that planned it: for people only
+    action: str  # one of planner.plan.actions.ACTIONS; decides what the executor does
     target: str
     before: str | None  # content digest, None when absent
     after: str | None
     diff: str  # a unified diff for people, secrets masked
-    drain: bool = False
+    drain: bool = False  # as the action says (the schema holds them to it): for readers
     restart: bool = False
+    node: str | None = None  # label-node: the node
+    label: str | None = None  # label-node: the label key
+    context: str | None = None  # merge-kubeconfig: the context name
 
 
 @dataclass(frozen=True)
 class Unassessed:
-    phase: str
-    host: str | None
+    phase: str  # for people
+    host: HostRef | None
     reason: str
+    # What would be planned once it can be assessed: an action the executor must be able
+    # to assess and carry out itself after the rollout, or it refuses the plan. None:
+    # the phase declared nothing that could.
+    action: str | None
 
 
 @dataclass(frozen=True)
@@ -85,8 +129,8 @@ class Plan:
     phases: tuple[PhaseOutcome, ...]
     changes: tuple[Change, ...] = ()
     unassessed: tuple[Unassessed, ...] = ()
-    warnings: tuple[str, ...] = ()
-    problems: tuple[str, ...] = ()
+    warnings: tuple[Notice, ...] = ()
+    problems: tuple[Notice, ...] = ()
     salt: str = ""  # hex; salts the digests of host content and secrets in this plan
     seconds: float = 0.0  # how long planning took
     applyable: bool = True

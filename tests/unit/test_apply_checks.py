@@ -9,6 +9,7 @@ import pytest
 from executor.apply import ApplyRefused, check_plan
 from executor.drift import differences
 from planner import __version__
+from planner.plan.model import HostRef, Notice
 from tests.unit.test_plan_codec import sample_plan
 
 
@@ -22,8 +23,9 @@ def test_incompatible_cargoship_version_is_refused() -> None:
 
 def test_unapplyable_plan_is_refused_with_its_reason() -> None:
     plan = replace(sample_plan(), cargoship_version=__version__, applyable=False,
-                   problems=("wrk-1: Validate hosts: no sudo",))
-    with pytest.raises(ApplyRefused, match="not applyable: wrk-1: Validate hosts: no sudo"):
+                   problems=(Notice(HostRef("wrk-1", "10.0.0.2"), "Validate hosts", "no sudo"),))
+    with pytest.raises(ApplyRefused,
+                       match=r"not applyable: wrk-1 \(10.0.0.2\): Validate hosts: no sudo"):
         check_plan(plan)
 
 
@@ -34,12 +36,12 @@ def test_drift_names_host_and_what_changed() -> None:
                     engine_version="v1.30.5+rke2r1", host_key="SHA256:" + "B" * 43)
     found = differences(saved, replace(saved, hosts=(moved,)))
     assert found == [
-        f"ctl-1: SSH host key changed ({host.host_key} -> {moved.host_key})",
-        "ctl-1: engine version changed (v1.30.4+rke2r1 -> v1.30.5+rke2r1)",
-        "ctl-1: /etc/rancher/rke2/registries.yaml changed since the plan was made",
+        f"ctl-1 (10.0.0.1): SSH host key changed ({host.host_key} -> {moved.host_key})",
+        "ctl-1 (10.0.0.1): engine version changed (v1.30.4+rke2r1 -> v1.30.5+rke2r1)",
+        "ctl-1 (10.0.0.1): /etc/rancher/rke2/registries.yaml changed since the plan was made",
     ]
     gone = differences(saved, replace(saved, hosts=()))
-    assert gone == ["ctl-1: no longer in the cluster"]
+    assert gone == ["ctl-1 (10.0.0.1): no longer in the cluster"]
     assert differences(saved, saved) == []
     other = replace(saved, changes=(replace(saved.changes[0], before="x"),))
     assert differences(saved, other) == ["the changes to make are not the ones planned"]

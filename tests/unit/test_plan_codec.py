@@ -9,7 +9,18 @@ from pathlib import Path
 import pytest
 
 from planner.plan import codec
-from planner.plan.model import Change, HostIdentity, Note, PhaseOutcome, Plan, Unassessed
+from planner.plan.model import (
+    Change,
+    HostIdentity,
+    HostRef,
+    Note,
+    Notice,
+    PhaseOutcome,
+    Plan,
+    Unassessed,
+)
+
+CTL1 = HostRef("ctl-1", "10.0.0.1", 22)
 
 
 def sample_plan() -> Plan:
@@ -28,12 +39,13 @@ def sample_plan() -> Plan:
                             "SHA256:" + "A" * 43, "Ubuntu 22.04", "amd64", "v1.30.4+rke2r1",
                             {"/etc/rancher/rke2/registries.yaml": "sha256:" + "b" * 64}),),
         phases=(PhaseOutcome(1, "Connect to hosts", "runs, reads only", "ran",
-                             (Note("ctl-1", "connected"), Note(None, "cluster-wide"))),),
-        changes=(Change("ctl-1", "Sync Registry Config Controller", "update",
+                             (Note(CTL1, "connected"), Note(None, "cluster-wide"))),),
+        changes=(Change(CTL1, "Sync Registry Config Controller", "write-file",
                         "/etc/rancher/rke2/registries.yaml", "sha256:" + "b" * 64,
                         "sha256:" + "c" * 64, "--- a\n+++ b\n", drain=True, restart=True),),
-        unassessed=(Unassessed("Labeling nodes with their profile group", "ctl-1", "why"),),
-        warnings=("a warning",),
+        unassessed=(Unassessed("Labeling nodes with their profile group", CTL1, "why",
+                               "label-node"),),
+        warnings=(Notice(None, None, "a warning"),),
         salt="00" * 16,
     )
 
@@ -59,16 +71,36 @@ def test_truncated_plan_is_refused_with_one_line(tmp_path: Path) -> None:
 
 def test_edited_plan_is_refused_by_its_digest() -> None:
     data = json.loads(codec.dumps(sample_plan()))
-    data["changes"][0]["restart"] = False
+    data["changes"][0]["target"] = "/etc/rancher/rke2/config.yaml"
     with pytest.raises(codec.PlanFileError, match="integrity digest does not match"):
         codec.loads(json.dumps(data), "plan.json")
 
 
 def test_unknown_major_format_version_is_refused_before_the_schema() -> None:
     data = json.loads(codec.dumps(sample_plan()))
-    data["format_version"] = "2.0"
-    data["something_new"] = True
-    with pytest.raises(codec.PlanFileError, match=r"plan format version 2.0 is not supported"):
+    for old_or_new in ("1.0", "3.0"):
+        data["format_version"] = old_or_new
+        data["something_new"] = True
+        with pytest.raises(codec.PlanFileError,
+                           match=rf"plan format version {old_or_new} is not supported .*"
+                                 r"reads 2\.x.*re-plan"):
+            codec.loads(json.dumps(data), "plan.json")
+
+
+@pytest.mark.parametrize(("edit", "where"), [
+    ({"action": "write-file", "restart": False}, r"changes\[0\]\.restart"),
+    ({"action": "label-node", "node": None, "restart": False, "drain": False},
+     r"changes\[0\]\.node"),
+    ({"action": "merge-kubeconfig", "restart": False, "drain": False, "context": "c"},
+     r"changes\[0\]\.host"),
+    ({"host": "ctl-1 (10.0.0.1)"}, r"changes\[0\]\.host"),
+    ({"action": "Write File"}, r"changes\[0\]\.action"),
+])
+def test_each_action_is_held_to_the_fields_it_needs(edit, where) -> None:  # type: ignore[no-untyped-def]
+    data = json.loads(codec.dumps(sample_plan()))
+    data["changes"][0].update(edit)
+    data["digest"] = codec.digest_of(data)
+    with pytest.raises(codec.PlanFileError, match=where):
         codec.loads(json.dumps(data), "plan.json")
 
 

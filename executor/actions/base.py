@@ -1,0 +1,103 @@
+"""The handler protocol and what every handler is given.
+
+A handler runs in one of two stages, declared by its class, never by the phase that
+planned its changes:
+    hosts    the rollout: a host's changes become one job (drain and restart when any of
+             them needs it), controllers one at a time, workers in a sliding window
+    cluster  after a rollout that left every host applied: steps that need the cluster
+             back in service (the Kubernetes API, the admin kubeconfig)
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from planner.config.model import ClusterConfig
+from planner.context import HostState, PlanContext
+from planner.desired.files import DesiredFile
+from planner.errors import CargoshipError
+from planner.kube import admin_kubeconfig_path, parse_admin
+from planner.plan.model import Change, HostRef, Plan, Unassessed
+
+from ..remote import HostWriter
+from ..rollout import HostJob
+
+Progress = Callable[[str, str], None]
+Item = Change | Unassessed
+ItemStatus = Literal["done", "unchanged", "failed", "not done"]
+Stage = Literal["hosts", "cluster"]
+
+
+class ApplyRefused(CargoshipError):
+    """The plan can't be applied as it is; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    item: Item
+    status: ItemStatus
+    detail: str = ""
+
+
+@dataclass
+class ApplyEnv:
+    """The live cluster as apply holds it: fresh host facts, a writer per host, locks."""
+
+    plan: Plan
+    config: ClusterConfig
+    ctx: PlanContext
+    writers: dict[tuple[str, int], HostWriter]
+    progress: Progress
+    locks_lost: Callable[[], set[str]] = set
+    stop: threading.Event = field(default_factory=threading.Event)
+    _api: Any = None
+
+    def host(self, ref: HostRef) -> HostState:
+        return next(h for h in self.ctx.hosts if h.ref.key == ref.key)
+
+    def admin(self) -> dict[str, Any] | None:
+        """The admin kubeconfig of the first controller, read now (a restart may have
+        rewritten it)."""
+        for host in self.ctx.hosts:
+            if host.config.role == "controller":
+                path = admin_kubeconfig_path(self.config.engine.distro)
+                writer = self.writers[host.ref.key]
+                return parse_admin(writer.run_root(f"cat {path}").stdout.decode(),
+                                   host.config.ssh.address)
+        return None
+
+    def api(self) -> Any | None:
+        if self._api is None:
+            admin = self.admin()
+            self._api = self.ctx.kube_api(admin) if admin else None
+        return self._api
+
+
+class Handler(ABC):
+    action: ClassVar[str]
+    stage: ClassVar[Stage]
+    # Can it assess and carry out, at apply time, an item the plan could not assess?
+    finishes_unassessed: ClassVar[bool] = False
+    needs_api: ClassVar[bool] = False
+
+
+class HostHandler(Handler):
+    """A change made to one host during the rollout: it shapes that host's job."""
+
+    stage: ClassVar[Stage] = "hosts"
+
+    @abstractmethod
+    def shape(self, job: HostJob, change: Change, wanted: dict[str, DesiredFile]) -> None:
+        """Add this change to the host's job; raise ApplyRefused if it can't be made."""
+
+
+class ClusterHandler(Handler):
+    stage: ClassVar[Stage] = "cluster"
+
+    @abstractmethod
+    def run(self, items: Sequence[Item], env: ApplyEnv) -> list[ItemResult]:
+        """Carry out the planned changes (and unassessed items) of this action."""

@@ -1,0 +1,56 @@
+"""The cluster actions: the local kubeconfig merge and node labels, after the rollout."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from planner.phases.label_nodes import LABEL_PREFIX
+from planner.plan.actions import LABEL_NODE, MERGE_KUBECONFIG
+from planner.plan.model import Change
+
+from ..cluster_steps import label_node, merge_kubeconfig
+from .base import ApplyEnv, ClusterHandler, Item, ItemResult
+
+
+class MergeKubeconfig(ClusterHandler):
+    action = MERGE_KUBECONFIG
+    finishes_unassessed = True
+
+    def run(self, items: Sequence[Item], env: ApplyEnv) -> list[ItemResult]:
+        admin = env.admin()  # read again: a restart may have rewritten it
+        if admin is None:
+            return [ItemResult(i, "not done", "no controller to read the admin kubeconfig "
+                                              "from") for i in items]
+        # Planned or not, the merge is the same one: the config names path and context.
+        path = merge_kubeconfig(env.config, admin)
+        env.progress("kubeconfig", f"merged context into {path}")
+        return [ItemResult(i, "done", f"merged context into {path}") for i in items]
+
+
+class LabelNode(ClusterHandler):
+    action = LABEL_NODE
+    finishes_unassessed = True
+    needs_api = True
+
+    def run(self, items: Sequence[Item], env: ApplyEnv) -> list[ItemResult]:
+        results = []
+        api = env.api()
+        for item in items:
+            assert item.host is not None  # the schema holds label-node to a host
+            host = env.host(item.host)
+            profile = host.config.profile
+            if isinstance(item, Change) and item.node and item.label:
+                node, key = item.node, item.label
+            else:  # unassessed: the node is back now; what to set comes from the config
+                node = host.hostname or host.config.label
+                key = f"{LABEL_PREFIX}{profile}" if profile else ""
+            if api is None or not key:
+                results.append(ItemResult(item, "not done", "no Kubernetes API or profile"))
+                continue
+            if label_node(api, node, key):
+                detail = f"labelled node {node} with {key}=true"
+                env.progress(str(item.host), detail)
+                results.append(ItemResult(item, "done", detail))
+            else:
+                results.append(ItemResult(item, "unchanged", f"node {node} already had {key}"))
+        return results

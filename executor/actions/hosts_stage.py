@@ -1,0 +1,67 @@
+"""The hosts stage: every host action of the plan, one job per host, run as one rollout.
+
+The rollout (executor/rollout.py) does the ordering, draining, restarting and rolling back;
+the handlers only say what each change adds to its host's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from planner.desired.files import desired_files
+from planner.facts.distro import LAYOUTS
+from planner.plan.model import Change
+
+from ..drain import DrainOptions, NodeOps
+from ..rollout import HostJob, HostOutcome, Rollout
+from .base import ApplyEnv, HostHandler, ItemResult
+from .registry import HANDLERS
+
+
+def host_jobs(env: ApplyEnv, changes: Sequence[Change]) -> dict[str, list[HostJob]]:
+    """Jobs by role, in config order; refuses (ApplyRefused) a change no job can take."""
+    layout = LAYOUTS[env.config.engine.distro]
+    jobs: dict[str, list[HostJob]] = {"controller": [], "worker": []}
+    for host in env.ctx.hosts:
+        mine = [c for c in changes if c.host is not None and c.host.key == host.ref.key]
+        if not mine:
+            continue
+        role = host.config.role
+        job = HostJob(label=host.label, node=host.hostname or host.config.label,
+                      writer=env.writers[host.ref.key], init=host.init_system or "unknown",
+                      service=layout.service(role))
+        wanted = {f.path: f for f in desired_files(env.config, role)}
+        for change in mine:
+            handler = HANDLERS[change.action]
+            assert isinstance(handler, HostHandler)
+            handler.shape(job, change, wanted)
+        jobs[role].append(job)
+    return jobs
+
+
+def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
+                    jobs: dict[str, list[HostJob]]) -> tuple[list[HostOutcome], list[ItemResult]]:
+    o = env.config.options
+    api = env.api() if any(j.restart for js in jobs.values() for j in js) else None
+    rollout = Rollout(NodeOps(api) if api is not None else None, env.plan.plan_id,
+                      DrainOptions(timeout=float(o.drain_timeout),
+                                   grace_period=o.drain_grace_period,
+                                   delete_emptydir_data=o.drain_delete_emptydir_data,
+                                   force=o.drain_force),
+                      float(o.ready_timeout), env.progress, stop=env.stop,
+                      locks_lost=env.locks_lost)
+    outcomes = rollout.run(jobs["controller"], jobs["worker"], o.worker_concurrency)
+    by_label = {outcome.host: outcome for outcome in outcomes}
+    results = []
+    for change in changes:
+        assert change.host is not None
+        outcome = by_label[str(change.host)] if str(change.host) in by_label else None
+        if outcome is None:
+            results.append(ItemResult(change, "not done", "host not reached"))
+        elif outcome.status == "applied":
+            results.append(ItemResult(change, "done"))
+        elif outcome.status == "not started":
+            results.append(ItemResult(change, "not done", outcome.detail))
+        else:
+            results.append(ItemResult(change, "failed", f"{outcome.status}: {outcome.detail}"))
+    return outcomes, results

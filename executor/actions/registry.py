@@ -1,0 +1,34 @@
+"""The one registry of action handlers, and the check that a plan asks for nothing else."""
+
+from __future__ import annotations
+
+from planner.plan.model import Plan
+
+from .base import ApplyRefused, Handler
+from .cluster import LabelNode, MergeKubeconfig
+from .host_files import DeleteFile, DeleteFileInPlace, Recover, WriteFile, WriteFileInPlace
+
+# Order matters for the cluster stage: the kubeconfig first, then labels.
+HANDLERS: dict[str, Handler] = {h.action: h for h in (
+    WriteFile(), WriteFileInPlace(), DeleteFile(), DeleteFileInPlace(), Recover(),
+    MergeKubeconfig(), LabelNode(),
+)}
+
+
+def check_handled(plan: Plan) -> None:
+    """Refuse, before anything is touched, a plan with an action this executor can't carry
+    out: a change no handler knows, or an unassessed item no handler can finish."""
+    for change in plan.changes:
+        if change.action not in HANDLERS:
+            raise ApplyRefused(
+                f"plan {plan.plan_id}: change {change.action!r} on "
+                f"{change.host or 'the local machine'} ({change.target}) is an action this "
+                "cargoship has no handler for; nothing was changed (re-plan with this "
+                "version)")
+    for item in plan.unassessed:
+        handler = HANDLERS.get(item.action or "")
+        if handler is None or not handler.finishes_unassessed:
+            raise ApplyRefused(
+                f"plan {plan.plan_id}: unassessed item {item.action or '(no action)'!r} on "
+                f"{item.host or 'the cluster'} is an action this cargoship can't finish at "
+                "apply time; nothing was changed (re-plan once it can be assessed)")
