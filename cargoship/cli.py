@@ -334,8 +334,8 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
     for warning in result.warnings:
         print(printable(f"  warning: {warning}"))
     verdict = "applied" if result.ok else ("interrupted" if result.interrupted else "FAILED")
-    print(f"\nPlan {result.plan.plan_id} {verdict} in {result.seconds:.1f}s; record: "
-          f"{result.record}")
+    print(f"\nPlan {result.plan.plan_id} {verdict}; record: {result.record} "
+          f"({result.seconds:.1f}s)")
     if result.interrupted:
         print(f"Hosts not reached are left as they were: run `cargoship apply {args.plan} "
               "--confirm` again to finish them (after the usual drift check).")

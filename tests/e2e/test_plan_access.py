@@ -69,7 +69,7 @@ def test_k3s_cluster_paths(lab_factory, tmp_path: Path) -> None:
                          "defaults": {"enforce": "restricted"}}}]}))
     plan = tmp_path / "plan.json"
     assert cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan).returncode == 0
-    targets = sorted((c["host"].split()[0], c["target"], c["restart"])
+    targets = sorted((c["host"]["name"], c["target"], c["restart"])
                      for c in json.loads(plan.read_text())["changes"])
     assert targets == [
         ("server-1", "/etc/rancher/k3s/cargoship-pod-security.yaml", True),

@@ -22,7 +22,7 @@ def small_cluster(lab_factory):  # type: ignore[no-untyped-def]
 
 def changes(plan_file: Path) -> list[tuple[str, str, str, bool]]:
     data = json.loads(plan_file.read_text())
-    return [(c["host"].split()[0], c["action"], c["target"], c["restart"])
+    return [(c["host"]["name"], c["action"], c["target"], c["restart"])
             for c in data["changes"]]
 
 
@@ -42,9 +42,9 @@ def test_drifted_registries_on_one_worker(lab_factory, tmp_path: Path) -> None:
     result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan,
                        "--detailed-exitcode")
     assert result.returncode == 2, result.stdout
-    assert changes(plan) == [("wrk-2", "update", REGISTRIES, True)]
+    assert changes(plan) == [("wrk-2", "write-file", REGISTRIES, True)]
     block = phase_block(result.stdout, "Sync Registry Config Worker")
-    assert f"update {REGISTRIES} (drain + restart)" in block
+    assert f"write-file {REGISTRIES} (drain + restart)" in block
     assert "-    - https://evil.example" in block
     assert "+    - https://mirror.lab.internal:5000" in block
     assert "Sync Registry Config Controller  [reported, not run] no changes" in result.stdout
@@ -65,7 +65,7 @@ def test_audit_policy_changes_controllers_only(lab_factory, tmp_path: Path) -> N
     assert sorted({target for _, _, target, _ in found}) == [
         "/etc/rancher/rke2/cargoship-audit-policy.yaml",
         "/etc/rancher/rke2/config.yaml.d/50-cargoship.yaml"]
-    assert all(action == "create" and restart for _, action, _, restart in found)
+    assert all(action == "write-file" and restart for _, action, _, restart in found)
 
 
 def test_chart_values_are_in_place_on_controllers(lab_factory, tmp_path: Path) -> None:
@@ -75,10 +75,10 @@ def test_chart_values_are_in_place_on_controllers(lab_factory, tmp_path: Path) -
     plan = tmp_path / "plan.json"
     result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan)
     target = "/var/lib/rancher/rke2/server/manifests/cargoship-rke2-ingress-nginx.yaml"
-    assert changes(plan) == [("ctl-1", "create", target, False),
-                             ("ctl-2", "create", target, False)]
+    assert changes(plan) == [("ctl-1", "write-file-in-place", target, False),
+                             ("ctl-2", "write-file-in-place", target, False)]
     assert json.loads(plan.read_text())["summary"]["restarts"] == 0
-    assert f"create {target} (in place)" in result.stdout
+    assert f"write-file-in-place {target} (in place)" in result.stdout
 
 
 def test_plan_writes_nothing_and_takes_no_lock(lab_factory, tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ def test_plan_writes_nothing_and_takes_no_lock(lab_factory, tmp_path: Path) -> N
 
     before = fingerprints()
     result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", tmp_path / "p.json")
-    assert result.returncode == 0 and "update /etc/rancher/rke2/registries.yaml" in result.stdout
+    assert result.returncode == 0 and "write-file /etc/rancher/rke2/registries.yaml" in result.stdout
     assert fingerprints() == before
     for host in lab.hosts:
         assert lab.exec(host.name, "test -e /run/cargoship/lock", check=False).returncode == 1
@@ -149,10 +149,10 @@ def test_show_renders_checks_and_refuses(healthy_lab, tmp_path: Path) -> None:
 
     future = tmp_path / "future.json"
     data = json.loads(plan.read_text())
-    data["format_version"] = "2.0"
+    data["format_version"] = "3.0"
     future.write_text(json.dumps(data))
     refused = cargoship("show", future)
-    assert refused.returncode == 1 and "plan format version 2.0 is not supported" in \
+    assert refused.returncode == 1 and "plan format version 3.0 is not supported" in \
         refused.stderr
     missing = cargoship("show", tmp_path / "nope.json")
     assert missing.returncode == 1 and "cannot read plan" in missing.stderr

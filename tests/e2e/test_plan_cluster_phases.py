@@ -39,10 +39,12 @@ def test_missing_and_wrong_labels_become_label_changes(lab_factory, tmp_path: Pa
                        "--detailed-exitcode")
     assert result.returncode == 2, result.stdout
     data = json.loads(plan.read_text())
-    assert [(c["host"].split()[0], c["action"], c["target"], c["before"], c["after"])
-            for c in data["changes"]] == [
-        ("wrk-1", "label", "node/wrk-1", None, "true"),
-        ("wrk-2", "label", "node/wrk-2", "false", "true")]
+    assert [(c["host"]["name"], c["action"], c["target"], c["node"], c["label"], c["before"],
+             c["after"]) for c in data["changes"]] == [
+        ("wrk-1", "label-node", "node/wrk-1", "wrk-1", EDGE, None, "true"),
+        ("wrk-2", "label-node", "node/wrk-2", "wrk-2", EDGE, "false", "true")]
+    assert [c["host"]["address"] for c in data["changes"]] == [
+        lab.host("wrk-1").address, lab.host("wrk-2").address]
     assert f"+ {EDGE}=true" in phase_block(result.stdout, "Labeling nodes with their profile group")
     # wrk-3 has no profile: nothing to do there; with the labels in place, nothing at all.
     for node in ("wrk-1", "wrk-2"):
@@ -60,8 +62,9 @@ def test_labels_of_a_node_being_restarted_are_unassessed(lab_factory, tmp_path: 
                        "--detailed-exitcode")
     assert result.returncode == 2
     data = json.loads(plan.read_text())
-    assert [(u["phase"], u["host"].split()[0], u["reason"]) for u in data["unassessed"]] == [
-        ("Labeling nodes with their profile group", "wrk-1",
+    assert [(u["action"], u["phase"], u["host"]["name"], u["reason"])
+            for u in data["unassessed"]] == [
+        ("label-node", "Labeling nodes with their profile group", "wrk-1",
          "reads its node object, which 'Sync Registry Config Worker' would change first")]
     assert data["complete"] is False
     # wrk-2 could be assessed and still is.
@@ -90,7 +93,8 @@ def test_kubeconfig_merge_is_planned_with_credentials_masked(lab_factory,
     assert "+  name: lab" in block or "+- name: lab" in block
     for text in (result.stdout, plan.read_text()):
         assert lab.token not in text and "other-token-3e1f" not in text
-    assert json.loads(plan.read_text())["changes"][0]["action"] == "merge"
+    merge = json.loads(plan.read_text())["changes"][0]
+    assert (merge["action"], merge["host"], merge["context"]) == ("merge-kubeconfig", None, "lab")
 
     # A restart of the first controller rewrites its admin kubeconfig: unassessed then.
     lab.exec("ctl-1", f"echo 'mirrors: {{}}' > {REGISTRIES}")

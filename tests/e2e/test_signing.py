@@ -62,7 +62,7 @@ def test_signatures_gate_apply(lab_factory, tmp_path: Path) -> None:
 
     edited = tmp_path / "edited.json"
     data = json.loads(plan_file.read_text())
-    data["changes"][0]["restart"] = False
+    data["changes"][0]["diff"] = "(nothing to see)"
     data["digest"] = digest_of(data)  # a careful forger keeps the digest consistent
     edited.write_text(json.dumps(data))
     forged = cargoship("apply", edited, "--confirm", "--require-signed-by", signers)

@@ -154,13 +154,9 @@ def _check_fresh_plan(config: Path, work: Path, managed: list[Managed],
         return
     plan = json.loads(out.read_text())
     paths = {m.path for m in managed}
-    # Plans label hosts as "name (address)": map them back to lab host names.
-    host_names: dict[str, str] = {}
-    for h in plan["hosts"]:
-        for label in (h["name"], h["address"], f"{h['name']} ({h['address']})"):
-            host_names[label] = names.get(h["address"], h["name"])
-    listed = {(host_names.get(c["host"], c["host"]), c["target"]) for c in plan["changes"]
-              if c["target"] in paths}
+    # Plans name hosts as {name, address, port}: map them back to lab host names.
+    listed = {(names.get(c["host"]["address"], c["host"]["name"]), c["target"])
+              for c in plan["changes"] if c["host"] is not None and c["target"] in paths}
     listed = {(h, p) for h, p in listed if h not in gone}
     if listed != still_differs:
         v.problems.append(f"fresh plan lists {sorted(listed)} but the hosts differ at "

@@ -53,7 +53,7 @@ def test_sigkill_then_a_new_plan_finishes_the_job(lab_factory, tmp_path: Path, t
     second = s.plan("second.json")
     changes = json.loads(second.read_text())["changes"]
     recover = [c for c in changes if c["action"] == "recover"]
-    assert [c["host"].split()[0] for c in recover] == ["wrk-1"], changes
+    assert [c["host"]["name"] for c in recover] == ["wrk-1"], changes
     result = s.apply(second)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "took over stale lock" in result.stdout
