@@ -91,7 +91,8 @@ def test_plan_writes_nothing_and_takes_no_lock(lab_factory, tmp_path: Path) -> N
 
     before = fingerprints()
     result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", tmp_path / "p.json")
-    assert result.returncode == 0 and "write-file /etc/rancher/rke2/registries.yaml" in result.stdout
+    assert result.returncode == 0
+    assert "write-file /etc/rancher/rke2/registries.yaml" in result.stdout
     assert fingerprints() == before
     for host in lab.hosts:
         assert lab.exec(host.name, "test -e /run/cargoship/lock", check=False).returncode == 1

@@ -14,7 +14,8 @@ from tests.unit.test_plan_codec import sample_plan
 def test_the_documented_rule_gives_the_digest_the_file_carries() -> None:
     # Non-ASCII text and a signature: neither may change how the digest is computed.
     plan = replace(sample_plan(), created_by="zoë@laptop", signatures=(
-        Signature("SHA256:" + "k" * 43, "alice", "2026-12-01T03:00:00Z", "-----BEGIN SSH SIGNATURE-----\nAAAA\n-----END SSH SIGNATURE-----\n"),))
+        Signature("SHA256:" + "k" * 43, "alice", "2026-12-01T03:00:00Z",
+        "-----BEGIN SSH SIGNATURE-----\nAAAA\n-----END SSH SIGNATURE-----\n"),))
     data = json.loads(codec.dumps(plan))
     assert data["digest"] == recompute(data)
     data["signatures"] = []  # outside the digest: signing changes nothing that was signed
