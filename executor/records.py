@@ -1,7 +1,8 @@
 """Apply records: which plan was applied, by whom, when, with what outcome per host.
 
-Each host keeps one per plan under RECORD_DIR (so `history` can read them and a second
-apply of the same plan is refused); the local record sits next to the plan file.
+Each host keeps one per plan under RECORD_DIR (so `history` can read them, a second apply
+of the same plan is refused and an interrupted one can be finished); the local record
+sits next to the plan file. Their shape: schemas/apply-record.schema.json.
 """
 
 from __future__ import annotations
@@ -21,11 +22,6 @@ RECORD_DIR = "/var/lib/cargoship/applied"
 
 def record_path(plan_id: str) -> str:
     return f"{RECORD_DIR}/{plan_id}.json"
-
-
-def already_applied(host: HostWriter, plan_id: str) -> bool:
-    result = host.run_root(f"test -e {quote(record_path(plan_id))}", check=False)
-    return result.exit_code == 0
 
 
 def write_host_record(host: HostWriter, plan_id: str, record: dict[str, Any]) -> None:

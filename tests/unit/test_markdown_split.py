@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from planner.plan.model import Change, PhaseOutcome
+from planner.plan.model import Change, HostRef, PhaseOutcome
 from planner.render import COMMENT_LIMIT, render_markdown, split_markdown
 from tests.unit.test_plan_codec import sample_plan
 
@@ -13,8 +13,9 @@ PHASE = "Sync Registry Config Worker"
 
 def big_plan(hosts: int, diff_lines: int):  # type: ignore[no-untyped-def]
     diff = "--- a\n+++ b\n" + "".join(f"+line {i} " + "x" * 60 + "\n" for i in range(diff_lines))
-    changes = tuple(Change(f"wrk-{h}", PHASE, "update", "/etc/rancher/rke2/registries.yaml",
-                           "b", "a", diff, True, True) for h in range(hosts))
+    changes = tuple(Change(HostRef(f"wrk-{h}", f"10.1.0.{h}"), PHASE, "write-file",
+                           "/etc/rancher/rke2/registries.yaml", "b", "a", diff, True, True)
+                    for h in range(hosts))
     return replace(sample_plan(), changes=changes,
                    phases=(PhaseOutcome(8, PHASE, "reported, not run", "planned"),))
 
@@ -35,7 +36,7 @@ def test_big_plans_split_under_the_limit_with_balanced_blocks() -> None:
         assert part.count("<details>") == part.count("</details>")
     joined = "".join(parts)
     for host in range(60):
-        assert f"<b>wrk-{host}</b>" in joined
+        assert f"<b>wrk-{host} (10.1.0.{host})</b>" in joined
 
 
 def test_one_host_larger_than_a_comment_is_cut_and_reopened() -> None:
