@@ -151,22 +151,24 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     if earlier.record is not None:
         progress("apply", f"finishing plan {plan.plan_id}: {len(earlier.finished)} host(s) "
                           "were finished by the interrupted run")
+    # Ctrl-C from here on finishes what is in progress and records an interrupted apply.
     previous = signal.signal(signal.SIGINT, _interrupt(env.stop, progress))
     try:
         outcomes, result.items = run_hosts_stage(env, staged, jobs)
+        result.interrupted = env.stop.is_set()
+        by_label = {o.host: o for o in outcomes}
+        for host in ctx.hosts:
+            if host.ref.key in earlier.finished:
+                outcome = HostOutcome(host.label, "applied", "finished by the interrupted run")
+            else:
+                outcome = by_label.get(host.label, HostOutcome(host.label, "unchanged"))
+            result.hosts.append((host.ref, outcome))
+        result.items += [ItemResult(c, "done", "by the interrupted run") for c in plan.changes
+                         if change_key(c) in earlier.done]
+        result.items += _cluster_stage(plan, env, run=result.ok)
+        result.interrupted = env.stop.is_set()
     finally:
         signal.signal(signal.SIGINT, previous)
-    result.interrupted = env.stop.is_set()
-    by_label = {o.host: o for o in outcomes}
-    for host in ctx.hosts:
-        if host.ref.key in earlier.finished:
-            outcome = HostOutcome(host.label, "applied", "finished by the interrupted run")
-        else:
-            outcome = by_label.get(host.label, HostOutcome(host.label, "unchanged"))
-        result.hosts.append((host.ref, outcome))
-    result.items += [ItemResult(c, "done", "by the interrupted run") for c in plan.changes
-                     if change_key(c) in earlier.done]
-    result.items += _cluster_stage(plan, env, run=result.ok)
     result.notes = [i.detail for i in result.items
                     if i.status == "done" and i.detail and HANDLERS[i.item.action or ""].stage
                     == "cluster"]
@@ -221,8 +223,9 @@ def _cluster_stage(plan: Plan, env: ApplyEnv, *, run: bool) -> list[ItemResult]:
         items += [u for u in plan.unassessed if u.action == action]
         if not items:
             continue
-        if not run:
-            results += [ItemResult(i, "not done", "the rollout did not finish") for i in items]
+        if not run or env.stop.is_set():
+            why = "interrupted" if env.stop.is_set() else "the rollout did not finish"
+            results += [ItemResult(i, "not done", why) for i in items]
             continue
         try:
             results += handler.run(items, env)

@@ -13,10 +13,12 @@ from planner.kube import merge, named_entries
 from planner.localfiles import atomic_write
 
 
-def merge_kubeconfig(config: ClusterConfig, admin: dict[str, Any]) -> Path:
-    """kubectl-compatible merge as a named context; mode 0600; other contexts kept."""
-    path = config.options.kubeconfig_path.expanduser()
-    name = config.options.kubeconfig_context or config.name
+def merge_kubeconfig(config: ClusterConfig, admin: dict[str, Any], path: Path | None = None,
+                     name: str | None = None) -> Path:
+    """kubectl-compatible merge as a named context; mode 0600; other contexts kept.
+    Path and context default to the config's."""
+    path = path or config.options.kubeconfig_path.expanduser()
+    name = name or config.options.kubeconfig_context or config.name
     local = None
     if path.exists():
         local = yaml.safe_load(path.read_text())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from planner.phases.label_nodes import LABEL_PREFIX
 from planner.plan.actions import LABEL_NODE, MERGE_KUBECONFIG
@@ -21,8 +22,12 @@ class MergeKubeconfig(ClusterHandler):
         if admin is None:
             return [ItemResult(i, "not done", "no controller to read the admin kubeconfig "
                                               "from") for i in items]
-        # Planned or not, the merge is the same one: the config names path and context.
-        path = merge_kubeconfig(env.config, admin)
+        # A planned merge names its file and context; an unassessed one takes the config's
+        # (the same ones, both come from the plan's desired state).
+        planned = next((i for i in items if isinstance(i, Change)), None)
+        path = merge_kubeconfig(env.config, admin,
+                                Path(planned.target) if planned else None,
+                                planned.context if planned else None)
         env.progress("kubeconfig", f"merged context into {path}")
         return [ItemResult(i, "done", f"merged context into {path}") for i in items]
 

@@ -52,10 +52,12 @@ def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
                       locks_lost=env.locks_lost)
     outcomes = rollout.run(jobs["controller"], jobs["worker"], o.worker_concurrency)
     by_label = {outcome.host: outcome for outcome in outcomes}
+    # By address and port: the name a host has now may not be the one it had at plan time.
+    label_of = {host.ref.key: host.label for host in env.ctx.hosts}
     results = []
     for change in changes:
         assert change.host is not None
-        outcome = by_label[str(change.host)] if str(change.host) in by_label else None
+        outcome = by_label.get(label_of.get(change.host.key, ""))
         if outcome is None:
             results.append(ItemResult(change, "not done", "host not reached"))
         elif outcome.status == "applied":
