@@ -326,11 +326,10 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
     for outcome in result.outcomes:
         detail = f": {outcome.detail}" if outcome.detail else ""
         print(printable(f"  {outcome.host}: {outcome.status}{detail}"))
-    for item in result.items:
-        if not (item.item.action or "").startswith(("write-file", "delete-file")):
-            what = getattr(item.item, "target", None) or "(unassessed in the plan)"
-            print(printable(f"  {item.item.host or 'local'}: {item.item.action} {what}: "
-                            f"{item.status}" + (f" ({item.detail})" if item.detail else "")))
+    for item in result.after_rollout:  # labels, the kubeconfig: not a host's outcome
+        what = getattr(item.item, "target", None) or "(unassessed in the plan)"
+        print(printable(f"  {item.item.host or 'local'}: {item.item.action} {what}: "
+                        f"{item.status}" + (f" ({item.detail})" if item.detail else "")))
     for warning in result.warnings:
         print(printable(f"  warning: {warning}"))
     verdict = "applied" if result.ok else ("interrupted" if result.interrupted else "FAILED")
@@ -369,7 +368,9 @@ def _require_signatures(plan: Plan, args: argparse.Namespace) -> None:
             f"plan {plan.plan_id} has {len(signers)} valid signature(s) from "
             f"{args.require_signed_by}, {args.min_signatures} required"
             + (f" ({details})" if details else "") + "; nothing was changed")
-    print(f"Signed by {', '.join(sorted(str(s) for s in signers))}: accepted", flush=True)
+    # With --json, stdout carries only the JSON document.
+    print(f"Signed by {', '.join(sorted(str(s) for s in signers))}: accepted", flush=True,
+          file=sys.stderr if getattr(args, "json", False) else sys.stdout)
 
 
 def _as_record(path: Path) -> dict[str, Any] | None:

@@ -55,6 +55,7 @@ class ApplyResult:
     plan: Plan
     hosts: list[tuple[HostRef, HostOutcome]] = field(default_factory=list)
     items: list[ItemResult] = field(default_factory=list)
+    after_rollout: list[ItemResult] = field(default_factory=list)  # the cluster stage's
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # for the operator, after the outcomes
     interrupted: bool = False
@@ -165,13 +166,12 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
             result.hosts.append((host.ref, outcome))
         result.items += [ItemResult(c, "done", "by the interrupted run") for c in plan.changes
                          if change_key(c) in earlier.done]
-        result.items += _cluster_stage(plan, env, run=result.ok)
+        result.after_rollout = _cluster_stage(plan, env, run=result.ok)
+        result.items += result.after_rollout
         result.interrupted = env.stop.is_set()
     finally:
         signal.signal(signal.SIGINT, previous)
-    result.notes = [i.detail for i in result.items
-                    if i.status == "done" and i.detail and HANDLERS[i.item.action or ""].stage
-                    == "cluster"]
+    result.notes = [i.detail for i in result.after_rollout if i.status == "done" and i.detail]
     result.seconds = round(time.monotonic() - started, 3)
     _record(plan, plan_file, env, result)
     return result
