@@ -17,6 +17,7 @@ import yaml
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import file_digest
 from ..kube import admin_kubeconfig_path, masked, merge, named_entries
+from ..safeyaml import safe_load
 from .admin_access import first_controller, read_admin
 from .base import Phase, Resource
 
@@ -70,7 +71,7 @@ class UpdateKubeconfig(Phase):
 
 def _read_local(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = safe_load(path.read_text())
     except FileNotFoundError:
         return None, None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:

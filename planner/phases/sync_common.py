@@ -53,6 +53,13 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
         if host.config.index not in gathered:
             continue  # failed to read: the host has a problem recorded already
         (live, listings), interrupted = gathered[host.config.index]
+        irregular = [f for f in live.values() if f.exists and f.kind != "file"]
+        for item in irregular:
+            ctx.problem(phase, host, f"{item.path} is a {item.kind}, not a regular file: "
+                                     "cargoship never reads or writes through links or into "
+                                     "special files; make it a regular file (or remove it)")
+        if irregular:
+            continue
         changes = _file_changes(ctx, host, wanted, live, listings, dirs)
         needs_restart = {f.path for f in wanted if f.restart}
         restart = False

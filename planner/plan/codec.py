@@ -24,6 +24,7 @@ from ..config.schema_errors import describe_error
 from ..config.yamlio import format_path
 from ..errors import CargoshipError
 from ..localfiles import atomic_write
+from ..render import json_escaped
 from .desired import config_form
 from .model import (
     FORMAT_VERSION,
@@ -127,7 +128,9 @@ def _raise_first(path: Path | str, prefix: tuple[str, ...],
 def dumps(plan: Plan) -> str:
     data = to_dict(plan)
     _validate("<plan>", data)  # a plan we can't read back must never be written
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    # Host text (a diff, a finding) may carry terminal escapes or bidi overrides: a plan file
+    # is read in editors and pull requests, so they are escaped, never written raw.
+    return json_escaped(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
 
 
 def write(plan: Plan, path: Path) -> None:

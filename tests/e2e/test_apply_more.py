@@ -64,11 +64,13 @@ def test_lock_timeout_waits_for_a_lock_to_go_stale(lab_factory, tmp_path: Path) 
     plan(lab, plan_file)
     holder = {"id": "5ca1ab1e", "holder": "bob@ci", "pid": 7, "plan_id": None,
               "since": "2026-12-01T00:00:00Z"}
-    # Touched 55 s ago: live for about 5 s more, then stale.
+    # Touched just now: live for a minute, however slow the machine is.
     lab.exec("wrk-1", f"mkdir -p /run/cargoship && echo '{json.dumps(holder)}' > "
-                      "/run/cargoship/lock && touch -d '-55 sec' /run/cargoship/lock")
+                      "/run/cargoship/lock")
     refused = cargoship("apply", plan_file, "--confirm")
     assert refused.returncode == 1 and "bob@ci" in refused.stderr
+    # Touched 55 s ago: live for about 5 s more, then stale; the wait must outlast that.
+    lab.exec("wrk-1", "touch -d '-55 sec' /run/cargoship/lock")
     waited = cargoship("apply", plan_file, "--confirm", "--lock-timeout", "30", timeout=300)
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert "took over stale lock 5ca1ab1e" in waited.stdout
