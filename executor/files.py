@@ -17,8 +17,9 @@ that did not exist gets an `.absent` marker instead, so the run again still know
 restore means removing the file.
 
 Backup retention: when a plan takes its first backup on a host, the backups of all but the
-newest KEEP_BACKUPS plans on that host are removed, except the plan an interrupted apply
-left its in-progress marker for (its backups are what a recovery restores).
+newest KEEP_BACKUPS plans on that host (that one included) are removed. A plan interrupted
+on a host is at most the second newest when the plan that recovers it takes its backups,
+so what a recovery may restore is never pruned.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from planner.facts.interrupted import MARKER
 from planner.hosts.batch import quote
 
 from .remote import HostWriter
@@ -77,9 +77,8 @@ chown 0:0 {parent} {root}
 chmod 0700 {root}
 if [ ! -d {plan_dir} ]; then
   mkdir -p {plan_dir}
-  keep=$(sed -n 's/.*"plan_id": *"\\([0-9a-f]*\\)".*/\\1/p' {quote(MARKER)} 2>/dev/null || true)
   ls -1t {root} | grep -E '^[0-9a-f]{{32}}$' \\
-    | grep -v -x -e {quote(plan_id)} -e "${{keep:-none}}" | tail -n +{KEEP_BACKUPS} \\
+    | grep -v -x -e {quote(plan_id)} | tail -n +{KEEP_BACKUPS} \\
     | while read -r old; do rm -rf -- {root}/"$old"; done
 fi
 mkdir -p "$(dirname {b})"
