@@ -34,6 +34,9 @@ class UpdateKubeconfig(Phase):
             return frozenset({f"file:{admin_kubeconfig_path(ctx.config.engine.distro)}"})
         return frozenset()
 
+    def may_write(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
+        return frozenset()  # it reads the admin kubeconfig on a host, writes only locally
+
     def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
         options = ctx.config.options
         if not options.kubeconfig_enabled:

@@ -29,6 +29,13 @@ class SyncRolePhase(Phase):
     def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         return sync_reads(ctx, host) if host.config.role == self.role else frozenset()
 
+    def may_write(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
+        if host.config.role != self.role:
+            return frozenset()
+        # Its files, and what a drain and restart change (see assess_role).
+        admin = admin_kubeconfig_path(ctx.config.engine.distro)
+        return sync_reads(ctx, host) | {"node", f"file:{admin}", f"file:{MARKER}"}
+
     def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
         return assess_role(ctx, self.title, self.role, hosts)
 
