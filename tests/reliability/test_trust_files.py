@@ -49,7 +49,7 @@ def plan(lab: Lab, out: Path | None = None) -> tuple[int, str]:
 
 def everything_on(lab: Lab, host: str) -> str:
     """Every byte cargoship keeps on a host: backups and records."""
-    return lab.exec(host, f"find /var/lib/cargoship -type f -exec cat {{}} + 2>/dev/null",
+    return lab.exec(host, "find /var/lib/cargoship -type f -exec cat {} + 2>/dev/null",
                     check=False).stdout
 
 
