@@ -33,6 +33,7 @@ from planner.plan.desired import from_desired
 from planner.plan.model import Plan
 
 from . import records
+from .cleanup import remove_temps
 from .cluster_steps import label_node, merge_kubeconfig
 from .connect import connect_all, pinned_keys
 from .drain import DrainOptions, NodeOps
@@ -139,7 +140,21 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     if result.ok:
         result.notes += _cluster_steps(plan, config, ctx, writers, api, progress)
     _record(plan, plan_file, writers, [h.label for h in ctx.hosts], result)
+    _remove_temps(ctx, writers, progress)
     return result
+
+
+def _remove_temps(ctx: PlanContext, writers: list[HostWriter],
+                  progress: Callable[[str, str], None]) -> None:
+    """The disconnect step of a real run: temps a killed run left (see cleanup.py)."""
+    for host, writer in zip(ctx.hosts, writers, strict=True):
+        try:
+            removed = remove_temps(writer, ctx.config.engine.distro)
+        except CargoshipError as exc:
+            progress(host.label, f"could not remove leftover temp files: {exc}")
+            continue
+        if removed:
+            progress(host.label, f"removed {removed} temp file(s) a killed run left")
 
 
 def _interrupt(stop: threading.Event, progress: Callable[[str, str], None]) -> Any:
