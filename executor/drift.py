@@ -7,6 +7,8 @@ versions, every fingerprint read, and the changes themselves.
 
 from __future__ import annotations
 
+from planner.facts.applied import TARGET as APPLIED
+from planner.facts.applied import newest_of
 from planner.plan.model import Plan
 
 
@@ -26,7 +28,11 @@ def differences(saved: Plan, fresh: Plan) -> list[str]:
             found.append(f"{old.name}: engine version changed ({old.engine_version} -> "
                          f"{new.engine_version})")
         for target in sorted(old.reads.keys() | new.reads.keys()):
-            if old.reads.get(target) != new.reads.get(target):
+            if target == APPLIED and old.reads.get(target) != new.reads.get(target):
+                newest = newest_of(new.reads.get(target))
+                found.append(f"{old.name}: another plan ({newest or 'unknown'}) was applied "
+                             "here after this plan was made; this plan is superseded")
+            elif old.reads.get(target) != new.reads.get(target):
                 found.append(f"{old.name}: {target} changed since the plan was made")
     # `before` is what the plan saw (a file digest, a label value, the local kubeconfig).
     key = lambda c: (c.host, c.phase, c.action, c.target, c.before, c.after)  # noqa: E731
