@@ -279,7 +279,8 @@ def _apply(args: argparse.Namespace) -> int:
             print("Apply cancelled; nothing was changed.")
             return 1
 
-    result = apply_plan(args.plan, lock_timeout=args.lock_timeout, progress=Progress())
+    # The plan that was checked and shown is the one applied: the path is not read again.
+    result = apply_plan(plan, args.plan, lock_timeout=args.lock_timeout, progress=Progress())
     print()
     for outcome in result.outcomes:
         detail = f": {outcome.detail}" if outcome.detail else ""
@@ -321,12 +322,12 @@ def _require_signatures(plan: Plan, args: argparse.Namespace) -> None:
     print(f"Signed by {', '.join(sorted(str(s) for s in signers))}: accepted", flush=True)
 
 
-def _as_record(path: Path) -> dict[str, Any] | None:
+def _as_record(raw: bytes) -> dict[str, Any] | None:
     """An apply record (PLAN.applied.json), or None for anything else (a plan, or junk the
     plan reader will explain)."""
     try:
-        data = json.loads(path.read_bytes()[: codec.MAX_PLAN_BYTES])
-    except (OSError, ValueError, RecursionError):  # the plan reader explains
+        data = json.loads(raw[: codec.MAX_PLAN_BYTES])
+    except (ValueError, RecursionError):  # the plan reader explains
         return None
     if isinstance(data, dict) and "applied_at" in data and "format_version" not in data:
         return data
@@ -406,10 +407,11 @@ def _force_unlock(config: ClusterConfig, lock_id: str) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    record = _as_record(args.plan)
+    raw = codec.read_bytes(args.plan)  # one read: what is shown is what was checked
+    record = _as_record(raw)
     if record is not None:
         return _show_record(record, args.json)
-    plan = codec.read(args.plan)
+    plan = codec.loads(raw, args.plan)
     if args.json:
         sys.stdout.write(codec.dumps(plan))
     elif args.markdown and args.split_dir:

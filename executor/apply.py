@@ -27,7 +27,6 @@ from planner.hosts.ssh import ConnectOptions
 from planner.kube import admin_kubeconfig_path, parse_admin
 from planner.phases import engine_config_sync
 from planner.phases.lock import whoami
-from planner.plan import codec
 from planner.plan.build import build_plan
 from planner.plan.desired import from_desired
 from planner.plan.model import Plan
@@ -76,9 +75,11 @@ def check_plan(plan: Plan) -> None:
         raise ApplyRefused(f"plan {plan.plan_id} is not applyable: {why}")
 
 
-def apply(plan_file: Path, *, lock_timeout: float, progress: Callable[[str, str], None],
+def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
+          progress: Callable[[str, str], None],
           accept_new_host_keys: bool = False) -> ApplyResult:
-    plan = codec.read(plan_file)
+    """Apply `plan`, the one the caller read (once) and checked; `plan_file` only says where
+    the local record goes. Nothing here reads the plan file again."""
     check_plan(plan)
     salt = bytes.fromhex(plan.salt)
     config = from_desired(plan.desired, salt, str(plan_file))
