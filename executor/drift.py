@@ -28,7 +28,10 @@ def differences(saved: Plan, fresh: Plan) -> list[str]:
             found.append(f"{old.name}: engine version changed ({old.engine_version} -> "
                          f"{new.engine_version})")
         for target in sorted(old.reads.keys() | new.reads.keys()):
-            if target == APPLIED and old.reads.get(target) != new.reads.get(target):
+            if target == APPLIED and old.reads.get(target) is None:
+                found.append(f"{old.name}: the plan does not say which plans were applied "
+                             "here when it was made (an older cargoship?)")
+            elif target == APPLIED and old.reads.get(target) != new.reads.get(target):
                 newest = newest_of(new.reads.get(target))
                 found.append(f"{old.name}: another plan ({newest or 'unknown'}) was applied "
                              "here after this plan was made; this plan is superseded")
@@ -39,4 +42,16 @@ def differences(saved: Plan, fresh: Plan) -> list[str]:
     if sorted(map(key, saved.changes), key=str) != sorted(map(key, fresh.changes), key=str) \
             and not found:
         found.append("the changes to make are not the ones planned")
+    if not found:
+        found += _edited_text(saved, fresh)
     return found
+
+
+def _edited_text(saved: Plan, fresh: Plan) -> list[str]:
+    """What a reviewer read must be what this apply would show now: the same changes with
+    other diffs mean the plan's text was edited (its digest recomputed), so a harmless-
+    looking diff may stand for another change. Never apply past that."""
+    shown = {(c.host, c.target): c.diff for c in fresh.changes}
+    return [f"{c.host or 'local'}: the diff shown for {c.target} is not what this plan "
+            "would do (the plan was edited after it was made); re-plan"
+            for c in saved.changes if shown.get((c.host, c.target), c.diff) != c.diff]

@@ -60,6 +60,12 @@ def normalize(kind: str, text: str) -> Any:
     return data
 
 
+def shown_desired(desired: DesiredFile) -> str:
+    """The desired file as every diff shows it (secrets masked): the text a reviewer's "+"
+    lines must come from, whoever checks them (planner.plan.verify)."""
+    return _dump(_repacked(desired.kind, _masked(_unpacked(desired.kind, desired.data), None)))
+
+
 def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | None:
     content = desired.content().encode()
     after = file_digest(content, salt)

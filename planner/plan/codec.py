@@ -28,6 +28,7 @@ from ..config.yamlio import format_path
 from ..errors import CargoshipError
 from ..localfiles import atomic_write
 from ..render import json_escaped
+from . import verify
 from .desired import config_form
 from .model import (
     FORMAT_VERSION,
@@ -165,7 +166,13 @@ def loads(text: str | bytes, path: Path | str = "<plan>") -> Plan:
     if data["digest"] != expected:
         raise PlanFileError(path, "integrity digest does not match the content: the plan was "
                                   "edited or corrupted after it was written; re-plan")
-    return from_dict(data)
+    plan = from_dict(data)
+    # The digest only says the file is as written; this says the text is the plan's own.
+    first = next(verify.problems(plan), None)
+    if first is not None:
+        raise PlanFileError(path, f"not a valid plan file: {first}; the plan was edited "
+                                  "after it was made (re-plan)")
+    return plan
 
 
 def read(path: Path) -> Plan:
