@@ -33,7 +33,9 @@ def problems(plan: Plan) -> Iterator[str]:
                            engine=Engine(plan.desired["engine"]["distro"],
                                          plan.desired["engine"]["version"]),
                            engine_config=stand_in_secrets(plan.desired["engineConfig"]))
-    roles = {h.name: h.role for h in plan.hosts}
+    # A change names its host as shown ("name (address)"; the bare address when unnamed).
+    roles = {h.address if h.name in ("", h.address) else f"{h.name} ({h.address})": h.role
+             for h in plan.hosts}
     by_role = {role: {f.path: f for f in desired_files(config, role)}
                for role in set(roles.values())}
     for change in plan.changes:

@@ -130,3 +130,55 @@ def test_a_plan_path_that_is_not_a_regular_file_is_refused(  # type: ignore[no-u
         assert result.stderr.startswith(f"error: {path}: ") and \
             len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == DRIFTED
+
+
+def _edit_plan(path: Path, edit) -> None:  # type: ignore[no-untyped-def]
+    """Edit a plan file the way an attacker with write access would: then recompute its
+    digest, so only cargoship's own checks stand in the way."""
+    from planner.plan.codec import digest_of
+
+    data = json.loads(path.read_text())
+    edit(data)
+    data["digest"] = digest_of(data)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+
+
+@pytest.mark.reliability("trust: what is shown is what is applied")
+def test_a_harmless_diff_cannot_stand_for_a_harmful_desired_state(  # type: ignore[no-untyped-def]
+        lab: Lab, tmp_path: Path, tally) -> None:
+    tally.case()
+    lab.exec("wrk-1", f"printf '{DRIFTED}' > {REGISTRIES}")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    # The desired mirror becomes the attacker's; the reviewed diff still shows the lab's.
+    _edit_plan(plan_file, lambda d: d["desired"]["engineConfig"]["registries"]["mirrors"][
+        "docker.io"].update(endpoint=["https://evil.example"]))
+    for command in (["show", plan_file], ["show", plan_file, "--markdown"],
+                    ["apply", plan_file, "--confirm"]):
+        result = cargoship(*command, timeout=300)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "is not what the plan would write" in result.stderr, result.stderr
+        assert "mirror.lab.internal" not in result.stdout  # the harmless diff is never shown
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == DRIFTED
+
+
+@pytest.mark.reliability("trust: what is shown is what is applied")
+def test_an_edited_old_side_of_a_diff_is_refused_at_apply(  # type: ignore[no-untyped-def]
+        lab: Lab, tmp_path: Path, tally) -> None:
+    tally.case()
+    lab.exec("wrk-1", f"printf '{DRIFTED}' > {REGISTRIES}")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+
+    def hide_the_old_side(data: dict) -> None:  # type: ignore[type-arg]
+        # What the host had is only the host's to say: offline it can't be checked...
+        for change in data["changes"]:
+            change["diff"] = change["diff"].replace("-mirrors: {}", "-mirrors: {} # same")
+    _edit_plan(plan_file, hide_the_old_side)
+    assert cargoship("show", plan_file).returncode == 0
+    # ... so apply asks the host, and refuses before changing anything.
+    applied = cargoship("apply", plan_file, "--confirm", timeout=300)
+    assert applied.returncode == 1, applied.stdout + applied.stderr
+    assert "the diff shown for /etc/rancher/rke2/registries.yaml is not what this plan would " \
+           "do" in applied.stderr
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == DRIFTED

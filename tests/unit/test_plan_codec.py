@@ -34,7 +34,7 @@ def sample_plan() -> Plan:
                             {"/etc/rancher/rke2/registries.yaml": "sha256:" + "b" * 64}),),
         phases=(PhaseOutcome(1, "Connect to hosts", "runs, reads only", "ran",
                              (Note("ctl-1", "connected"), Note(None, "cluster-wide"))),),
-        changes=(Change("ctl-1", "Sync Registry Config Controller", "update",
+        changes=(Change("ctl-1 (10.0.0.1)", "Sync Registry Config Controller", "update",
                         "/etc/rancher/rke2/registries.yaml", "sha256:" + "b" * 64,
                         "sha256:" + "c" * 64, DIFF, drain=True, restart=True),),
         unassessed=(Unassessed("Labeling nodes with their profile group", "ctl-1", "why"),),
