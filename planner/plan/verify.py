@@ -56,9 +56,11 @@ def problems(plan: Plan) -> Iterator[str]:
 def _diff_problem(change: Change, wanted: DesiredFile) -> str | None:
     expected = shown_desired(wanted).splitlines()
     lines = change.diff.splitlines()
-    if lines[:2] != [f"--- {wanted.path} (live)", f"+++ {wanted.path} (desired)"][:len(lines)]:
-        return "its diff is not of that file"
-    position, shown = 2, 0
+    position, shown = 0, 0
+    if lines and not lines[0].startswith("# "):  # only a note: the content is the same
+        if lines[:2] != [f"--- {wanted.path} (live)", f"+++ {wanted.path} (desired)"]:
+            return "its diff is not of that file"
+        position = 2
     while position < len(lines) and lines[position].startswith("@@"):
         match = _HUNK.match(lines[position])
         if not match:

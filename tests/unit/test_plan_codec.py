@@ -148,6 +148,12 @@ def test_an_edited_diff_is_refused_even_with_its_digest_recomputed(diff: str, sa
     assert "hunter2" not in str(refused.value)
 
 
+def test_a_change_of_mode_or_owner_alone_is_a_note_that_must_promise_the_desired_ones() -> None:
+    codec.loads(_with_diff("# mode 644 -> 600, owner 1000:0 -> 0:0 (uid:gid)\n"), "plan.json")
+    with pytest.raises(codec.PlanFileError, match="promises owner 1000:0"):
+        codec.loads(_with_diff("# owner 0:0 -> 1000:0 (uid:gid)\n"), "plan.json")
+
+
 def test_a_create_must_show_the_whole_file() -> None:
     partial = DIFF.replace("@@ -1 +1,4 @@\n-mirrors: {}\n", "@@ -0,0 +1,2 @@\n").replace(
         "+    auth:\n+      password: '*** (changed)'\n", "")
