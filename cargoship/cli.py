@@ -286,17 +286,10 @@ def _apply(args: argparse.Namespace) -> int:
         try:
             return _apply_checked(args, apply_plan)
         except CargoshipError as exc:
-            json_output.emit(json_output.apply_refused(args.plan, _plan_id(args.plan),
+            json_output.emit(json_output.apply_refused(args.plan, getattr(args, "plan_id", None),
                                                         printable(str(exc))))
             raise
     return _apply_checked(args, apply_plan)
-
-
-def _plan_id(path: Path) -> str | None:
-    try:
-        return codec.read(path).plan_id
-    except CargoshipError:
-        return None
 
 
 def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
@@ -304,6 +297,7 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
     if args.lock_timeout < 0:
         raise CargoshipError("--lock-timeout: expected a number of seconds >= 0")
     plan = codec.read(args.plan)  # refuse a bad plan before asking anything
+    args.plan_id = plan.plan_id  # for a refusal's JSON: the path is never read twice
     # engine-config-sync --confirm comes here too, without the signature options.
     if getattr(args, "require_signed_by", None) is not None:
         _require_signatures(plan, args)
@@ -317,7 +311,8 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
             print("Apply cancelled; nothing was changed.")
             return 1
 
-    result = apply_plan(args.plan, lock_timeout=args.lock_timeout,
+    # The plan that was checked and shown is the one applied: the path is not read again.
+    result = apply_plan(plan, args.plan, lock_timeout=args.lock_timeout,
                         progress=Progress(sys.stderr if as_json else sys.stdout))
     if as_json:
         json_output.emit(json_output.apply_result(result))
@@ -373,12 +368,12 @@ def _require_signatures(plan: Plan, args: argparse.Namespace) -> None:
           file=sys.stderr if getattr(args, "json", False) else sys.stdout)
 
 
-def _as_record(path: Path) -> dict[str, Any] | None:
+def _as_record(raw: bytes) -> dict[str, Any] | None:
     """An apply record (PLAN.applied.json), or None for anything else (a plan, or junk the
     plan reader will explain)."""
     try:
-        data = json.loads(path.read_bytes()[: codec.MAX_PLAN_BYTES])
-    except (OSError, ValueError, RecursionError):  # the plan reader explains
+        data = json.loads(raw[: codec.MAX_PLAN_BYTES])
+    except (ValueError, RecursionError):  # the plan reader explains
         return None
     if isinstance(data, dict) and "applied_at" in data and "format_version" not in data:
         return data
@@ -496,10 +491,11 @@ def _force_unlock(config: ClusterConfig, lock_id: str) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    record = _as_record(args.plan)
+    raw = codec.read_bytes(args.plan)  # one read: what is shown is what was checked
+    record = _as_record(raw)
     if record is not None:
         return _show_record(record, args.json)
-    plan = codec.read(args.plan)
+    plan = codec.loads(raw, args.plan)
     if args.json:
         sys.stdout.write(codec.dumps(plan))
     elif args.markdown and args.split_dir:

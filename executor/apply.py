@@ -31,7 +31,6 @@ from planner.errors import CargoshipError
 from planner.hosts.ssh import ConnectOptions
 from planner.phases import engine_config_sync
 from planner.phases.lock import whoami
-from planner.plan import codec
 from planner.plan.build import build_plan
 from planner.plan.desired import from_desired
 from planner.plan.model import Change, HostRef, Plan
@@ -40,6 +39,7 @@ from . import records
 from .actions.base import ApplyEnv, ApplyRefused, ClusterHandler, Item, ItemResult
 from .actions.hosts_stage import host_jobs, run_hosts_stage
 from .actions.registry import HANDLERS, check_handled
+from .cleanup import remove_temps
 from .connect import connect_all, pinned_keys
 from .drift import ChangeKey, HostKey, change_key, differences
 from .lock import LockSet, new_lock_info
@@ -99,10 +99,12 @@ def check_plan(plan: Plan) -> None:
     check_handled(plan)
 
 
-def apply(plan_file: Path, *, lock_timeout: float, progress: Callable[[str, str], None],
+def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
+          progress: Callable[[str, str], None],
           accept_new_host_keys: bool = False) -> ApplyResult:
+    """Apply `plan`, the one the caller read (once) and checked; `plan_file` only says where
+    the local record goes. Nothing here reads the plan file again."""
     started = time.monotonic()
-    plan = codec.read(plan_file)
     check_plan(plan)
     salt = bytes.fromhex(plan.salt)
     config = from_desired(plan.desired, salt, str(plan_file))
@@ -135,6 +137,7 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     keyed = {h.ref.key: w for h, w in zip(ctx.hosts, writers, strict=True)}
     earlier = _earlier_runs(plan, keyed)
     ctx.salt = salt
+    ctx.applying = plan.plan_id
     fresh = build_plan(dry_run(ctx, engine_config_sync()))
     if fresh.problems:
         raise ApplyRefused("the hosts no longer pass the preflight: " +
@@ -174,6 +177,7 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     result.notes = [i.detail for i in result.after_rollout if i.status == "done" and i.detail]
     result.seconds = round(time.monotonic() - started, 3)
     _record(plan, plan_file, env, result)
+    _remove_temps(env)
     return result
 
 
@@ -233,6 +237,18 @@ def _cluster_stage(plan: Plan, env: ApplyEnv, *, run: bool) -> list[ItemResult]:
             results += [ItemResult(i, "failed", str(exc)) for i in items]
             env.progress("apply", f"{action} failed: {exc}")
     return results
+
+
+def _remove_temps(env: ApplyEnv) -> None:
+    """The disconnect step of a real run: temps a killed run left (see cleanup.py)."""
+    for host in env.ctx.hosts:
+        try:
+            removed = remove_temps(env.writers[host.ref.key], env.config.engine.distro)
+        except CargoshipError as exc:
+            env.progress(host.label, f"could not remove leftover temp files: {exc}")
+            continue
+        if removed:
+            env.progress(host.label, f"removed {removed} temp file(s) a killed run left")
 
 
 def _interrupt(stop: threading.Event, progress: Callable[[str, str], None]) -> Any:

@@ -11,6 +11,7 @@ from planner.config.model import ClusterConfig
 from planner.errors import CargoshipError
 from planner.kube import merge, named_entries
 from planner.localfiles import atomic_write
+from planner.safeyaml import safe_load
 
 
 def merge_kubeconfig(config: ClusterConfig, admin: dict[str, Any], path: Path | None = None,
@@ -21,7 +22,10 @@ def merge_kubeconfig(config: ClusterConfig, admin: dict[str, Any], path: Path | 
     name = name or config.options.kubeconfig_context or config.name
     local = None
     if path.exists():
-        local = yaml.safe_load(path.read_text())
+        try:
+            local = safe_load(path.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise CargoshipError(f"cannot read local kubeconfig {path}: {exc}") from None
     merged = merge(local if isinstance(local, dict) else None, named_entries(admin, name))
     path.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(merged, sort_keys=False, default_flow_style=False)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Set
 
+from planner.facts.applied import TARGET as APPLIED
+from planner.facts.applied import newest_of
 from planner.plan.model import Change, Plan
 
 HostKey = tuple[str, int]
@@ -44,7 +46,14 @@ def differences(saved: Plan, fresh: Plan, *, finished: Set[HostKey] = frozenset(
             found.append(f"{old.ref}: engine version changed ({old.engine_version} -> "
                          f"{new.engine_version})")
         for target in sorted(old.reads.keys() | new.reads.keys()):
-            if old.reads.get(target) != new.reads.get(target):
+            if target == APPLIED and old.reads.get(target) is None:
+                found.append(f"{old.ref}: the plan does not say which plans were applied "
+                             "here when it was made (an older cargoship?)")
+            elif target == APPLIED and old.reads.get(target) != new.reads.get(target):
+                newest = newest_of(new.reads.get(target))
+                found.append(f"{old.ref}: another plan ({newest or 'unknown'}) was applied "
+                             "here after this plan was made; this plan is superseded")
+            elif old.reads.get(target) != new.reads.get(target):
                 found.append(f"{old.ref}: {target} changed since the plan was made")
     # `before` is what the plan saw (a file digest, a label value, the local kubeconfig).
     left = [c for c in saved.changes if change_key(c) not in done]
@@ -55,4 +64,16 @@ def differences(saved: Plan, fresh: Plan, *, finished: Set[HostKey] = frozenset(
     full = lambda c: (change_key(c), c.before, c.after)  # noqa: E731
     if sorted(map(full, left), key=str) != sorted(map(full, now), key=str) and not found:
         found.append("the changes to make are not the ones planned")
+    if not found:
+        found += _edited_text(saved, fresh)
     return found
+
+
+def _edited_text(saved: Plan, fresh: Plan) -> list[str]:
+    """What a reviewer read must be what this apply would show now: the same changes with
+    other diffs mean the plan's text was edited (its digest recomputed), so a harmless-
+    looking diff may stand for another change. Never apply past that."""
+    shown = {change_key(c): c.diff for c in fresh.changes}
+    return [f"{c.host or 'local'}: the diff shown for {c.target} is not what this plan "
+            "would do (the plan was edited after it was made); re-plan"
+            for c in saved.changes if shown.get(change_key(c), c.diff) != c.diff]

@@ -2,14 +2,24 @@
 
 One round trip per file: the content arrives on stdin (never on the command line), goes to
 a temp file in the target's own directory (so the final rename is atomic on the same
-filesystem), is flushed to disk, given its mode and owner, and renamed over the target.
-The previous content, if any, is first copied to the backup directory. A failure at any
-step removes the temp file and leaves the target as it was.
+filesystem), is flushed to disk, given the mode and owner it must have, and renamed over
+the target. The previous content, if any, is first copied to the backup directory. A
+failure at any step removes the temp file and leaves the target as it was.
+
+Nothing is written, copied or removed through a link: a target (or its directory, or the
+backup directories) that is a symbolic link or not a regular file makes the step fail with
+nothing changed. Backups are regular-file copies (`cp -P` never copies a link's target, and
+the copy is checked), under a root-only (0700) directory.
 
 The first backup a plan takes of a path wins: a write run again (after a reconnection, when
 the first run's answer was lost) must not back up the content that run just wrote. A path
 that did not exist gets an `.absent` marker instead, so the run again still knows that a
 restore means removing the file.
+
+Backup retention: when a plan takes its first backup on a host, the backups of all but the
+newest KEEP_BACKUPS plans on that host (that one included) are removed. A plan interrupted
+on a host is at most the second newest when the plan that recovers it takes its backups,
+so what a recovery may restore is never pruned.
 """
 
 from __future__ import annotations
@@ -22,6 +32,8 @@ from planner.hosts.batch import quote
 from .remote import HostWriter
 
 BACKUP_ROOT = "/var/lib/cargoship/backups"
+KEEP_BACKUPS = 5
+NOT_REGULAR_EXIT = 3
 
 
 @dataclass(frozen=True)
@@ -35,25 +47,71 @@ def backup_path(plan_id: str, path: str) -> str:
     return f"{BACKUP_ROOT}/{plan_id}{path}"
 
 
+def _fail(message: str) -> str:
+    return f"{{ echo {quote(message)} >&2; exit {NOT_REGULAR_EXIT}; }}"
+
+
+def _refuse_links(*paths: str) -> str:
+    """Shell lines that stop the script when a path is a link or exists as a non-file."""
+    return "\n".join(
+        f"if [ -L {quote(path)} ] || {{ [ -e {quote(path)} ] && [ ! -f {quote(path)} ]; }}; "
+        f"then {_fail(f'{path} is a link or not a regular file: refusing to write through it')}"
+        "; fi" for path in paths)
+
+
+def _refuse_linked_dirs(*dirs: str) -> str:
+    return "\n".join(
+        f"if [ -L {quote(d)} ]; then "
+        f"{_fail(f'{d} is a symbolic link: refusing to write through it')}; fi" for d in dirs)
+
+
+def _backup_lines(plan_id: str, path: str) -> str:
+    """Take the first backup of `path` for this plan (see the module docstring)."""
+    p, b = quote(path), quote(backup_path(plan_id, path))
+    plan_dir = quote(f"{BACKUP_ROOT}/{plan_id}")
+    root = quote(BACKUP_ROOT)
+    parent = quote(posixpath.dirname(BACKUP_ROOT))
+    return f"""{_refuse_linked_dirs(posixpath.dirname(BACKUP_ROOT), BACKUP_ROOT)}
+mkdir -p {root}
+chown 0:0 {parent} {root}
+chmod 0700 {root}
+if [ ! -d {plan_dir} ]; then
+  mkdir -p {plan_dir}
+  ls -1t {root} | grep -E '^[0-9a-f]{{32}}$' \\
+    | grep -v -x -e {quote(plan_id)} | tail -n +{KEEP_BACKUPS} \\
+    | while read -r old; do rm -rf -- {root}/"$old"; done
+fi
+mkdir -p "$(dirname {b})"
+if [ ! -e {b} ] && [ ! -e {b}.absent ]; then
+  if [ -e {p} ]; then
+    cp -P --preserve=mode,ownership,timestamps {p} {b}.tmp
+    if [ -L {b}.tmp ] || [ ! -f {b}.tmp ]; then
+      rm -f {b}.tmp; {_fail(f"{path} changed into a link while it was backed up")}
+    fi
+    mv -f {b}.tmp {b}
+  else : > {b}.absent; fi
+fi"""
+
+
 def write_file(host: HostWriter, path: str, content: bytes, *, mode: int, plan_id: str,
-               owner: str = "root:root") -> Written:
+               owner: str = "0:0") -> Written:
     directory = posixpath.dirname(path)
     backup = backup_path(plan_id, path)
     p, d, b = quote(path), quote(directory), quote(backup)
     script = f"""set -eu
 umask 077
+{_refuse_links(path)}
 mkdir -p {d}
+{_refuse_linked_dirs(directory)}
 tmp=$(mktemp {quote(directory + "/.cargoship.")}XXXXXX)
 trap 'rm -f "$tmp"' EXIT
 cat > "$tmp"
+chown {quote(owner)} "$tmp"
 chmod {mode:04o} "$tmp"
-mkdir -p "$(dirname {b})"
-if [ ! -e {b} ] && [ ! -e {b}.absent ]; then
-  if [ -e {p} ]; then cp -p {p} {b}.tmp && mv -f {b}.tmp {b}; else : > {b}.absent; fi
-fi
-if [ -e {p} ]; then chown --reference={p} "$tmp"; else chown {quote(owner)} "$tmp"; fi
+{_backup_lines(plan_id, path)}
 if [ -e {b} ]; then echo backup; fi
 sync "$tmp"
+{_refuse_links(path)}
 mv -f "$tmp" {p}
 trap - EXIT
 sync {d}
@@ -66,15 +124,18 @@ sync {d}
 def restore_file(host: HostWriter, written: Written) -> None:
     """Put the previous content back (or remove a file that did not exist before)."""
     p = quote(written.path)
+    directory = posixpath.dirname(written.path)
     if written.backup is None:
-        host.run_root(f"rm -f {p}; sync {quote(posixpath.dirname(written.path))}")
+        host.run_root(f"set -eu\n{_refuse_links(written.path)}\nrm -f {p}\nsync {quote(directory)}")
         return
     b = quote(written.backup)
-    directory = posixpath.dirname(written.path)
     host.run_root(f"""set -eu
+umask 077
+{_refuse_links(written.backup)}
+{_refuse_linked_dirs(directory)}
 tmp=$(mktemp {quote(directory + "/.cargoship.")}XXXXXX)
 trap 'rm -f "$tmp"' EXIT
-cp -p {b} "$tmp"
+cp -P --preserve=mode,ownership,timestamps {b} "$tmp"
 sync "$tmp"
 mv -f "$tmp" {p}
 trap - EXIT
@@ -84,11 +145,12 @@ sync {quote(directory)}
 
 def remove_file(host: HostWriter, path: str, *, plan_id: str) -> Written:
     """Delete a file cargoship created, keeping its content as a backup for a restore."""
-    p, b = quote(path), quote(backup_path(plan_id, path))
+    p = quote(path)
     host.run_root(f"""set -eu
+umask 077
+{_refuse_links(path)}
 if [ -e {p} ]; then
-  mkdir -p "$(dirname {b})"
-  if [ ! -e {b} ]; then cp -p {p} {b}.tmp && mv -f {b}.tmp {b}; fi
+{_backup_lines(plan_id, path)}
   rm -f {p}
   sync {quote(posixpath.dirname(path))}
 fi

@@ -113,6 +113,9 @@ class PlanContext:
     round_trips: dict[str, dict[int, int]] = field(default_factory=dict)
     # Builds the Kubernetes API client from a kubeconfig dict; tests may hand in another.
     kube_api: ApiFactory = official_client
+    # The plan an apply is checking drift for: its own records (an interrupted run of it)
+    # are not "another plan applied since" (planner.facts.applied).
+    applying: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod

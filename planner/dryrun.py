@@ -39,7 +39,9 @@ class DryRunReport:
 def dry_run(ctx: PlanContext, phases: Sequence[Phase]) -> DryRunReport:
     records: list[PhaseRecord] = []
     started = time.monotonic()
-    would_write: dict[Resource, str] = {}  # what earlier reported phases would write, by whom
+    # What earlier reported phases would write, and why: "'Title' would change first", or
+    # "may change" for a phase that could not be assessed where it would write it.
+    would_write: dict[Resource, str] = {}
     try:
         for number, phase in enumerate(phases, 1):
             phase_started = time.monotonic()
@@ -67,12 +69,16 @@ def _assess(ctx: PlanContext, phase: Phase, would_write: dict[Resource, str]) ->
     if blocked_cluster:
         # Something that belongs to no host: one item for the cluster, not one per host.
         ctx.unassessed(phase.title, None, blocked_cluster, phase.unassessed_action)
+        _may_write(would_write, phase, {(None, w) for w in phase.cluster_may_write(ctx)} | {
+            (h.config.index, w) for h in ctx.active_hosts() for w in phase.may_write(ctx, h)})
         return "unassessed"
     assessable: list[HostState] = []
     for host in ctx.active_hosts():
         reason = _conflict(phase.reads(ctx, host), host.config.index, would_write)
         if reason:
             ctx.unassessed(phase.title, host, reason, phase.unassessed_action)
+            _may_write(would_write, phase,
+                       {(host.config.index, w) for w in phase.may_write(ctx, host)})
         else:
             assessable.append(host)
     changes_before = len(ctx.changes)
@@ -80,7 +86,7 @@ def _assess(ctx: PlanContext, phase: Phase, would_write: dict[Resource, str]) ->
     if writes is None:
         return "reported"
     for resource in writes:
-        would_write.setdefault(resource, phase.title)
+        would_write.setdefault(resource, f"{phase.title!r} would change first")
     if len(ctx.changes) > changes_before or writes:
         return "planned"
     if len(assessable) < len(ctx.active_hosts()):
@@ -93,8 +99,15 @@ def _conflict(reads: frozenset[str], host: int | None,
     for what in sorted(reads):
         writer = would_write.get((host, what)) or would_write.get((None, what))
         if writer:
-            return f"reads {_describe(what)}, which {writer!r} would change first"
+            return f"reads {_describe(what)}, which {writer}"
     return None
+
+
+def _may_write(would_write: dict[Resource, str], phase: Phase,
+               resources: set[Resource]) -> None:
+    for resource in resources:
+        would_write.setdefault(resource, f"{phase.title!r} may change first (it could not "
+                                         "be assessed either)")
 
 
 def _describe(what: str) -> str:

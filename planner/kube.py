@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from .credentials import is_credential_key
 from .facts.distro import LAYOUTS
+from .safeyaml import safe_load
 
 # Keys of a kubeconfig user entry that are credentials: never shown, never in a plan.
 CREDENTIAL_KEYS = frozenset({"token", "client-key-data", "client-key", "password",
@@ -46,7 +48,7 @@ class KubeconfigError(ValueError):
 def parse_admin(text: str, address: str) -> dict[str, Any]:
     """The admin kubeconfig with its server rewritten to a reachable controller."""
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
     except yaml.YAMLError:
         raise KubeconfigError("admin kubeconfig is not valid YAML") from None
     try:
@@ -72,7 +74,7 @@ USER_PLAIN_KEYS = frozenset({"username", "as", "name", "command", "apiVersion",
 
 def masked(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: ("***" if k in CREDENTIAL_KEYS else
+        return {k: ("***" if k in CREDENTIAL_KEYS or is_credential_key(k) else
                     [_masked_user_entry(u) for u in v] if k == "users" and isinstance(v, list)
                     else masked(v)) for k, v in value.items()}
     if isinstance(value, list):

@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from ..safeyaml import compose
+
 Path_ = tuple[str | int, ...]
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
@@ -51,9 +53,9 @@ def format_path(path: Path_) -> str:
 
 
 def load_yaml(text: str) -> YamlDoc:
-    loader = yaml.SafeLoader(text)
+    loader = yaml.SafeLoader(text)  # pure Python: its nodes carry the line marks we report
     try:
-        node = loader.get_single_node()
+        node = compose(text, loader)  # refuses alias bombs before _walk would expand them
         if node is None:
             return YamlDoc(data=None)
         doc = YamlDoc(data=None)

@@ -17,6 +17,8 @@ import yaml
 from deepdiff import DeepDiff
 
 from ..config.secrets import Secret
+from ..credentials import is_credential_key
+from ..safeyaml import YamlTooLarge, safe_load
 from .files import DesiredFile, dump_yaml
 
 SENSITIVE_KEYS = frozenset({"password", "auth", "identity_token", "token"})
@@ -29,7 +31,8 @@ class LiveFile:
     exists: bool
     content: bytes = b""
     mode: int | None = None
-    owner: str | None = None
+    owner: str | None = None  # "uid:gid", numeric: names can lie, ids are what the kernel checks
+    kind: str = "file"  # "file", or what else the path is ("symbolic link", "directory", ...)
 
 
 @dataclass(frozen=True)
@@ -48,41 +51,84 @@ def file_digest(content: bytes, salt: bytes) -> str:
 
 
 def normalize(kind: str, text: str) -> Any:
-    data = yaml.safe_load(text)
+    data = safe_load(text)
     if kind == "chart" and isinstance(data, dict):
         spec = data.get("spec")
         if isinstance(spec, dict) and isinstance(spec.get("valuesContent"), str):
-            spec = {**spec, "valuesContent": yaml.safe_load(spec["valuesContent"])}
+            spec = {**spec, "valuesContent": safe_load(spec["valuesContent"])}
             data = {**data, "spec": spec}
     return data
+
+
+def shown_desired(desired: DesiredFile) -> str:
+    """The desired file as every diff shows it (secrets masked): the text a reviewer's "+"
+    lines must come from, whoever checks them (planner.plan.verify)."""
+    return _dump(_repacked(desired.kind, _masked(_unpacked(desired.kind, desired.data), None)))
 
 
 def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | None:
     content = desired.content().encode()
     after = file_digest(content, salt)
     wanted = normalize(desired.kind, desired.content())
-    shown_after = _masked(desired.data, None)
+    shown_desired = _unpacked(desired.kind, desired.data)
+    shown_after = _repacked(desired.kind, _masked(shown_desired, None))
     if not live.exists:
         diff = _unified(desired.path, "", _dump(shown_after), f"(absent) -> mode "
-                                                              f"{desired.mode:o}")
+                                                              f"{desired.mode:o}, owner "
+                                                              f"{desired.owner} (uid:gid)")
         return FileChange(desired.path, "create", None, after, diff, ("created",))
     before = file_digest(live.content, salt)
     try:
         current = normalize(desired.kind, live.content.decode())
+    except YamlTooLarge as exc:
+        note = f"# current content refused: {exc} ({len(live.content)} bytes, not shown)\n"
+        diff = _unified(desired.path, note, _dump(shown_after), "")
+        return FileChange(desired.path, "update", before, after, diff, ("unparseable",))
     except (UnicodeDecodeError, yaml.YAMLError):
         note = f"# current content is not valid YAML ({len(live.content)} bytes, not shown)\n"
         diff = _unified(desired.path, note, _dump(shown_after), "")
         return FileChange(desired.path, "update", before, after, diff, ("unparseable",))
-    mode_note = "" if live.mode == desired.mode else f"mode {live.mode or 0:o} -> " \
-                                                     f"{desired.mode:o}"
+    mode_note = _metadata_note(desired, live)
     structure = _structure(current, wanted)
     if not structure and not mode_note:
         return None
-    shown_before = _masked(current, desired.data, before=True)
-    shown_after = _masked(desired.data, current)
+    shown_before = _repacked(desired.kind, _masked(current, shown_desired, before=True))
+    shown_after = _repacked(desired.kind, _masked(shown_desired, current))
     diff = _unified(desired.path, _dump(shown_before), _dump(shown_after), mode_note)
     return FileChange(desired.path, "update", before, after, diff,
                       structure or (mode_note,))
+
+
+def _unpacked(kind: str, data: Any) -> Any:
+    """Chart values travel as a YAML string (valuesContent): masking must see inside it.
+    Secrets can't be in chart values (the config schema takes plain values there)."""
+    if kind != "chart" or not isinstance(data, dict):
+        return data
+    spec = data.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("valuesContent"), str):
+        return {**data, "spec": {**spec, "valuesContent": safe_load(spec["valuesContent"])}}
+    return data
+
+
+def _repacked(kind: str, data: Any) -> Any:
+    """The display form of a chart file: valuesContent back to the block it is written as."""
+    if kind != "chart" or not isinstance(data, dict):
+        return data
+    spec = data.get("spec")
+    if isinstance(spec, dict) and not isinstance(spec.get("valuesContent"), str | None):
+        values = dump_yaml(spec["valuesContent"], sort_keys=True)
+        return {**data, "spec": {**spec, "valuesContent": values}}
+    return data
+
+
+def _metadata_note(desired: DesiredFile, live: LiveFile) -> str:
+    """Mode and owner are part of the file: a credential readable by others is drift."""
+    notes = []
+    if live.mode != desired.mode:
+        notes.append(f"mode {live.mode or 0:o} -> {desired.mode:o}")
+    if live.owner != desired.owner:
+        notes.append(f"owner {live.owner or '?'} -> {desired.owner} (uid:gid)")
+    return ", ".join(notes)
 
 
 def deletion(path: str) -> FileChange:
@@ -103,7 +149,8 @@ def _structure(current: Any, wanted: Any) -> tuple[str, ...]:
 def _masked(data: Any, other: Any, before: bool = False, key: str | None = None) -> Any:
     """A copy of `data` with secrets masked; `other` is the opposite side, to say "changed"."""
     secret_here = isinstance(data, Secret) or isinstance(other, Secret)
-    if secret_here or (key in SENSITIVE_KEYS and isinstance(data, str)):
+    if secret_here or ((key in SENSITIVE_KEYS or is_credential_key(key))
+                       and isinstance(data, str | int | float | bytes)):
         mine = data.reveal() if isinstance(data, Secret) else data
         theirs = other.reveal() if isinstance(other, Secret) else other
         return MASK if before or theirs is None or mine == theirs else MASK_CHANGED

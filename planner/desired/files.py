@@ -27,6 +27,7 @@ class DesiredFile:
     data: Any  # structure, secrets as Secret objects
     mode: int
     restart: bool
+    owner: str = "0:0"  # uid:gid; every file cargoship writes is root's (credentials or not)
 
     def content(self) -> str:
         """The exact bytes to write (secrets revealed): only the executor writes them.

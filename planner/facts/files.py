@@ -1,7 +1,13 @@
-"""Read files on a host: existence, mode, owner and content, many files in one round trip.
+"""Read files on a host: kind, mode, owner and content, many files in one round trip.
 
 Content travels base64-encoded so that any bytes (a binary file, a file holding our own
 boundary token) arrive intact; files over the limit are reported, not transferred.
+
+Nothing is read through a link: a path is examined with lstat (`stat` without -L, `[ -L ]`
+first), and its content is read with `dd iflag=nofollow`, so a path swapped for a link
+between the two yields no content rather than the link target's; the size then disagrees
+with what stat said and the read is refused. Where dd has no `nofollow` (BusyBox), the
+content is read only if the path is still not a link.
 """
 
 from __future__ import annotations
@@ -14,26 +20,36 @@ from ..desired.compare import LiveFile
 from ..hosts.batch import Fact, FactParseError, Output, quote
 
 MAX_FILE_BYTES = 1 << 20
+# What `stat -c %F` calls the kinds a path can be, in the words the plan uses.
+_KINDS = {"symbolic-link": "symbolic link", "directory": "directory",
+          "character-special-file": "character device", "block-special-file": "block device",
+          "fifo": "FIFO", "socket": "socket"}
 
 
 class FileTooLarge(FactParseError):
     pass
 
 
+def _read_script(p: str) -> str:
+    blocks = (MAX_FILE_BYTES >> 16) + 1
+    read = (f"{{ dd if={p} iflag=nofollow bs=65536 count={blocks} 2>/dev/null "
+            f"|| {{ [ -L {p} ] || cat {p}; }}; }}")
+    return (f"if [ -L {p} ]; then echo 'other symbolic-link'; "
+            f"elif [ -f {p} ]; then echo \"file $(stat -c '%a %u %g %s' {p})\"; "
+            f"{read} | head -c {MAX_FILE_BYTES + 1} | base64 -w0; echo; "
+            f"elif [ -e {p} ]; then echo \"other $(stat -c %F {p} | tr ' ' -)\"; "
+            f"else echo absent; fi")
+
+
 def files_fact(paths: Sequence[str], list_dirs: Sequence[str] = ()) -> Fact[
         tuple[dict[str, LiveFile], dict[str, list[str]]]]:
     """Each path's state, plus the names of the entries in each of `list_dirs`."""
-    parts = []
-    for path in paths:
-        p = quote(path)
-        parts.append(
-            f"if [ -f {p} ]; then echo \"file $(stat -c '%a %U' {p}) $(stat -c %s {p})\"; "
-            f"head -c {MAX_FILE_BYTES + 1} {p} | base64 -w0; echo; "
-            f"elif [ -e {p} ]; then echo notafile; else echo absent; fi")
+    parts = [_read_script(quote(path)) for path in paths]
     for directory in list_dirs:
         d = quote(directory)
-        parts.append(f"if [ -d {d} ]; then echo \"dir $(ls -A {d} | tr '\\n' '/')\"; "
-                     "else echo nodir; fi")
+        parts.append(f"if [ -d {d} ] && [ ! -L {d} ]; then echo \"dir $(ls -A {d} | "
+                     "tr '\\n' '/')\"; elif [ -e {d} ]; then echo notadir; else echo nodir; fi"
+                     .replace("{d}", d))
     command = "; ".join(parts) if parts else "true"
     return Fact("files", command, lambda out: _parse(out, paths, list_dirs))
 
@@ -55,10 +71,11 @@ def _parse(out: Output, paths: Sequence[str], list_dirs: Sequence[str]) -> tuple
         head = take().split()
         if head == ["absent"]:
             files[path] = LiveFile(path, exists=False)
-        elif head == ["notafile"]:
-            raise FactParseError(f"{path} exists but is not a regular file")
-        elif len(head) == 4 and head[0] == "file":
-            mode, owner, size = int(head[1], 8), head[2], int(head[3])
+        elif len(head) == 2 and head[0] == "other":
+            # Not a regular file: its kind is all the plan learns of it, never its target.
+            files[path] = LiveFile(path, True, kind=_KINDS.get(head[1], "special file"))
+        elif len(head) == 5 and head[0] == "file" and all(h.isdigit() for h in head[1:]):
+            mode, size = int(head[1], 8), int(head[4])
             if size > MAX_FILE_BYTES:
                 take()
                 raise FileTooLarge(f"{path} is {size} bytes; larger than "
@@ -67,11 +84,17 @@ def _parse(out: Output, paths: Sequence[str], list_dirs: Sequence[str]) -> tuple
                 content = base64.b64decode(take(), validate=True)
             except binascii.Error:
                 raise FactParseError(f"{path}: content arrived garbled") from None
-            files[path] = LiveFile(path, True, content, mode, owner)
+            if len(content) != size:
+                raise FactParseError(f"{path} changed while it was read (stat said {size} "
+                                     f"bytes, read {len(content)})")
+            files[path] = LiveFile(path, True, content, mode, f"{head[2]}:{head[3]}")
         else:
             raise FactParseError(f"unexpected file listing line {' '.join(head)[:60]!r}")
     listings: dict[str, list[str]] = {}
     for directory in list_dirs:
         kind, _, rest = take().partition(" ")
+        if kind == "notadir":
+            raise FactParseError(f"{directory} is not a directory (a link or a file): "
+                                 "cargoship never writes through links")
         listings[directory] = [n for n in rest.split("/") if n] if kind == "dir" else []
     return files, listings

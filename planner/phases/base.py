@@ -12,9 +12,14 @@ Hooks, all read-only in the planner:
     cluster_reads(ctx)  what it reads that belongs to no host ("kubeconfig:local")
     assess(ctx, hosts)  reported phases: record what the phase would do for these hosts
                         (changes and findings on ctx) and return what it would write
+    may_write(ctx, host)     what the phase could write on a host, unassessed: by default
+    cluster_may_write(ctx)   what it reads (a phase that can't look can't rule out changing
+                             what it would have looked at)
 
 From reads and writes the runner derives, generically, which hosts a phase cannot be
-assessed for: those where it reads something an earlier reported phase would write.
+assessed for: those where it reads something an earlier reported phase would write, or
+*might* write because that phase could not be assessed there either (transitively: A
+writes x; B reads x, so B is unassessed and may write y; C reads y, so C is too).
 """
 
 from __future__ import annotations
@@ -60,6 +65,12 @@ class Phase:
 
     def cluster_reads(self, ctx: PlanContext) -> frozenset[str]:
         return frozenset()
+
+    def may_write(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
+        return self.reads(ctx, host)
+
+    def cluster_may_write(self, ctx: PlanContext) -> frozenset[str]:
+        return self.cluster_reads(ctx)
 
     def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource] | None:
         """None: this phase has no assessment (it is reported as is)."""

@@ -18,6 +18,7 @@ from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import file_digest
 from ..kube import admin_kubeconfig_path, masked, merge, named_entries
 from ..plan.actions import MERGE_KUBECONFIG
+from ..safeyaml import safe_load
 from .admin_access import first_controller, read_admin
 from .base import Phase, Resource
 
@@ -34,6 +35,9 @@ class UpdateKubeconfig(Phase):
         if ctx.config.options.kubeconfig_enabled and host is first_controller(ctx):
             return frozenset({f"file:{admin_kubeconfig_path(ctx.config.engine.distro)}"})
         return frozenset()
+
+    def may_write(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
+        return frozenset()  # it reads the admin kubeconfig on a host, writes only locally
 
     def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
         options = ctx.config.options
@@ -72,7 +76,7 @@ class UpdateKubeconfig(Phase):
 
 def _read_local(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = safe_load(path.read_text())
     except FileNotFoundError:
         return None, None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:

@@ -13,6 +13,8 @@ from typing import ClassVar
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import FileChange, LiveFile, compare, deletion, file_digest
 from ..desired.files import DesiredFile, desired_files, is_owned, owned_paths
+from ..facts.applied import APPLIED
+from ..facts.applied import TARGET as APPLIED_TARGET
 from ..facts.distro import LAYOUTS
 from ..facts.files import files_fact
 from ..facts.interrupted import INTERRUPTED, MARKER
@@ -36,6 +38,13 @@ class SyncRolePhase(Phase):
     def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         return sync_reads(ctx, host) if host.config.role == self.role else frozenset()
 
+    def may_write(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
+        if host.config.role != self.role:
+            return frozenset()
+        # Its files, and what a drain and restart change (see assess_role).
+        admin = admin_kubeconfig_path(ctx.config.engine.distro)
+        return sync_reads(ctx, host) | {"node", f"file:{admin}", f"file:{MARKER}"}
+
     def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
         return assess_role(ctx, self.title, self.role, hosts)
 
@@ -55,11 +64,21 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
     fact = files_fact([f.path for f in wanted], dirs)
     writes: set[Resource] = set()
     gathered = {h.config.index: v for h, v in
-                ctx.gather(phase, lambda _: [fact, INTERRUPTED], as_root=True, hosts=ours)}
+                ctx.gather(phase, lambda _: [fact, INTERRUPTED, APPLIED], as_root=True,
+                           hosts=ours)}
     for host in ours:
         if host.config.index not in gathered:
             continue  # failed to read: the host has a problem recorded already
-        (live, listings), interrupted = gathered[host.config.index]
+        (live, listings), interrupted, applied = gathered[host.config.index]
+        # Not a change: the order apply judges the plan by (no replay of a superseded plan).
+        ctx.record_read(host, APPLIED_TARGET, applied.without(ctx.applying).fingerprint)
+        irregular = [f for f in live.values() if f.exists and f.kind != "file"]
+        for item in irregular:
+            ctx.problem(phase, host, f"{item.path} is a {item.kind}, not a regular file: "
+                                     "cargoship never reads or writes through links or into "
+                                     "special files; make it a regular file (or remove it)")
+        if irregular:
+            continue
         changes = _file_changes(ctx, host, wanted, live, listings, dirs)
         needs_restart = {f.path for f in wanted if f.restart}
         restart = False

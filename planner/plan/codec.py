@@ -8,8 +8,11 @@ JSON (sorted keys, no whitespace) of everything except the digest itself.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
+import stat
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
@@ -24,6 +27,8 @@ from ..config.schema_errors import describe_error
 from ..config.yamlio import format_path
 from ..errors import CargoshipError
 from ..localfiles import atomic_write
+from ..render import json_escaped
+from . import verify
 from .desired import config_form
 from .model import (
     FORMAT_VERSION,
@@ -139,7 +144,9 @@ def _raise_first(path: Path | str, prefix: tuple[str, ...],
 def dumps(plan: Plan) -> str:
     data = to_dict(plan)
     _validate("<plan>", data)  # a plan we can't read back must never be written
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    # Host text (a diff, a finding) may carry terminal escapes or bidi overrides: a plan file
+    # is read in editors and pull requests, so they are escaped, never written raw.
+    return json_escaped(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
 
 
 def write(plan: Plan, path: Path) -> None:
@@ -171,16 +178,42 @@ def loads(text: str | bytes, path: Path | str = "<plan>") -> Plan:
     if data["digest"] != expected:
         raise PlanFileError(path, "integrity digest does not match the content: the plan was "
                                   "edited or corrupted after it was written; re-plan")
-    return from_dict(data)
+    plan = from_dict(data)
+    # The digest only says the file is as written; this says the text is the plan's own.
+    first = next(verify.problems(plan), None)
+    if first is not None:
+        raise PlanFileError(path, f"not a valid plan file: {first}; the plan was edited "
+                                  "after it was made (re-plan)")
+    return plan
 
 
 def read(path: Path) -> Plan:
+    """The plan at `path`, read once: whoever checks it and whoever applies it must hold
+    this one object, never read the path again (it may have changed in between)."""
+    return loads(read_bytes(path), path)
+
+
+def read_bytes(path: Path) -> bytes:
+    """A plan file's bytes, from a regular file only: a FIFO, a device or a directory could
+    hand a second reader other bytes than the first (or hang), and a link could be
+    re-pointed between two reads."""
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_PLAN_BYTES + 1)
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused right after.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise PlanFileError(path, "is a symbolic link; give the plan file itself") \
+                from None
         raise PlanFileError(path, f"cannot read plan: {exc.strerror}") from None
-    return loads(raw, path)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PlanFileError(path, "not a regular file; a plan is a file written by "
+                                  "`cargoship plan -out`")
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            return fh.read(MAX_PLAN_BYTES + 1)
+        except OSError as exc:
+            raise PlanFileError(path, f"cannot read plan: {exc.strerror}") from None
 
 
 def plan_digest(plan: Plan) -> str:

@@ -47,11 +47,14 @@ def inline_secrets(config: ClusterConfig) -> list[str]:
     return found
 
 
-def from_desired(desired: dict[str, Any], salt: bytes, source: str) -> ClusterConfig:
-    """The config a plan was made from, secrets resolved again and checked unchanged."""
+def from_desired(desired: dict[str, Any], salt: bytes, source: str, *,
+                 resolve_secrets: bool = True) -> ClusterConfig:
+    """The config a plan was made from, secrets resolved again and checked unchanged; or
+    (`resolve_secrets=False`) each secret a stand-in fit only to be shown masked."""
     hosts = tuple(_host(h) for h in desired["hosts"])
     options = desired["options"]
-    engine_config = _resolve_secrets(desired["engineConfig"], salt)
+    engine_config = _resolve_secrets(desired["engineConfig"], salt) if resolve_secrets \
+        else stand_in_secrets(desired["engineConfig"])
     return ClusterConfig(
         path=Path(source),
         name=desired["cluster"],
@@ -132,6 +135,15 @@ def _resolve_secrets(engine_config: dict[str, Any], salt: bytes) -> dict[str, An
     for parent, key, path in _secret_slots(resolved):
         if _is_digested(parent[key]):
             parent[key] = _resolve_one(parent[key], salt, path)
+    return resolved
+
+
+def stand_in_secrets(engine_config: dict[str, Any]) -> dict[str, Any]:
+    resolved: dict[str, Any] = copy.deepcopy(engine_config)
+    for parent, key, _ in _secret_slots(resolved):
+        if _is_digested(parent[key]):
+            # Its "value" is the digest: never revealed, only masked (planner.desired.compare).
+            parent[key] = Secret(parent[key]["secret"], parent[key]["digest"])
     return resolved
 
 

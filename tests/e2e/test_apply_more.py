@@ -64,11 +64,13 @@ def test_lock_timeout_waits_for_a_lock_to_go_stale(lab_factory, tmp_path: Path) 
     plan(lab, plan_file)
     holder = {"id": "5ca1ab1e", "holder": "bob@ci", "pid": 7, "plan_id": None,
               "since": "2026-12-01T00:00:00Z"}
-    # Touched 55 s ago: live for about 5 s more, then stale.
+    # Touched just now: live for a minute, however slow the machine is.
     lab.exec("wrk-1", f"mkdir -p /run/cargoship && echo '{json.dumps(holder)}' > "
-                      "/run/cargoship/lock && touch -d '-55 sec' /run/cargoship/lock")
+                      "/run/cargoship/lock")
     refused = cargoship("apply", plan_file, "--confirm")
     assert refused.returncode == 1 and "bob@ci" in refused.stderr
+    # Touched 55 s ago: live for about 5 s more, then stale; the wait must outlast that.
+    lab.exec("wrk-1", "touch -d '-55 sec' /run/cargoship/lock")
     waited = cargoship("apply", plan_file, "--confirm", "--lock-timeout", "30", timeout=300)
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert "took over stale lock 5ca1ab1e" in waited.stdout
@@ -157,3 +159,38 @@ def test_without_confirm_a_terminal_must_type_yes(lab_factory, tmp_path: Path) -
     yes = on_a_terminal("yes\n")
     assert yes.returncode == 0, yes.stdout
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout != "mirrors: {}\n"
+
+
+LEFTOVERS = ("/etc/rancher/rke2/.cargoship.Ab12Cd", "/etc/rancher/rke2/config.yaml.d/"
+             ".cargoship.Qq00Zz", "/var/lib/rancher/rke2/server/manifests/.cargoship.Zz99Yy",
+             "/var/lib/cargoship/applied/.cargoship.x1Y2z3", "/run/cargoship/lock.Qw12Er",
+             "/var/lib/cargoship/in-progress.json.tmp",
+             "/var/lib/cargoship/backups/0123456789abcdef0123456789abcdef/etc/rancher/rke2/"
+             "registries.yaml.tmp")
+NOT_OURS = ("/etc/rancher/rke2/.cargoship.user-notes", "/etc/rancher/rke2/notes.tmp",
+            "/run/cargoship/lock.mutex")
+
+
+def test_temp_files_of_a_killed_run_are_removed_by_the_next_apply(
+        lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=1)
+    paths = " ".join(map(shlex.quote, LEFTOVERS + NOT_OURS))
+    # What a run killed between writing a temp and renaming it leaves (names as our writers
+    # make them), beside files that only look alike.
+    lab.exec("wrk-1", f"for f in {paths}; do mkdir -p \"$(dirname \"$f\")\"; "
+                      "echo 'password: leftover' > \"$f\"; done")
+
+    def present() -> set[str]:
+        out = lab.exec("wrk-1", f"for f in {paths}; do [ -e \"$f\" ] && echo \"$f\"; done; true")
+        return set(out.stdout.split())
+
+    drift(lab, "wrk-1")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    assert present() == set(LEFTOVERS + NOT_OURS)  # a plan removes nothing
+    applied = cargoship("apply", plan_file, "--confirm", timeout=300)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    # (The in-progress marker's temp may have been reused by this run's own marker.)
+    assert "] removed " in applied.stdout and " temp file(s) a killed run left" in \
+        applied.stdout, applied.stdout
+    assert present() == set(NOT_OURS)

@@ -84,7 +84,18 @@ LIES: dict[str, tuple[tuple[str, str], str, str]] = {
     "registries.yaml is a directory": (replace_file(REGISTRIES, f"rm {REGISTRIES} && mkdir "
                                                                 f"{REGISTRIES}"),
                                        "Sync Registry Config Worker",
-                                       "exists but is not a regular file"),
+                                       "is a directory, not a regular file"),
+    "registries.yaml is a symlink": (replace_file(REGISTRIES, f"rm {REGISTRIES} && ln -s "
+                                                              f"/etc/hostname {REGISTRIES}"),
+                                     "Sync Registry Config Worker",
+                                     "is a symbolic link, not a regular file"),
+    "registries.yaml is a FIFO": (replace_file(REGISTRIES, f"rm {REGISTRIES} && mkfifo "
+                                                           f"{REGISTRIES}"),
+                                  "Sync Registry Config Worker", "is a FIFO, not a regular file"),
+    "registries.yaml is a device": (replace_file(REGISTRIES, f"rm {REGISTRIES} && mknod "
+                                                             f"{REGISTRIES} c 1 3"),
+                                    "Sync Registry Config Worker",
+                                    "is a character device, not a regular file"),
 }
 
 

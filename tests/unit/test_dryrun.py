@@ -135,3 +135,63 @@ def test_unassessed_is_derived_from_reads_and_earlier_writes() -> None:
         ("Read each node", 0,
          "reads its node object, which 'Write a cluster-wide thing' would change first"),
     ]
+
+
+class WritesX(Phase):
+    title = "A writes x"
+
+    def assess(self, ctx: PlanContext, hosts):  # type: ignore[no-untyped-def]
+        return {(h.config.index, "file:/x") for h in hosts}
+
+
+class ReadsXWritesY(Phase):
+    title = "B reads x, writes y"
+    assessed: ClassVar[list[int]] = []
+
+    def reads(self, ctx: PlanContext, host):  # type: ignore[no-untyped-def]
+        return frozenset({"file:/x"})
+
+    def may_write(self, ctx: PlanContext, host):  # type: ignore[no-untyped-def]
+        return frozenset({"file:/y"})
+
+    def assess(self, ctx: PlanContext, hosts):  # type: ignore[no-untyped-def]
+        self.assessed.append(len(hosts))
+        return {(h.config.index, "file:/y") for h in hosts}
+
+
+class ReadsY(Phase):
+    title = "C reads y"
+    assessed: ClassVar[list[int]] = []
+
+    def reads(self, ctx: PlanContext, host):  # type: ignore[no-untyped-def]
+        return frozenset({"file:/y"})
+
+    def assess(self, ctx: PlanContext, hosts):  # type: ignore[no-untyped-def]
+        self.assessed.append(len(hosts))
+        return set()
+
+
+def test_unassessed_is_transitive() -> None:
+    ctx = _ctx()
+    ctx.hosts[0].reader = _NoHost()  # type: ignore[assignment]
+    ReadsXWritesY.assessed.clear()
+    ReadsY.assessed.clear()
+    report = dry_run(ctx, [WritesX(), ReadsXWritesY(), ReadsY()])
+    assert [r.outcome for r in report.phases] == ["planned", "unassessed", "unassessed"]
+    assert ReadsXWritesY.assessed == [] and ReadsY.assessed == []
+    assert [(u.phase, u.text) for u in ctx.unassessed_items] == [
+        ("B reads x, writes y", "reads /x, which 'A writes x' would change first"),
+        ("C reads y", "reads /y, which 'B reads x, writes y' may change first (it could not "
+                      "be assessed either)"),
+    ]
+
+
+def test_without_the_first_writer_nothing_is_unassessed() -> None:
+    ctx = _ctx()
+    ctx.hosts[0].reader = _NoHost()  # type: ignore[assignment]
+    ReadsY.assessed.clear()
+    report = dry_run(ctx, [ReadsXWritesY(), ReadsY()])
+    assert [r.outcome for r in report.phases] == ["planned", "unassessed"]
+    # B assessed and said it writes y: C is unassessed by B's real write, not a guess.
+    assert ctx.unassessed_items[-1].text == "reads /y, which 'B reads x, writes y' would " \
+                                            "change first"

@@ -22,6 +22,11 @@ from planner.plan.model import (
 
 CTL1 = HostRef("ctl-1", "10.0.0.1", 22)
 
+DIFF = ("--- /etc/rancher/rke2/registries.yaml (live)\n"
+        "+++ /etc/rancher/rke2/registries.yaml (desired)\n"
+        "@@ -1 +1,4 @@\n-mirrors: {}\n+configs:\n+  r.io:\n+    auth:\n"
+        "+      password: '*** (changed)'\n# mode 644 -> 600\n")
+
 
 def sample_plan() -> Plan:
     return Plan(
@@ -42,7 +47,7 @@ def sample_plan() -> Plan:
                              (Note(CTL1, "connected"), Note(None, "cluster-wide"))),),
         changes=(Change(CTL1, "Sync Registry Config Controller", "write-file",
                         "/etc/rancher/rke2/registries.yaml", "sha256:" + "b" * 64,
-                        "sha256:" + "c" * 64, "--- a\n+++ b\n", drain=True, restart=True),),
+                        "sha256:" + "c" * 64, DIFF, drain=True, restart=True),),
         unassessed=(Unassessed("Labeling nodes with their profile group", CTL1, "why",
                                "label-node"),),
         warnings=(Notice(None, None, "a warning"),),
@@ -147,3 +152,48 @@ def test_an_edited_desired_state_is_held_to_the_config_rules(where, value, expec
     data["digest"] = codec.digest_of(data)
     with pytest.raises(codec.PlanFileError, match=expected):
         codec.loads(json.dumps(data), "plan.json")
+
+
+# The text a reviewer reads is the plan's own: an edited diff with a recomputed digest is
+# refused (planner.plan.verify).
+
+def _with_diff(diff: str, before: str | None = "sha256:" + "b" * 64,
+               target: str | None = None) -> str:
+    plan = sample_plan()
+    change = replace(plan.changes[0], diff=diff, before=before,
+                     target=target or plan.changes[0].target)
+    return codec.dumps(replace(plan, changes=(change,)))
+
+
+@pytest.mark.parametrize("diff, says", [
+    (DIFF.replace("'*** (changed)'", "hunter2"), "new side at line 1 is not what the plan"),
+    (DIFF.replace("+configs:", "+mirrors: {}"), "new side at line 1"),
+    (DIFF.replace("@@ -1 +1,4 @@", "@@ -1 +1,3 @@"), "text outside its hunks"),
+    (DIFF.replace("644 -> 600", "644 -> 644"), "promises mode 644"),
+    (DIFF.replace("(desired)", "(wanted)"), "its diff is not of that file"),
+    (DIFF + "+  evil: true\n", "text outside its hunks"),
+])
+def test_an_edited_diff_is_refused_even_with_its_digest_recomputed(diff: str, says: str) -> None:
+    with pytest.raises(codec.PlanFileError, match="the plan was edited after it was made"
+                       ) as refused:
+        codec.loads(_with_diff(diff), "plan.json")
+    assert says in str(refused.value)
+    assert "hunter2" not in str(refused.value)
+
+
+def test_a_change_of_mode_or_owner_alone_is_a_note_that_must_promise_the_desired_ones() -> None:
+    codec.loads(_with_diff("# mode 644 -> 600, owner 1000:0 -> 0:0 (uid:gid)\n"), "plan.json")
+    with pytest.raises(codec.PlanFileError, match="promises owner 1000:0"):
+        codec.loads(_with_diff("# owner 0:0 -> 1000:0 (uid:gid)\n"), "plan.json")
+
+
+def test_a_create_must_show_the_whole_file() -> None:
+    partial = DIFF.replace("@@ -1 +1,4 @@\n-mirrors: {}\n", "@@ -0,0 +1,2 @@\n").replace(
+        "+    auth:\n+      password: '*** (changed)'\n", "")
+    with pytest.raises(codec.PlanFileError, match="does not show the whole file"):
+        codec.loads(_with_diff(partial, before=None), "plan.json")
+
+
+def test_a_change_of_a_file_the_desired_state_does_not_write_is_refused() -> None:
+    with pytest.raises(codec.PlanFileError, match="writes no such file there"):
+        codec.loads(_with_diff(DIFF, target="/etc/rancher/rke2/config.yaml"), "plan.json")

@@ -1,0 +1,52 @@
+"""Remove what a killed run left behind: the disconnect step of a real run.
+
+A run killed between creating a temp file and renaming it leaves the temp behind:
+`.cargoship.XXXXXX` beside a target or a record, `lock.XXXXXX` beside the lock, the
+in-progress marker's `.tmp`, a backup's `.tmp`. They hold no state anyone needs (the rename
+is what makes a write count), and some hold credentials, so an apply removes them once it
+holds every host's lock (no other run can be writing there) and before it lets go. A plan
+never removes anything: it only reads.
+"""
+
+from __future__ import annotations
+
+from planner.facts.distro import LAYOUTS
+from planner.facts.interrupted import MARKER
+from planner.hosts.batch import quote
+
+from .files import BACKUP_ROOT
+from .lock import LOCK_DIR, MUTEX_PATH
+from .records import RECORD_DIR
+from .remote import HostWriter
+
+
+def temp_cleanup_script(distro: str) -> str:
+    layout = LAYOUTS[distro]
+    dirs = (layout.config_dir, f"{layout.config_dir}/config.yaml.d", layout.manifests_dir,
+            RECORD_DIR)
+    # Only names our writers make: exactly six random characters after the prefix.
+    temps = " ".join(f"{quote(d)}/.cargoship.??????" for d in dirs)
+    return f"""set -u
+n=0
+for f in {temps} {quote(MARKER)}.tmp; do
+  if [ -f "$f" ] || [ -L "$f" ]; then rm -f -- "$f" && n=$((n + 1)); fi
+done
+if [ -d {quote(BACKUP_ROOT)} ] && [ ! -L {quote(BACKUP_ROOT)} ]; then
+  n=$((n + $(find {quote(BACKUP_ROOT)} -xdev -name '*.tmp' -type f -print -delete | wc -l)))
+fi
+if [ -d {quote(LOCK_DIR)} ]; then
+  # Under the lock's mutex: a run acquiring a lock renames its temp while holding it.
+  exec 9>>{quote(MUTEX_PATH)}
+  flock -x 9
+  for f in {quote(LOCK_DIR)}/lock.??????; do
+    if [ -f "$f" ]; then rm -f -- "$f" && n=$((n + 1)); fi
+  done
+fi
+echo "$n"
+"""
+
+
+def remove_temps(host: HostWriter, distro: str) -> int:
+    """How many leftover temp files were removed from the host."""
+    out = host.run_root(temp_cleanup_script(distro)).stdout.decode().strip()
+    return int(out) if out.isdigit() else 0
