@@ -25,6 +25,7 @@ from .hosts.pool import parallel
 from .hosts.reader import HostReader
 from .hosts.ssh import ConnectOptions
 from .kube import ApiFactory, official_client
+from .plan.model import KeyChange
 
 
 @dataclass
@@ -75,6 +76,7 @@ class PlannedChange:
     diff: str
     drain: bool = False
     restart: bool = False
+    key_changes: tuple[KeyChange, ...] = ()  # by key path, for YAML file changes
 
 
 @dataclass

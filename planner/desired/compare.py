@@ -17,7 +17,9 @@ import yaml
 from deepdiff import DeepDiff
 
 from ..config.secrets import Secret
+from ..plan.model import KeyChange
 from .files import DesiredFile, dump_yaml
+from .keys import key_changes
 
 SENSITIVE_KEYS = frozenset({"password", "auth", "identity_token", "token"})
 MASK, MASK_CHANGED = "***", "*** (changed)"
@@ -40,6 +42,8 @@ class FileChange:
     after: str | None
     diff: str
     structure: tuple[str, ...]  # deepdiff's account, paths only (no values)
+    # What changed by key path, from the same masked views the diff shows.
+    keys: tuple[KeyChange, ...] = ()
 
 
 def file_digest(content: bytes, salt: bytes) -> str:
@@ -61,34 +65,49 @@ def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | N
     content = desired.content().encode()
     after = file_digest(content, salt)
     wanted = normalize(desired.kind, desired.content())
-    shown_after = _masked(desired.data, None)
+    shown_after = _masked(_structured(desired.kind, desired.data), None)
     if not live.exists:
         diff = _unified(desired.path, "", _dump(shown_after), f"(absent) -> mode "
                                                               f"{desired.mode:o}")
-        return FileChange(desired.path, "create", None, after, diff, ("created",))
+        return FileChange(desired.path, "create", None, after, diff, ("created",),
+                          key_changes(None, shown_after))
     before = file_digest(live.content, salt)
     try:
         current = normalize(desired.kind, live.content.decode())
     except (UnicodeDecodeError, yaml.YAMLError):
         note = f"# current content is not valid YAML ({len(live.content)} bytes, not shown)\n"
         diff = _unified(desired.path, note, _dump(shown_after), "")
-        return FileChange(desired.path, "update", before, after, diff, ("unparseable",))
+        # The current side is not shown, so neither are its keys: what it will hold is.
+        return FileChange(desired.path, "update", before, after, diff, ("unparseable",),
+                          key_changes(None, shown_after))
     mode_note = "" if live.mode == desired.mode else f"mode {live.mode or 0:o} -> " \
                                                      f"{desired.mode:o}"
     structure = _structure(current, wanted)
     if not structure and not mode_note:
         return None
-    shown_before = _masked(current, desired.data, before=True)
-    shown_after = _masked(desired.data, current)
+    wanted_shown = _structured(desired.kind, desired.data)
+    shown_before = _masked(current, wanted_shown, before=True)
+    shown_after = _masked(wanted_shown, current)
     diff = _unified(desired.path, _dump(shown_before), _dump(shown_after), mode_note)
     return FileChange(desired.path, "update", before, after, diff,
-                      structure or (mode_note,))
+                      structure or (mode_note,), key_changes(shown_before, shown_after))
 
 
 def deletion(path: str) -> FileChange:
     """A file cargoship created that is no longer desired (its content was not read)."""
     diff = f"--- {path}\n+++ (deleted)\n# no longer desired: cargoship created it\n"
     return FileChange(path, "delete", "present", None, diff, ("deleted",))
+
+
+def _structured(kind: str, data: Any) -> Any:
+    """The desired side as `normalize` reads a live file: chart values as a mapping, so the
+    diff and the key summary compare values with values, not text with a mapping."""
+    if kind == "chart" and isinstance(data, dict):
+        spec = data.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("valuesContent"), str):
+            return {**data, "spec": {**spec, "valuesContent": yaml.safe_load(
+                spec["valuesContent"])}}
+    return data
 
 
 def _structure(current: Any, wanted: Any) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ import yaml
 
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import file_digest
+from ..desired.keys import key_changes
 from ..kube import admin_kubeconfig_path, masked, merge, named_entries
 from .admin_access import first_controller, read_admin
 from .base import Phase, Resource
@@ -61,7 +62,9 @@ class UpdateKubeconfig(Phase):
             fromfile=f"{path} (local)", tofile=f"{path} (merged)"))
         ctx.change(PlannedChange(self.title, None, "merge", str(path),
                                  file_digest(path.read_bytes(), ctx.salt)
-                                 if local is not None else None, None, diff))
+                                 if local is not None else None, None, diff,
+                                 key_changes=key_changes(masked(local) if local else None,
+                                                         masked(merged))))
         ctx.found(self.title, None, f"would merge context {name} (server "
                                     f"{entries['clusters']['cluster'].get('server')}) into "
                                     f"{path}")

@@ -63,7 +63,7 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
             restart |= own
             ctx.change(PlannedChange(phase, host.config.index, change.action, change.path,
                                      change.before, change.after, change.diff,
-                                     drain=own, restart=own))
+                                     drain=own, restart=own, key_changes=change.keys))
             writes.add((host.config.index, f"file:{change.path}"))
         if interrupted is not None:
             # Files may be right and the host still not: its engine may be stopped and its

@@ -34,7 +34,8 @@ def build_plan(report: DryRunReport) -> Plan:
                                if f.phase == r.title))
             for r in report.phases),
         changes=tuple(Change(names.get(c.host) if c.host is not None else None, c.phase,
-                             c.action, c.target, c.before, c.after, c.diff, c.drain, c.restart)
+                             c.action, c.target, c.before, c.after, c.diff, c.drain, c.restart,
+                             c.key_changes)
                       for c in ctx.changes),
         unassessed=tuple(Unassessed(u.phase, _host(names, u), u.text)
                          for u in ctx.unassessed_items),

@@ -29,6 +29,7 @@ from .model import (
     FORMAT_VERSION,
     Change,
     HostIdentity,
+    KeyChange,
     Note,
     PhaseOutcome,
     Plan,
@@ -78,7 +79,8 @@ def from_dict(data: dict[str, Any]) -> Plan:
         hosts=tuple(HostIdentity(**h) for h in data["hosts"]),
         phases=tuple(PhaseOutcome(**{**p, "findings": tuple(Note(**n) for n in p["findings"])})
                      for p in data["phases"]),
-        changes=tuple(Change(**c) for c in data["changes"]),
+        changes=tuple(Change(**{**c, "key_changes": tuple(
+            KeyChange(**k) for k in c.get("key_changes", []))}) for c in data["changes"]),
         unassessed=tuple(Unassessed(**u) for u in data["unassessed"]),
         warnings=tuple(data["warnings"]),
         problems=tuple(data["problems"]),

@@ -45,6 +45,17 @@ class PhaseOutcome:
 
 
 @dataclass(frozen=True)
+class KeyChange:
+    """One key of a YAML file that a change adds, removes or changes, like an attribute in
+    Terraform's plan. Values are JSON text with secrets masked exactly as in the diff."""
+
+    op: Literal["add", "remove", "change"]
+    path: str  # e.g. mirrors."docker.io".endpoint[0]
+    before: str | None = None  # None for "add"
+    after: str | None = None  # None for "remove"
+
+
+@dataclass(frozen=True)
 class Change:
     host: str | None  # None: the local machine (kubeconfig)
     phase: str
@@ -55,6 +66,9 @@ class Change:
     diff: str  # a unified diff for people, secrets masked
     drain: bool = False
     restart: bool = False
+    # What changed by key path, for every YAML file change (empty for labels and recovery,
+    # for a deletion whose content was not read, and in plans made before it existed).
+    key_changes: tuple[KeyChange, ...] = ()
 
 
 @dataclass(frozen=True)
