@@ -83,13 +83,18 @@ def render_text(plan: Plan, view: View | None = None) -> str:
                 compacted |= _change(lines, group, view)
         if any(c.phase == phase.title and section(c) == CHART_VALUES for c in plan.changes):
             lines.append((None, f"      chart values: under \"{CHART_VALUES}\" below"))
-        lines += [(None, f"      unassessed on {where}: {reason}")
+        lines += [(None, f"      {where}  unassessed: {reason}")
                   for where, reason in _unassessed(plan, phase.title)]
-    charts = [g for g in groups if section(g.change) == CHART_VALUES]
-    if charts:
-        lines += [(None, ""), (None, f"{CHART_VALUES}:")]
-        for group in charts:
-            compacted |= _change(lines, group, view)
+    # Chart values; and changes of a phase the plan does not list (a hand-made plan):
+    # shown, never dropped.
+    titles = {p.title for p in plan.phases}
+    for heading in dict.fromkeys(section(g.change) for g in groups):
+        if heading in titles:
+            continue
+        lines += [(None, ""), (None, f"{heading}:")]
+        for group in groups:
+            if section(group.change) == heading:
+                compacted |= _change(lines, group, view)
     lines.append((None, ""))
     if compacted:
         lines += [(None, HINT), (None, "")]
