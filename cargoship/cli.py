@@ -452,7 +452,8 @@ def _mkdir(path: Path) -> None:
 def _view(args: argparse.Namespace, color: bool = False) -> View:
     """Compact unless asked: `plan --verbose`, `show --full`; diffs with `--diff`."""
     return View(full=bool(getattr(args, "full", False) or (
-                    args.command == "plan" and getattr(args, "verbose", False))),
+                    args.command in ("plan", "engine-config-sync")
+                    and getattr(args, "verbose", False))),
                 diff=bool(getattr(args, "diff", False)), color=color)
 
 

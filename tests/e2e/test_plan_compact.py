@@ -156,7 +156,7 @@ def test_markdown_is_compacted_the_same_way(drifted, tmp_path: Path) -> None:
     _, plan, _ = drifted
     markdown = cargoship("show", plan, "--markdown").stdout
     assert markdown.count(f"**update** `{REGISTRIES}`") == 2
-    assert f"on wrk-1..wrk-4, wrk-6 (same change on 5 hosts)" in markdown
+    assert "on wrk-1..wrk-4, wrk-6 (same change on 5 hosts)" in markdown
     assert f"```diff\n! mirrors.\"docker.io\".endpoint[0]: \"https://stale.example\" -> " \
            f"\"{MIRROR}\"\n```" in markdown
     after = markdown.split("#### Chart values (HelmChartConfig, written in place)\n", 1)[1]
