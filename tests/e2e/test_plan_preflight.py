@@ -174,6 +174,10 @@ def test_blocked_engine_port_is_reported(lab_factory) -> None:
     assert f"x ctl-1 ({lab.hosts[0].address}): Validate hosts: firewall blocks 9345/tcp" \
         in result.stdout
     assert "Problems (1):" in result.stdout
+    # Compact: the host with the problem gets its preflight detail, the other is counted.
+    block = phase_block(result.stdout, "Validate hosts")
+    assert f"ctl-1 ({lab.hosts[0].address})  root, arch amd64" in block
+    assert "wrk-1 (" not in block and "1 other host(s) ok" in block
 
 
 def test_clock_offset_of_five_minutes_is_reported(lab_factory) -> None:
