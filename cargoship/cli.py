@@ -34,7 +34,7 @@ from planner.plan import codec, signing
 from planner.plan.build import build_plan
 from planner.plan.codec import plan_digest
 from planner.plan.model import HostRef, Plan
-from planner.render import colorize, printable, render_markdown, render_text, split_markdown
+from planner.render import View, printable, render_markdown, render_text, split_markdown
 
 EXAMPLES = {
     "plan": "examples:\n  cargoship plan -c cluster.yaml\n"
@@ -111,12 +111,22 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--stats", action="store_true",
                            help="also print, per phase, the remote commands run per host, "
                                 "the time taken, and this run's CPU time and peak memory")
+            # The global -v/--verbose, also after the subcommand (not reset when absent).
+            p.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                           help="every host's preflight detail and the unified diffs (and "
+                                "debug logs on stderr)")
+            p.add_argument("--diff", action="store_true",
+                           help="the unified diff under each change's summary by key")
     show = command("show", "Render a saved plan (checks its schema and digest first); offline.",
                    config=False)
     show.add_argument("plan", type=Path, metavar="PLAN", help="a plan file from plan -out")
     fmt = show.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="the plan as JSON, for machines")
     fmt.add_argument("--markdown", action="store_true", help="markdown for a pull request")
+    show.add_argument("--full", action="store_true",
+                      help="every host's preflight detail and the unified diffs")
+    show.add_argument("--diff", action="store_true",
+                      help="the unified diff under each change's summary by key")
     show.add_argument("--split-dir", type=Path, metavar="DIR",
                       help="with --markdown: write parts under 65,000 characters to "
                            "DIR/plan-N.md (one pull-request comment each)")
@@ -499,14 +509,15 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(codec.dumps(plan))
     elif args.markdown and args.split_dir:
-        text = render_markdown(plan) + "\n" + "\n".join(_signature_lines(plan)) + "\n"
+        text = render_markdown(plan, _view(args)) + "\n" + "\n".join(
+            _signature_lines(plan)) + "\n"
         _mkdir(args.split_dir)
         for number, part in enumerate(split_markdown(text), 1):
             atomic_write(args.split_dir / f"plan-{number}.md", part.encode())
             print(args.split_dir / f"plan-{number}.md")
         return 0
     elif args.markdown:
-        sys.stdout.write(render_markdown(plan))
+        sys.stdout.write(render_markdown(plan, _view(args)))
     else:
         _print_plan(args, plan)
     if not args.json:
@@ -524,7 +535,14 @@ def _mkdir(path: Path) -> None:
         raise LocalFileError(f"cannot create directory {path}: {exc.strerror or exc}") from None
 
 
+def _view(args: argparse.Namespace, color: bool = False) -> View:
+    """Compact unless asked: `plan --verbose`, `show --full`; diffs with `--diff`."""
+    return View(full=bool(getattr(args, "full", False) or (
+                    args.command in ("plan", "engine-config-sync")
+                    and getattr(args, "verbose", False))),
+                diff=bool(getattr(args, "diff", False)), color=color)
+
+
 def _print_plan(args: argparse.Namespace, plan: Plan) -> None:
-    text = render_text(plan)
     color = not args.no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
-    sys.stdout.write(colorize(text) if color else text)
+    sys.stdout.write(render_text(plan, _view(args, color)))

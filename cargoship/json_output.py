@@ -17,6 +17,7 @@ from planner.config import ClusterConfig
 from planner.errors import Problem
 from planner.history import PlanHistory
 from planner.plan.model import HostRef
+from planner.render import json_escaped
 
 if TYPE_CHECKING:  # the executor brings the Kubernetes client: imported only to apply
     from executor.apply import ApplyResult
@@ -31,7 +32,9 @@ SCHEMAS = {
 
 
 def emit(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    # Host text may carry terminal escapes or bidi overrides: escaped, never written raw.
+    sys.stdout.write(json_escaped(json.dumps(data, indent=2, sort_keys=True,
+                                             ensure_ascii=False)) + "\n")
     sys.stdout.flush()
 
 

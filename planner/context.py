@@ -26,7 +26,7 @@ from .hosts.reader import HostReader
 from .hosts.ssh import ConnectOptions
 from .kube import ApiFactory, official_client
 from .plan.actions import ACTIONS
-from .plan.model import HostRef
+from .plan.model import HostRef, KeyChange
 
 
 @dataclass
@@ -85,6 +85,7 @@ class PlannedChange:
     node: str | None = None  # label-node
     label: str | None = None  # label-node
     context: str | None = None  # merge-kubeconfig
+    key_changes: tuple[KeyChange, ...] = ()  # by key path, for YAML file changes
 
     @property
     def drain(self) -> bool:

@@ -18,8 +18,10 @@ from deepdiff import DeepDiff
 
 from ..config.secrets import Secret
 from ..credentials import is_credential_key
+from ..plan.model import KeyChange
 from ..safeyaml import YamlTooLarge, safe_load
 from .files import DesiredFile, dump_yaml
+from .keys import key_changes
 
 SENSITIVE_KEYS = frozenset({"password", "auth", "identity_token", "token"})
 MASK, MASK_CHANGED = "***", "*** (changed)"
@@ -43,6 +45,8 @@ class FileChange:
     after: str | None
     diff: str
     structure: tuple[str, ...]  # deepdiff's account, paths only (no values)
+    # What changed by key path, from the same masked views the diff shows.
+    keys: tuple[KeyChange, ...] = ()
 
 
 def file_digest(content: bytes, salt: bytes) -> str:
@@ -63,62 +67,44 @@ def normalize(kind: str, text: str) -> Any:
 def shown_desired(desired: DesiredFile) -> str:
     """The desired file as every diff shows it (secrets masked): the text a reviewer's "+"
     lines must come from, whoever checks them (planner.plan.verify)."""
-    return _dump(_repacked(desired.kind, _masked(_unpacked(desired.kind, desired.data), None)))
+    return _dump(_masked(_structured(desired.kind, desired.data), None))
 
 
 def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | None:
     content = desired.content().encode()
     after = file_digest(content, salt)
     wanted = normalize(desired.kind, desired.content())
-    shown_desired = _unpacked(desired.kind, desired.data)
-    shown_after = _repacked(desired.kind, _masked(shown_desired, None))
+    shown_after = _masked(_structured(desired.kind, desired.data), None)
     if not live.exists:
         diff = _unified(desired.path, "", _dump(shown_after), f"(absent) -> mode "
                                                               f"{desired.mode:o}, owner "
                                                               f"{desired.owner} (uid:gid)")
-        return FileChange(desired.path, "create", None, after, diff, ("created",))
+        return FileChange(desired.path, "create", None, after, diff, ("created",),
+                          key_changes(None, shown_after))
     before = file_digest(live.content, salt)
     try:
         current = normalize(desired.kind, live.content.decode())
     except YamlTooLarge as exc:
         note = f"# current content refused: {exc} ({len(live.content)} bytes, not shown)\n"
         diff = _unified(desired.path, note, _dump(shown_after), "")
-        return FileChange(desired.path, "update", before, after, diff, ("unparseable",))
+        return FileChange(desired.path, "update", before, after, diff, ("unparseable",),
+                          key_changes(None, shown_after))
     except (UnicodeDecodeError, yaml.YAMLError):
         note = f"# current content is not valid YAML ({len(live.content)} bytes, not shown)\n"
         diff = _unified(desired.path, note, _dump(shown_after), "")
-        return FileChange(desired.path, "update", before, after, diff, ("unparseable",))
+        # The current side is not shown, so neither are its keys: what it will hold is.
+        return FileChange(desired.path, "update", before, after, diff, ("unparseable",),
+                          key_changes(None, shown_after))
     mode_note = _metadata_note(desired, live)
     structure = _structure(current, wanted)
     if not structure and not mode_note:
         return None
-    shown_before = _repacked(desired.kind, _masked(current, shown_desired, before=True))
-    shown_after = _repacked(desired.kind, _masked(shown_desired, current))
+    wanted_shown = _structured(desired.kind, desired.data)
+    shown_before = _masked(current, wanted_shown, before=True)
+    shown_after = _masked(wanted_shown, current)
     diff = _unified(desired.path, _dump(shown_before), _dump(shown_after), mode_note)
     return FileChange(desired.path, "update", before, after, diff,
-                      structure or (mode_note,))
-
-
-def _unpacked(kind: str, data: Any) -> Any:
-    """Chart values travel as a YAML string (valuesContent): masking must see inside it.
-    Secrets can't be in chart values (the config schema takes plain values there)."""
-    if kind != "chart" or not isinstance(data, dict):
-        return data
-    spec = data.get("spec")
-    if isinstance(spec, dict) and isinstance(spec.get("valuesContent"), str):
-        return {**data, "spec": {**spec, "valuesContent": safe_load(spec["valuesContent"])}}
-    return data
-
-
-def _repacked(kind: str, data: Any) -> Any:
-    """The display form of a chart file: valuesContent back to the block it is written as."""
-    if kind != "chart" or not isinstance(data, dict):
-        return data
-    spec = data.get("spec")
-    if isinstance(spec, dict) and not isinstance(spec.get("valuesContent"), str | None):
-        values = dump_yaml(spec["valuesContent"], sort_keys=True)
-        return {**data, "spec": {**spec, "valuesContent": values}}
-    return data
+                      structure or (mode_note,), key_changes(shown_before, shown_after))
 
 
 def _metadata_note(desired: DesiredFile, live: LiveFile) -> str:
@@ -135,6 +121,17 @@ def deletion(path: str) -> FileChange:
     """A file cargoship created that is no longer desired (its content was not read)."""
     diff = f"--- {path}\n+++ (deleted)\n# no longer desired: cargoship created it\n"
     return FileChange(path, "delete", "present", None, diff, ("deleted",))
+
+
+def _structured(kind: str, data: Any) -> Any:
+    """The desired side as `normalize` reads a live file: chart values as a mapping, so the
+    diff and the key summary compare values with values, not text with a mapping."""
+    if kind == "chart" and isinstance(data, dict):
+        spec = data.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("valuesContent"), str):
+            return {**data, "spec": {**spec, "valuesContent": safe_load(
+                spec["valuesContent"])}}
+    return data
 
 
 def _structure(current: Any, wanted: Any) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ import yaml
 
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import file_digest
+from ..desired.keys import key_changes
 from ..kube import admin_kubeconfig_path, masked, merge, named_entries
 from ..plan.actions import MERGE_KUBECONFIG
 from ..safeyaml import safe_load
@@ -67,7 +68,9 @@ class UpdateKubeconfig(Phase):
             fromfile=f"{path} (local)", tofile=f"{path} (merged)"))
         ctx.change(PlannedChange(self.title, None, MERGE_KUBECONFIG, str(path),
                                  file_digest(path.read_bytes(), ctx.salt)
-                                 if local is not None else None, None, diff, context=name))
+                                 if local is not None else None, None, diff, context=name,
+                                 key_changes=key_changes(masked(local) if local else None,
+                                                         masked(merged))))
         ctx.found(self.title, None, f"would merge context {name} (server "
                                     f"{entries['clusters']['cluster'].get('server')}) into "
                                     f"{path}")

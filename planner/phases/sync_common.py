@@ -88,7 +88,8 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
                 change.action == "delete" and not change.path.startswith(layout.manifests_dir))
             restart |= own
             ctx.change(PlannedChange(phase, host.config.index, _action(change.action, own),
-                                     change.path, change.before, change.after, change.diff))
+                                     change.path, change.before, change.after, change.diff,
+                                     key_changes=change.keys))
             writes.add((host.config.index, f"file:{change.path}"))
         if interrupted is not None:
             # Files may be right and the host still not: its engine may be stopped and its

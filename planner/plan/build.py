@@ -45,7 +45,7 @@ def build_plan(report: DryRunReport) -> Plan:
             for r in report.phases),
         changes=tuple(Change(names[c.host] if c.host is not None else None, c.phase,
                              c.action, c.target, c.before, c.after, c.diff, c.drain, c.restart,
-                             c.node, c.label, c.context)
+                             c.node, c.label, c.context, c.key_changes)
                       for c in ctx.changes),
         unassessed=tuple(Unassessed(u.phase, _host(names, u), u.text, u.action)
                          for u in ctx.unassessed_items),

@@ -35,6 +35,7 @@ from .model import (
     Change,
     HostIdentity,
     HostRef,
+    KeyChange,
     Note,
     Notice,
     PhaseOutcome,
@@ -86,7 +87,8 @@ def from_dict(data: dict[str, Any]) -> Plan:
         phases=tuple(PhaseOutcome(**{**p, "findings": tuple(
             Note(host_ref(n["host"]), n["text"]) for n in p["findings"])})
                      for p in data["phases"]),
-        changes=tuple(Change(**{**c, "host": host_ref(c["host"])}) for c in data["changes"]),
+        changes=tuple(Change(**{**c, "host": host_ref(c["host"]), "key_changes": tuple(
+            KeyChange(**k) for k in c.get("key_changes", []))}) for c in data["changes"]),
         unassessed=tuple(Unassessed(**{**u, "host": host_ref(u["host"])})
                          for u in data["unassessed"]),
         warnings=tuple(_notice(n) for n in data["warnings"]),

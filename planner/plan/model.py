@@ -82,6 +82,17 @@ class PhaseOutcome:
 
 
 @dataclass(frozen=True)
+class KeyChange:
+    """One key of a YAML file that a change adds, removes or changes, like an attribute in
+    Terraform's plan. Values are JSON text with secrets masked exactly as in the diff."""
+
+    op: Literal["add", "remove", "change"]
+    path: str  # e.g. mirrors."docker.io".endpoint[0]
+    before: str | None = None  # None for "add"
+    after: str | None = None  # None for "remove"
+
+
+@dataclass(frozen=True)
 class Change:
     host: HostRef | None  # None: the local machine (kubeconfig)
     phase: str  # the title of the phase that planned it: for people only
@@ -95,6 +106,9 @@ class Change:
     node: str | None = None  # label-node: the node
     label: str | None = None  # label-node: the label key
     context: str | None = None  # merge-kubeconfig: the context name
+    # What changed by key path, for every YAML file change (empty for labels and recovery,
+    # for a deletion whose content was not read, and in plans made before it existed).
+    key_changes: tuple[KeyChange, ...] = ()
 
 
 @dataclass(frozen=True)

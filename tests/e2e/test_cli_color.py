@@ -44,10 +44,10 @@ def test_markdown_split_through_the_command(tmp_path: Path) -> None:
 
     plan_file = tmp_path / "big.json"
     codec.write(big_plan(60, 40), plan_file)
-    whole = cargoship("show", plan_file, "--markdown")
+    whole = cargoship("show", plan_file, "--markdown", "--diff")
     assert len(whole.stdout) > 65_000
     parts_dir = tmp_path / "parts"
-    result = cargoship("show", plan_file, "--markdown", "--split-dir", parts_dir)
+    result = cargoship("show", plan_file, "--markdown", "--diff", "--split-dir", parts_dir)
     assert result.returncode == 0
     parts = sorted(parts_dir.glob("plan-*.md"))
     assert [str(p) for p in parts] == sorted(result.stdout.split())

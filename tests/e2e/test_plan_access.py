@@ -29,7 +29,8 @@ def test_hosts_behind_a_bastion(lab_factory) -> None:
         lab.exec(host, "nft add table inet viajump && nft add chain inet viajump input "
                        "'{ type filter hook input priority 0; policy accept; }' && "
                        f"nft add rule inet viajump input tcp dport 22 ip saddr != {jump} drop")
-    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--detailed-exitcode")
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--detailed-exitcode",
+                       "--verbose")
     assert result.returncode == 0, result.stdout
     assert "connected as root to" in phase_block(result.stdout, "Connect to hosts")
     # Without the bastion the same hosts are unreachable.
@@ -56,7 +57,8 @@ def test_engine_config_sync_dry_run_reports_like_plan(healthy_lab) -> None:
 def test_k3s_cluster_paths(lab_factory, tmp_path: Path) -> None:
     lab = lab_factory([HostSpec("server-1", "controller"), HostSpec("agent-1", "worker")],
                       distro="k3s")
-    in_sync = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--detailed-exitcode")
+    in_sync = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--detailed-exitcode",
+                        "--verbose")
     assert in_sync.returncode == 0, in_sync.stdout
     assert "k3s v1.30.4+k3s1 installed (as pinned), service running" in in_sync.stdout
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
@@ -92,7 +94,8 @@ def test_ssh_config_aliases_and_identity_are_honoured(lab_factory, tmp_path: Pat
         data["spec"]["hosts"][0]["ssh"] = {"address": "prod-ctl-1"}
 
     edit_config(lab.dir / "cluster.yaml", by_alias)
-    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", env={"HOME": str(home)})
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose",
+                       env={"HOME": str(home)})
     assert result.returncode == 0, result.stdout
     assert "connected as alice to prod-ctl-1:22" in result.stdout
     assert "alice with passwordless sudo" in result.stdout

@@ -29,7 +29,8 @@ def changes(plan_file: Path) -> list[tuple[str, str, str, bool]]:
 def test_in_sync_cluster_has_no_changes(healthy_lab) -> None:
     result = cargoship("plan", "-c", healthy_lab.dir / "cluster.yaml", "--detailed-exitcode")
     assert result.returncode == 0, result.stdout
-    assert "No changes: every host matches the desired engine config." in result.stdout
+    assert result.stdout.startswith(
+        "No changes. Every host matches the desired engine config.\n")
     assert "Sync Registry Config Controller  [reported, not run] no changes" in result.stdout
     assert "Sync Registry Config Worker  [reported, not run] no changes" in result.stdout
 
@@ -40,7 +41,7 @@ def test_drifted_registries_on_one_worker(lab_factory, tmp_path: Path) -> None:
                       f"\\n' > {REGISTRIES}")
     plan = tmp_path / "plan.json"
     result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan,
-                       "--detailed-exitcode")
+                       "--detailed-exitcode", "--diff")
     assert result.returncode == 2, result.stdout
     assert changes(plan) == [("wrk-2", "write-file", REGISTRIES, True)]
     block = phase_block(result.stdout, "Sync Registry Config Worker")
@@ -173,9 +174,15 @@ def test_secrets_never_reach_the_plan_or_the_output(lab_factory, tmp_path: Path)
     result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan,
                        env={"CS_E2E_PW": secret_env})
     assert result.returncode == 0, result.stderr
-    assert "password: '*** (changed)'" in result.stdout
+    # Led by the change by key, masked exactly as the diff masks it.
+    assert ('~ configs."r.example.com".auth.password: "***" -> "*** (changed)"'
+            in result.stdout)
+    assert '+ configs."r.example.com".auth.username: "robot"' in result.stdout
+    assert "password: '*** (changed)'" in cargoship("show", plan, "--diff").stdout
     artifacts = [result.stdout, result.stderr, plan.read_text(),
-                 cargoship("show", plan).stdout, cargoship("show", plan, "--markdown").stdout]
+                 cargoship("show", plan).stdout, cargoship("show", plan, "--markdown").stdout,
+                 cargoship("show", plan, "--full").stdout,
+                 cargoship("show", plan, "--markdown", "--full").stdout]
     for text in artifacts:
         for secret in (secret_env, secret_file, "live-secret-55e1"):
             assert secret not in text

@@ -85,7 +85,7 @@ def test_kubeconfig_merge_is_planned_with_credentials_masked(lab_factory,
     lab = cluster(lab_factory, kubeconfig={"enabled": True, "path": str(local),
                                            "context": "lab"})
     plan = tmp_path / "plan.json"
-    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan)
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan, "--diff")
     assert result.returncode == 0, result.stdout
     block = phase_block(result.stdout, "Updating kubeconfig file with the current cluster")
     ctl = lab.host("ctl-1").address

@@ -24,7 +24,9 @@ def phase_block(output: str, title: str) -> str:
 
 
 def test_healthy_cluster_passes_with_every_phase_reported_in_order(healthy_lab) -> None:
-    result = cargoship("plan", "-c", healthy_lab.dir / "cluster.yaml")
+    # Every host's preflight detail: --verbose (by default only hosts with a problem or a
+    # warning get theirs).
+    result = cargoship("plan", "-c", healthy_lab.dir / "cluster.yaml", "--verbose")
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     positions = [out.index(f"{n:>2}. {title}  [{label}]") for n, (title, label) in
@@ -83,7 +85,7 @@ def test_unreachable_host_is_reported_and_the_rest_still_checked(lab_factory) ->
         data["spec"].setdefault("options", {})["ssh"] = {"connectTimeoutSeconds": 2}
 
     edit_config(lab.dir / "cluster.yaml", add_dead_host)
-    result = cargoship("plan", "-c", lab.dir / "cluster.yaml")
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
     assert result.returncode == 1
     assert f"x {dead}: Connect to hosts: cannot connect to {dead}:22" in result.stdout
     assert "Problems (1):" in result.stdout
@@ -151,7 +153,7 @@ def test_duplicate_hostnames_are_reported_on_both_hosts(lab_factory) -> None:
 def test_host_without_sudo_is_refused_and_sudo_user_passes(lab_factory) -> None:
     lab = lab_factory([HostSpec("ctl-1", "controller", user="alice", sudo=True),
                        HostSpec("wrk-1", "worker", user="bob", sudo=False)])
-    result = cargoship("plan", "-c", lab.dir / "cluster.yaml")
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
     assert result.returncode == 1
     assert "alice with passwordless sudo" in phase_block(result.stdout, "Validate hosts")
     assert (f"x wrk-1 ({lab.hosts[1].address}): Validate hosts: user bob is not root and "
@@ -172,6 +174,10 @@ def test_blocked_engine_port_is_reported(lab_factory) -> None:
     assert f"x ctl-1 ({lab.hosts[0].address}): Validate hosts: firewall blocks 9345/tcp" \
         in result.stdout
     assert "Problems (1):" in result.stdout
+    # Compact: the host with the problem gets its preflight detail, the other is counted.
+    block = phase_block(result.stdout, "Validate hosts")
+    assert f"ctl-1 ({lab.hosts[0].address})  root, arch amd64" in block
+    assert "wrk-1 (" not in block and "1 other host(s) ok" in block
 
 
 def test_clock_offset_of_five_minutes_is_reported(lab_factory) -> None:
@@ -188,7 +194,7 @@ def test_clock_offset_of_five_minutes_is_reported(lab_factory) -> None:
 def test_newer_engine_than_pinned_is_a_refused_downgrade(lab_factory) -> None:
     lab = lab_factory([HostSpec("ctl-1", "controller", engine_version="v1.31.1+rke2r1"),
                        HostSpec("wrk-1", "worker", engine_installed=False)])
-    result = cargoship("plan", "-c", lab.dir / "cluster.yaml")
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
     assert result.returncode == 1
     assert ("Gathering facts about the distro installed: rke2 v1.31.1+rke2r1 is newer than "
             "the pinned v1.30.4+rke2r1: downgrades are refused") in result.stdout
@@ -199,7 +205,7 @@ def test_mixed_os_releases_pick_their_configurers(lab_factory) -> None:
     oses = ["ubuntu-22.04", "rocky-9", "sles-15", "alpine-3.19", "likedebian-1", "unknownos-1"]
     lab = lab_factory([HostSpec(f"h-{i}", "controller" if i == 0 else "worker", os=o)
                        for i, o in enumerate(oses)])
-    result = cargoship("plan", "-c", lab.dir / "cluster.yaml")
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
     block = phase_block(result.stdout, "Detect host operating systems")
     assert "(debian family)" in block.splitlines()[1]
     assert "(rhel family)" in block.splitlines()[2]

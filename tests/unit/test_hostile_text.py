@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from planner.localfiles import LocalFileError, atomic_write
-from planner.plan.model import Note, PhaseOutcome
+from planner.plan.model import Note, Notice, PhaseOutcome
 from planner.render import printable, render_markdown, render_text
-from tests.unit.test_plan_codec import sample_plan
+from tests.unit.test_plan_codec import CTL1, sample_plan
 
 
 def test_printable_escapes_controls_but_keeps_lines_and_tabs() -> None:
@@ -21,8 +21,8 @@ def test_printable_escapes_controls_but_keeps_lines_and_tabs() -> None:
 def test_rendered_plans_carry_no_control_characters() -> None:
     evil = "\x1b]0;owned\x07\x1b[2J Ubuntu\u202e"
     plan = replace(sample_plan(), phases=(PhaseOutcome(
-        2, "Detect host operating systems", "runs, reads only", "ran", (Note("ctl-1", evil),)),),
-        problems=(evil,))
+        2, "Detect host operating systems", "runs, reads only", "ran", (Note(CTL1, evil),)),),
+        problems=(Notice(CTL1, "Detect host operating systems", evil),))
     for text in (render_text(plan), render_markdown(plan)):
         assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
         assert "\\x1b]0;owned\\x07" in text

@@ -1,0 +1,33 @@
+"""Text from hosts and plan files is shown, never obeyed: by a terminal or by markdown."""
+
+from __future__ import annotations
+
+import re
+
+# C0/C1 control characters (but tab and newline) and the bidi controls of "Trojan Source":
+# text from hosts and plan files can carry terminal escapes; they are shown, never obeyed.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                     "\u2066-\u2069]")
+
+
+def json_escaped(text: str) -> str:
+    """JSON text with every control and bidi character inside its strings written as a
+    \\u escape: the same data for a parser, nothing a terminal or an editor would obey.
+    (json.dumps escapes C0 itself, but not DEL, C1 or the bidi controls.)"""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written out as an escape (`\\x1b`)."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", text)
+
+
+def md(text: str) -> str:
+    """Plain text inside markdown: no accidental formatting, no HTML from host data."""
+    return text.replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+
+
+def fenced(text: str) -> str:
+    """Text for inside a ``` block: it can't close the block."""
+    return text.replace("```", "ˋˋˋ")
