@@ -1,10 +1,22 @@
 """The lab's stand-in for the Kubernetes REST API (core/v1 nodes and pods, policy/v1 PDBs).
 
-No real API server can run in the lab, so the controller host serves this one and cargoship
-talks to it with the official `kubernetes` client over plain HTTP:
+No real API server can run in the lab. One process holds the objects (the lab's datastore,
+plain HTTP with a bearer token, on the first controller); every controller serves the API
+itself in front of it, over TLS with the lab's CA and client-certificate authentication,
+as the real kube-apiserver does (bearer tokens are accepted too):
 
-    /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6443 --token TOKEN [--state-file PATH]
+    /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6444 --token TOKEN [--state-file PATH]
                                 [--stale-after SECONDS] [--verbose]
+    /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6443 --token TOKEN --upstream URL
+                                --tls-cert CRT --tls-key KEY --client-ca CA
+                                [--engine-config PATH --distro D] [--pod-log-dir DIR]
+
+A front end answers /readyz, /livez and /healthz itself (anonymous, as the real
+system:public-info-viewer role allows) and forwards the rest. With --engine-config it
+first checks the API server's own config files (audit policy, admission configuration) and
+exits 1 when they are invalid, as kube-apiserver does; runit then restarts it: a crash
+loop. With --pod-log-dir its log goes to DIR/<restart count>.log, as the kubelet keeps a
+static pod's logs.
 
 This module is the HTTP side (auth, routing, discovery, framing); kubeapi_store.py holds the
 objects and their semantics. Both run on the system Python with the standard library only
@@ -17,8 +29,12 @@ import argparse
 import copy
 import hmac
 import json
+import http.client
 import re
+import ssl
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -287,13 +303,60 @@ class KubeServer(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 128  # a burst of engines connecting at once must not hit SYN retries
 
-    def __init__(self, address: tuple[str, int], store: Store, token: str, verbose: bool):
+    def __init__(self, address: tuple[str, int], store: Store | None, token: str,
+                 verbose: bool, upstream: str | None = None,
+                 tls: ssl.SSLContext | None = None):
         self.store, self.token, self.verbose = store, token.encode(), verbose
+        self.upstream = urlsplit(upstream) if upstream else None
+        self.tls = tls is not None
+        self.faults: list[Obj] = []  # lab-injected API errors (datastore only)
+        self.faults_lock = threading.Lock()
         super().__init__(address, Handler)
+        if tls is not None:
+            # The handshake happens in the request's thread, not in accept().
+            self.socket = tls.wrap_socket(self.socket, server_side=True,
+                                          do_handshake_on_connect=False)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if self.verbose:  # mostly clients hanging up mid-request: noise unless asked for
             super().handle_error(request, client_address)
+
+    def take_fault(self, method: str, path: str, payload: Any) -> Obj | None:
+        """The first injected fault matching this request, used up once."""
+        with self.faults_lock:
+            for fault in self.faults:
+                if fault.get("method", method) == method and fault.get("path", path) == path \
+                        and _contains(payload, fault.get("match") or {}):
+                    fault["times"] = int(fault.get("times", 1)) - 1
+                    if fault["times"] <= 0:
+                        self.faults.remove(fault)
+                    return fault
+        return None
+
+    def etcd_ok(self) -> tuple[bool, str]:
+        """The API server's etcd check: can it reach its datastore?"""
+        if self.upstream is None:
+            return True, ""
+        try:
+            conn = http.client.HTTPConnection(self.upstream.hostname or "", self.upstream.port,
+                                              timeout=2)
+            conn.request("GET", "/version", headers={
+                "Authorization": f"Bearer {self.token.decode()}"})
+            ok = conn.getresponse().status == 200
+            conn.close()
+            return ok, "" if ok else "etcd answered with an error"
+        except OSError as exc:
+            return False, f"etcd unreachable: {exc}"
+
+
+def _contains(payload: Any, match: Any) -> bool:
+    if isinstance(match, dict):
+        return isinstance(payload, dict) and all(
+            k in payload and _contains(payload[k], v) for k, v in match.items())
+    return bool(payload == match)
+
+
+HEALTH = ("/readyz", "/livez", "/healthz")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -314,11 +377,20 @@ class Handler(BaseHTTPRequestHandler):
             self._send(400, bad_request("invalid request body framing").status())
             return
         url = urlsplit(self.path)
+        if self.command == "GET" and url.path.rstrip("/") in HEALTH:
+            self._health(url.path.rstrip("/"), "verbose" in url.query)
+            return
         try:
-            scheme, _, token = self.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                    token.strip().encode(), self.server.token):
+            if not self._authenticated():
                 raise ApiError(401, "Unauthorized", "Unauthorized")
+            if self.server.upstream is not None:
+                self._forward(body)
+                return
+            if url.path == "/lab/v1/faults" and self.command == "POST":
+                with self.server.faults_lock:
+                    self.server.faults.append(json.loads(body))
+                self._send(201, {"kind": "Status", "status": "Success"})
+                return
             if self.command == "GET" and url.path.rstrip("/") in {*DISCOVERY, "/api"}:
                 self._send(200, self._discovery(url.path.rstrip("/")))
                 return
@@ -329,7 +401,13 @@ class Handler(BaseHTTPRequestHandler):
                 payload = json.loads(body) if body.strip() else None
             except ValueError as exc:
                 raise bad_request(f"json parse error: {exc}") from None
+            fault = self.server.take_fault(self.command, url.path, payload)
+            if fault is not None:
+                code = int(fault.get("code", 503))
+                raise ApiError(code, str(fault.get("reason", "ServiceUnavailable")),
+                               str(fault.get("message", "lab fault: the API is unavailable")))
             ctype = self.headers.get("Content-Type", "application/json").split(";")[0].strip()
+            assert self.server.store is not None
             code, obj = route(self.server.store, self.command, url.path, query, payload, ctype)
         except ApiError as exc:
             code, obj = exc.code, exc.status()
@@ -340,6 +418,56 @@ class Handler(BaseHTTPRequestHandler):
         self._send(code, obj)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+    def _authenticated(self) -> bool:
+        # A client certificate the TLS layer verified against the lab CA is an identity
+        # (the real API takes the user from its CN); otherwise a bearer token is needed.
+        if self.server.tls and getattr(self.connection, "getpeercert", None) and \
+                self.connection.getpeercert():
+            return True
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode(), self.server.token)
+
+    def _health(self, path: str, verbose: bool) -> None:
+        ok, why = self.server.etcd_ok() if path == "/readyz" else (True, "")
+        checks = ["[+]ping ok", "[+]log ok"]
+        if path == "/readyz":
+            checks.append("[+]etcd ok" if ok else f"[-]etcd failed: {why}")
+        name = path.strip("/")
+        tail = f"{name} check passed" if ok else f"{name} check failed"
+        text = ("\n".join([*checks, tail]) if verbose or not ok else "ok") + "\n"
+        data = text.encode()
+        self.send_response(200 if ok else 500)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _forward(self, body: bytes) -> None:
+        """Pass the request on to the datastore and its answer back, as it came."""
+        upstream = self.server.upstream
+        assert upstream is not None
+        headers = {"Authorization": f"Bearer {self.server.token.decode()}",
+                   "Content-Type": self.headers.get("Content-Type", "application/json"),
+                   "Host": self.headers.get("Host", "")}
+        try:
+            conn = http.client.HTTPConnection(upstream.hostname or "", upstream.port,
+                                              timeout=10)
+            conn.request(self.command, self.path, body=body or None, headers=headers)
+            response = conn.getresponse()
+            data, code = response.read(), response.status
+            ctype = response.getheader("Content-Type", "application/json")
+            conn.close()
+        except OSError as exc:
+            self._send(503, ApiError(503, "ServiceUnavailable",
+                                     f"etcd unreachable: {exc}", {}).status())
+            return
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def handle_expect_100(self) -> bool:
         ok = super().handle_expect_100()
@@ -380,7 +508,15 @@ class Handler(BaseHTTPRequestHandler):
             sys.stderr.write(f"{self.address_string()} - {format % args}\n")
 
 
-def main(argv: list[str] | None = None) -> int:
+def tls_context(cert: Path, key: Path, client_ca: Path) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.load_verify_locations(client_ca)
+    context.verify_mode = ssl.CERT_OPTIONAL  # no certificate: a bearer token may do
+    return context
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="kubeapi.py", description=__doc__.splitlines()[0])
     parser.add_argument("--listen", required=True, metavar="HOST:PORT")
     parser.add_argument("--token", required=True, help="the bearer token every request needs")
@@ -388,13 +524,58 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stale-after", type=float, default=4.0, metavar="SECONDS",
                         help="a node with no status patch for this long reads Ready Unknown "
                              "(0: never)")
+    parser.add_argument("--upstream", help="serve as a front end of this datastore URL")
+    parser.add_argument("--tls-cert", type=Path)
+    parser.add_argument("--tls-key", type=Path)
+    parser.add_argument("--client-ca", type=Path)
+    parser.add_argument("--engine-config", type=Path,
+                        help="check the API server files this engine config names first")
+    parser.add_argument("--distro", default="rke2")
+    parser.add_argument("--pod-log-dir", type=Path)
     parser.add_argument("--verbose", action="store_true", help="log requests to stderr")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def check_engine_config(distro: str, config_path: Path) -> None:
+    """Raises engine_config.ConfigError when kube-apiserver would refuse to start."""
+    import engine_config  # a sibling only the front ends need
+
+    files = engine_config.apiserver_files(distro, engine_config.load_config(config_path))
+    engine_config.check_apiserver_files(files)
+
+
+def make_server(args: argparse.Namespace) -> KubeServer:
     host, _, port = args.listen.rpartition(":")
-    server = KubeServer((host, int(port)), Store(args.stale_after, args.state_file),
-                        args.token, args.verbose)
-    if args.verbose:
-        print(f"kubeapi: serving on http://{args.listen}", file=sys.stderr, flush=True)
+    tls = tls_context(args.tls_cert, args.tls_key, args.client_ca) if args.tls_cert else None
+    store = None if args.upstream else Store(args.stale_after, args.state_file)
+    return KubeServer((host, int(port)), store, args.token, args.verbose, args.upstream, tls)
+
+
+def _pod_log(directory: Path) -> None:
+    """stderr to DIR/<n>.log, n counting the container's restarts, as the kubelet does."""
+    directory.mkdir(parents=True, exist_ok=True)
+    count = len(list(directory.glob("*.log")))
+    log = open(directory / f"{count}.log", "a", buffering=1)  # noqa: SIM115 - for the process
+    sys.stderr = log
+
+
+def _log(level: str, message: str) -> None:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    print(f"{now} {level} kube-apiserver: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.pod_log_dir:
+        _pod_log(args.pod_log_dir)
+    if args.engine_config:
+        try:
+            check_engine_config(args.distro, args.engine_config)
+        except Exception as exc:  # noqa: BLE001 - any refusal is the one fatal line
+            _log("F", f"Error: {exc}")
+            return 1
+    server = make_server(args)
+    _log("I", f"serving on {'https' if args.tls_cert else 'http'}://{args.listen}")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
