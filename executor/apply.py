@@ -38,6 +38,7 @@ from .connect import connect_all, pinned_keys
 from .drain import DrainOptions, NodeOps
 from .drift import differences
 from .lock import LockSet, new_lock_info
+from .readiness import readyz_probe
 from .remote import HostWriter
 from .rollout import HostJob, HostOutcome, Rollout
 
@@ -122,11 +123,12 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     progress("drift", "hosts match the plan")
     result = ApplyResult(plan)
     by_label = {h.label: (h, w) for h, w in zip(ctx.hosts, writers, strict=True)}
-    api = _api(ctx, writers, plan)
+    admin = _admin_if_needed(ctx, writers, plan)
+    api = ctx.kube_api(admin) if admin else None
     rollout = Rollout(NodeOps(api) if api is not None else None, plan.plan_id,
                       _drain_options(config), float(config.options.ready_timeout), progress,
                       locks_lost=locks_lost)
-    jobs = {role: [_job(config, h, w, plan) for h, w in by_label.values()
+    jobs = {role: [_job(config, h, w, plan, admin) for h, w in by_label.values()
                    if h.config.role == role and _changes(plan, h.label, SYNC_PHASES)]
             for role in ("controller", "worker")}
     previous = signal.signal(signal.SIGINT, _interrupt(rollout.stop, progress))
@@ -153,16 +155,19 @@ def _changes(plan: Plan, label: str, phases: tuple[str, ...]) -> list[Any]:
     return [c for c in plan.changes if c.host == label and c.phase in phases]
 
 
-def _job(config: Any, host: HostState, writer: HostWriter, plan: Plan) -> HostJob:
+def _job(config: Any, host: HostState, writer: HostWriter, plan: Plan,
+         admin: dict[str, Any] | None = None) -> HostJob:
     changes = _changes(plan, host.label, SYNC_PHASES)
     wanted = {f.path: f for f in desired_files(config, host.config.role)}
     layout = LAYOUTS[config.engine.distro]
+    controller = host.config.role == "controller"
     return HostJob(
         label=host.label, node=host.hostname or host.config.label, writer=writer,
         init=host.init_system or "unknown", service=layout.service(host.config.role),
         files=[wanted[c.target] for c in changes if c.action in ("create", "update")],
         deletes=[c.target for c in changes if c.action == "delete"],
-        restart=any(c.restart for c in changes))
+        restart=any(c.restart for c in changes), controller=controller,
+        readyz=readyz_probe(admin, host.config.ssh.address) if admin and controller else None)
 
 
 def _drain_options(config: Any) -> DrainOptions:
@@ -180,11 +185,11 @@ def _admin(ctx: PlanContext, writers: list[HostWriter]) -> dict[str, Any] | None
     return None
 
 
-def _api(ctx: PlanContext, writers: list[HostWriter], plan: Plan) -> Any:
+def _admin_if_needed(ctx: PlanContext, writers: list[HostWriter],
+                     plan: Plan) -> dict[str, Any] | None:
     needs = any(c.restart or c.phase == LABEL_PHASE for c in plan.changes) or any(
         u.phase in (LABEL_PHASE, KUBECONFIG_PHASE) for u in plan.unassessed)
-    admin = _admin(ctx, writers) if needs else None
-    return ctx.kube_api(admin) if admin else None
+    return _admin(ctx, writers) if needs else None
 
 
 def _cluster_steps(plan: Plan, config: Any, ctx: PlanContext, writers: list[HostWriter],

@@ -28,8 +28,8 @@ from __future__ import annotations
 import argparse
 import copy
 import hmac
-import json
 import http.client
+import json
 import re
 import ssl
 import sys
@@ -555,7 +555,7 @@ def _pod_log(directory: Path) -> None:
     """stderr to DIR/<n>.log, n counting the container's restarts, as the kubelet does."""
     directory.mkdir(parents=True, exist_ok=True)
     count = len(list(directory.glob("*.log")))
-    log = open(directory / f"{count}.log", "a", buffering=1)  # noqa: SIM115 - for the process
+    log = open(directory / f"{count}.log", "a", buffering=1)
     sys.stderr = log
 
 
@@ -571,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.engine_config:
         try:
             check_engine_config(args.distro, args.engine_config)
-        except Exception as exc:  # noqa: BLE001 - any refusal is the one fatal line
+        except Exception as exc:
             _log("F", f"Error: {exc}")
             return 1
     server = make_server(args)
