@@ -35,6 +35,7 @@ from typing import Any
 from planner.errors import CargoshipError
 from planner.facts.distro import parse_service_state, status_snippet
 from planner.hosts.batch import quote
+from planner.kube import official_client
 
 from .polling import pause
 from .remote import HostWriter
@@ -173,8 +174,7 @@ def readyz_probe(admin: dict[str, Any], address: str) -> Callable[[], tuple[bool
 
         try:
             if not client:
-                client.append(kubernetes.config.new_client_from_config_dict(
-                    point_at(admin, address)))
+                client.append(official_client(point_at(admin, address)).api_client)
             response = client[0].call_api(
                 "/readyz", "GET", query_params=[("verbose", "true")],
                 auth_settings=["BearerToken"], _preload_content=False,
@@ -256,7 +256,7 @@ class Waiter:
                 note(f"waiting: {waiting}")
             remaining = deadline - self.clock()
             if remaining <= 0:
-                raise NotBackError(f"{self.host.label}: not back after {timeout:g} s "
+                raise NotBackError(f"not back after {timeout:g} s "
                                    f"(last seen: {seen}); "
                                    + log_tail(self.host, self.init, self.service,
                                               self.controller))
@@ -282,7 +282,7 @@ class Waiter:
             what = f"kube-apiserver is crash-looping ({restarts} restart(s) since " \
                    f"{self.service} was started)"
         if what:
-            raise CrashLoopError(f"{self.host.label}: {what}; "
+            raise CrashLoopError(f"{what}; "
                                  + log_tail(self.host, self.init, self.service,
                                             self.controller))
 

@@ -200,7 +200,7 @@ class Rollout:
         try:
             self.ops.uncordon_retrying(
                 job.node, self.uncordon_timeout,
-                lambda exc: self._note(job.label, f"uncordon failed: {exc}; retrying"))
+                lambda exc: self._note(job.label, f"{exc}; retrying"))
         except DrainError as exc:
             self._note(job.label, f"uncordon failed for {self.uncordon_timeout:g} s: {exc}")
             return False
