@@ -10,11 +10,12 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.lab import HostSpec, Lab, Timing
+from tests.lab import HostSpec, Lab, Timing, pki
 
 TIMING = Timing(engine_start=0, kubelet_heartbeat=0.5, node_grace=3)
 
@@ -68,6 +69,44 @@ def test_rke2_stop_leaves_its_api_server_and_a_stale_ready_node(lab_factory) -> 
     assert time.time() - began >= 1.5
     assert events(lab, "ctl-2")[-2:] == ["starting", "ready"]
     assert ready(lab, "ctl-2") == "True"
+
+
+def get(lab: Lab, host: str, path: str, cert: tuple[Path, Path] | None = None) -> int:
+    context = ssl.create_default_context(cafile=str(lab.pki_dir / "server-ca.crt"))
+    if cert:
+        context.load_cert_chain(*cert)
+    try:
+        with urllib.request.urlopen(lab.apiserver_url(host) + path, timeout=5,
+                                    context=context) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_api_serves_tls_with_the_lab_ca_and_client_certificates(lab_factory,
+                                                                tmp_path: Path) -> None:
+    lab = lab_factory([HostSpec("ctl-1", "controller")])
+    admin = (lab.pki_dir / "client-admin.crt", lab.pki_dir / "client-admin.key")
+    assert get(lab, "ctl-1", "/api/v1/nodes", admin) == 200
+    assert get(lab, "ctl-1", "/api/v1/nodes") == 401  # no credentials
+    assert get(lab, "ctl-1", "/readyz") == 200  # public, as on the real API
+    # A certificate from another CA is no identity: the handshake fails.
+    other = pki.issue(pki.make_ca("not-the-lab"), "system:admin", org="system:masters",
+                      client=True)
+    other.save(tmp_path, "other")
+    try:
+        code = get(lab, "ctl-1", "/api/v1/nodes", (tmp_path / "other.crt",
+                                                    tmp_path / "other.key"))
+    except (ssl.SSLError, urllib.error.URLError, ConnectionError):
+        code = 0
+    assert code in (0, 401)
+    # The server certificate is the lab CA's, for 127.0.0.1 and the controller's address.
+    kubeconfig = json.loads(lab.exec("ctl-1", "cat /etc/rancher/rke2/rke2.yaml").stdout)
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:6443"
+    assert set(kubeconfig["users"][0]["user"]) == {"client-certificate-data",
+                                                   "client-key-data"}
+    assert lab.exec("ctl-1", "curl -sf --cacert /var/lib/rancher/rke2/server/tls/server-ca.crt"
+                             " https://127.0.0.1:6443/readyz").stdout == "ok\n"
 
 
 def test_k3s_api_goes_down_with_its_engine_and_a_bad_audit_policy_crash_loops(
