@@ -189,6 +189,8 @@ def readyz_probe(admin: dict[str, Any], address: str) -> Callable[[], tuple[bool
         if "[-]" in body:
             return False, "/readyz: " + "; ".join(
                 ln for ln in body.splitlines() if ln.startswith("[-]"))
+        if "[+]etcd ok" not in body:  # kine (k3s's sqlite) answers this check too
+            return False, "/readyz: no etcd check passed"
         return True, "/readyz ok"
 
     return probe

@@ -57,7 +57,8 @@ def outages(lab: Lab, host: str, since: float) -> list[tuple[float, float]]:
         elif name == "ready" and down is not None:
             spans.append((down, when))
             down = None
-    assert down is None, f"{host}: engine went down at {down} and never was ready again"
+    if down is not None:  # not back (yet) when apply returned: an outage without end
+        spans.append((down, float("inf")))
     return spans
 
 
@@ -73,11 +74,13 @@ def test_three_controllers_one_at_a_time_with_realistic_timing(lab_factory,
     spans = {h.name: outages(lab, h.name, since) for h in lab.hosts}
     assert all(len(s) == 1 for s in spans.values()), spans
     ordered = sorted((s[0], name) for name, s in spans.items())
-    # Each controller was serving again (its engine READY) before the next one stopped:
-    # never two controllers down at once, so etcd never lost quorum.
+    # Each controller was serving again (its engine READY: node status posted, API server
+    # /readyz passing) before the next one stopped: never two controllers down at once,
+    # so etcd never lost quorum.
     for (first, name), (second, after) in itertools.pairwise(ordered):
         assert first[1] < second[0], (f"{after} stopped at {second[0]:.2f} before {name} "
                                       f"was ready again at {first[1]:.2f}")
+    assert all(s[0][1] != float("inf") for s in spans.values()), spans  # all back
     for name in spans:
         assert NEW_MIRROR in lab.exec(name, f"cat {REGISTRIES}").stdout
     assert len(lab.ready_nodes()) == 3

@@ -10,9 +10,10 @@ engine where cargoship's safety depends on it:
   it, so it keeps failing, like systemd's Restart=always.
 * Start-up takes `start_delay` seconds (lab-timing.json), then the node registers under
   the name the real engine derives (`node-name`, else the lowercased hostname) and posts
-  its status every `heartbeat` seconds, as a kubelet does. Only then does it record
-  {"pid", "started_at"} in /var/lib/rancher/<distro>/lab-engine.json: that is its
-  Type=notify "READY" (the service's runit `check` script looks for it).
+  its status every `heartbeat` seconds, as a kubelet does. A controller's API server then
+  needs `apiserver_start` more seconds before its /readyz passes. Only then does the
+  engine record {"pid", "started_at"} in /var/lib/rancher/<distro>/lab-engine.json: that
+  is its Type=notify "READY" (the service's runit `check` script looks for it).
 * On SIGTERM it just stops: it does not mark its node NotReady (a real kubelet doesn't),
   so the node reads Ready until the API's node grace period has passed.
 * Controllers: rke2 runs the API server as a static pod (the `kube-apiserver` runit
@@ -137,15 +138,20 @@ class Engine:
         # imports) is inside the fixed time rather than added to it.
         self._wait(float(timing.get("start_delay", 0)) - _running_for())
         cluster = self._cluster()
-        if cluster is not None and self.role == "controller":
-            self._start_api_server(cluster)
-            write_admin_kubeconfig(self.config_path.parent / f"{self.distro}.yaml",
-                                   cluster["tls_dir"])
         if cluster is not None:
+            # The kubelet is up before the API server is ready (on a real server it can
+            # post through another server's API meanwhile): a fresh node status alone does
+            # not mean this controller serves again.
             labels = {**cluster.get("labels", {}), **engine_config.node_labels(self.config)}
             self.node = Node(cluster["api"], cluster["token"], self.name, labels)
             self.node.register()
             self.node.report(ready=self.ready)
+            threading.Thread(target=self._heartbeats, args=(float(timing.get(
+                "heartbeat", HEARTBEAT)),), daemon=True).start()
+        if cluster is not None and self.role == "controller":
+            write_admin_kubeconfig(self.config_path.parent / f"{self.distro}.yaml",
+                                   cluster["tls_dir"])
+            self._start_api_server(cluster)
         self._write_state({"pid": os.getpid(), "started_at": time.time(), "node": self.name})
         event("ready")
         log("info", f"{self.distro} {self.role} running (pid {os.getpid()}, node {self.name})")
@@ -191,12 +197,15 @@ class Engine:
         while not _readyz_ok():
             self._wait(0.2)
 
-    def serve(self) -> None:
-        """Run until asked to stop, posting the node's status like a kubelet."""
-        every = float(self._timing().get("heartbeat", HEARTBEAT))
+    def _heartbeats(self, every: float) -> None:
+        """Post the node's status like a kubelet, until the engine stops."""
         while not self.stop.wait(every):
             if self.node:
                 self.node.report(ready=self.ready)
+
+    def serve(self) -> None:
+        """Run until asked to stop."""
+        self.stop.wait()
 
     def shutdown(self) -> None:
         self.state_path.unlink(missing_ok=True)

@@ -160,7 +160,8 @@ def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[
             "--tls-cert", f"{tls}/serving-kube-apiserver.crt",
             "--tls-key", f"{tls}/serving-kube-apiserver.key",
             "--client-ca", f"{tls}/client-ca.crt",
-            "--engine-config", f"/etc/rancher/{distro}/config.yaml", "--distro", distro]
+            "--engine-config", f"/etc/rancher/{distro}/config.yaml", "--distro", distro,
+            "--timing-file", f"/var/lib/rancher/{distro}/lab-timing.json"]
     if distro == "rke2":
         args += ["--pod-log-dir", f"/var/log/pods/kube-system_kube-apiserver-"
                  f"{spec.name.lower()}_lab/kube-apiserver"]
