@@ -162,5 +162,6 @@ def test_kubectl_through_the_merged_kubeconfig(lab_factory, tmp_path: Path) -> N
     assert got.returncode == 0, got.stderr
     rows = {line.split()[0]: line for line in got.stdout.splitlines()}
     assert set(rows) == {"ctl-1", "ctl-2"}
+    assert all(row.split()[1] == "Ready" for row in rows.values()), got.stdout
     assert "node-role.kubernetes.io/edge=true" in rows["ctl-2"]
     assert "node-role.kubernetes.io/edge" not in rows["ctl-1"]

@@ -18,58 +18,37 @@ exits 1 when they are invalid, as kube-apiserver does; runit then restarts it: a
 loop. With --pod-log-dir its log goes to DIR/<restart count>.log, as the kubelet keeps a
 static pod's logs.
 
-This module is the HTTP side (auth, routing, discovery, framing); kubeapi_store.py holds the
-objects and their semantics. Both run on the system Python with the standard library only
-and import nothing from the repository, so the lab can copy the pair onto a host.
+This module is the HTTP side (auth, routing, discovery, framing); kubeapi_lang.py parses
+selectors and patches; kubeapi_store.py holds the objects and their semantics. All three
+run on the system Python with the standard library only and import nothing from the
+repository, so the lab can copy them onto a host.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
+import calendar
 import hmac
 import http.client
 import json
-import re
 import ssl
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-# Run as a script, so its own directory is on sys.path and the sibling imports by name.
-from kubeapi_store import (
-    KINDS,
-    NODES,
-    PODS,
-    ApiError,
-    Kind,
-    Obj,
-    Patcher,
-    Requirement,
-    Store,
-    bad_request,
-    labels_match,
-)
+# Run as a script, so its own directory is on sys.path and the siblings import by name.
+from kubeapi_lang import patcher, selector
+from kubeapi_store import KINDS, NODES, PODS, ApiError, Obj, Store, bad_request
 
 VERSION = {"major": "1", "minor": "30", "gitVersion": "v1.30.4+rke2r1",
            "gitCommit": "c6b0f4b4a6b4a6f0b2f3e7f1d4d0d4a8e0f3c2b1", "gitTreeState": "clean",
            "buildDate": "2024-08-14T00:00:00Z", "goVersion": "go1.22.5 X:boringcrypto",
            "compiler": "gc", "platform": "linux/amd64"}
-# Strategic merge patch merges these lists by key instead of replacing them (the
-# patchMergeKey tags of the Go types the lab's clients patch).
-MERGE_KEYS = {"conditions": "type", "addresses": "type", "containers": "name",
-              "volumes": "name", "env": "name", "ownerReferences": "uid"}
-FIELDS = {"nodes": {"metadata.name", "spec.unschedulable"},
-          "pods": {"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
-                   "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
-                   "status.phase", "status.podIP", "status.nominatedNodeName"},
-          "poddisruptionbudgets": {"metadata.name", "metadata.namespace"}}
 
 
 def no_such_path() -> ApiError:
@@ -147,155 +126,38 @@ def route(store: Store, method: str, path: str, query: dict[str, str], body: Any
                    "the server does not allow this method on the requested resource")
 
 
-# --- request languages: selectors and patches ---------------------------------
-
-_LABEL_REQ = re.compile(r"(?P<neg>!)?\s*(?P<key>[\w./-]+)\s*(?:(?P<op>==|=|!=)\s*"
-                        r"(?P<value>[\w.-]*)|(?<=\s)(?P<set>in|notin)\s*\((?P<values>[^)]*)\))?")
-
-
-def parse_label_selector(text: str) -> list[Requirement]:
-    """`a=b,c!=d,e,!f,g in (h,i),j notin (k)`: the real selector grammar, minus `<`/`>`."""
-    reqs: list[Requirement] = []
-    for part in re.findall(r"(?:[^,(]|\([^)]*\))+", text) if text.strip() else []:
-        m = _LABEL_REQ.fullmatch(part.strip())
-        if not m or (m["neg"] and (m["op"] or m["set"])):
-            raise bad_request(f"unable to parse requirement: {part.strip()!r}")
-        if m["set"]:
-            values = frozenset(v.strip() for v in m["values"].split(",") if v.strip())
-            reqs.append((m["key"], m["set"], values))
-        elif m["op"]:
-            reqs.append((m["key"], "!=" if m["op"] == "!=" else "=", frozenset([m["value"]])))
-        else:
-            reqs.append((m["key"], "!" if m["neg"] else "exists", frozenset()))
-    return reqs
-
-
-def parse_field_selector(text: str, kind: Kind) -> list[tuple[str, bool, str]]:
-    """`spec.nodeName=x,status.phase!=Succeeded` as (field, equal, value) triples."""
-    out = []
-    for part in text.split(",") if text.strip() else []:
-        m = re.fullmatch(r"\s*([\w.]+)\s*(==|=|!=)\s*(\S*)\s*", part)
-        if not m:
-            raise bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
-        if m[1] not in FIELDS[kind.resource]:
-            raise bad_request(f"field label not supported: {m[1]}")
-        out.append((m[1], m[2] != "!=", m[3]))
-    return out
+def node_table(listing: Obj) -> Obj:
+    """A NodeList as the server-side Table kubectl asks for (`kubectl get nodes`)."""
+    columns = [("Name", "string", "name"), ("Status", "string", ""), ("Roles", "string", ""),
+               ("Age", "string", ""), ("Version", "string", "")]
+    rows = []
+    for node in listing["items"]:
+        ready = next((c.get("status") for c in (node.get("status") or {}).get("conditions")
+                      or [] if c.get("type") == "Ready"), "Unknown")
+        status = {"True": "Ready", "False": "NotReady"}.get(ready, "Unknown")
+        if (node.get("spec") or {}).get("unschedulable"):
+            status += ",SchedulingDisabled"
+        labels = node["metadata"].get("labels") or {}
+        roles = ",".join(sorted(k.split("/", 1)[1] for k in labels
+                                if k.startswith("node-role.kubernetes.io/"))) or "<none>"
+        age = _age(node["metadata"].get("creationTimestamp", ""))
+        rows.append({"cells": [node["metadata"]["name"], status, roles, age, VERSION[
+            "gitVersion"]], "object": {"kind": "PartialObjectMetadata",
+                                       "apiVersion": "meta.k8s.io/v1",
+                                       "metadata": node["metadata"]}})
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": listing["metadata"],
+            "columnDefinitions": [{"name": n, "type": t, "format": f, "description": "",
+                                   "priority": 0} for n, t, f in columns],
+            "rows": rows}
 
 
-def selector(kind: Kind, query: dict[str, str]) -> Callable[[Obj], bool]:
-    labels = parse_label_selector(query.get("labelSelector", ""))
-    fields = parse_field_selector(query.get("fieldSelector", ""), kind)
-    return lambda obj: (labels_match(obj["metadata"].get("labels") or {}, labels)
-                        and all((field_value(obj, f) == v) == eq for f, eq, v in fields))
-
-
-def field_value(obj: Obj, path: str) -> str:
-    value: Any = obj
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
-
-
-def patcher(ctype: str, patch: Any) -> Patcher:
-    """The patch function for a PATCH request's content type."""
-    if ctype == "application/json-patch+json":
-        return lambda obj: json_patch(obj, patch)
-    if ctype not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
-        raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown "
-                       "format - accepted media types include: application/json-patch+json, "
-                       "application/merge-patch+json, application/strategic-merge-patch+json")
-    if not isinstance(patch, dict):
-        raise bad_request("the body of the request was in an unknown format - "
-                          "a merge patch must be a JSON object")
-    return lambda obj: merge_patch(obj, patch, strategic="strategic" in ctype)
-
-
-def merge_patch(target: Any, patch: Any, strategic: bool = False) -> Any:
-    """RFC 7386 (null deletes a key); `strategic` also merges MERGE_KEYS lists by key and
-    drops `$` directives, which is all of strategic merge the lab's clients send."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if strategic and key.startswith("$"):
-            continue  # $setElementOrder/$retainKeys only order or prune what we merge anyway
-        if value is None:
-            result.pop(key, None)
-        elif strategic and key in MERGE_KEYS and isinstance(value, list):
-            result[key] = _merge_list(result.get(key) or [], value, MERGE_KEYS[key])
-        else:
-            result[key] = merge_patch(result.get(key), value, strategic)
-    return result
-
-
-def _merge_list(old: list[Any], patch: list[Any], key: str) -> list[Any]:
-    out = copy.deepcopy(old)
-    for item in patch:
-        if not isinstance(item, dict):
-            raise bad_request(f"unable to find api field in struct for merge key {key!r}")
-        at = next((i for i, o in enumerate(out) if o.get(key) == item.get(key)), None)
-        if item.get("$patch") == "delete":
-            if at is not None:
-                del out[at]
-        elif at is None:
-            out.append(merge_patch({}, item, strategic=True))
-        else:
-            out[at] = merge_patch(out[at], item, strategic=True)
-    return out
-
-
-def json_patch(doc: Obj, ops: Any) -> Obj:
-    """RFC 6902 add/replace/remove/test; failures are 422 as from the real API."""
-    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
-        raise bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
-    doc = copy.deepcopy(doc)
-    for op in ops:
-        kind, path = op.get("op"), op.get("path")
-        if kind not in ("add", "replace", "remove", "test") or not isinstance(path, str):
-            raise bad_request(f"Unexpected kind: {kind}")
-        if not path.startswith("/"):
-            raise ApiError(422, "Invalid", f"{kind} operation does not apply: path {path!r}")
-        tokens = [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
-        parent: Any = doc
-        for token in tokens[:-1]:
-            parent = _step(parent, token, kind, path)
-        last = tokens[-1]
-        at: Any  # the list index or the mapping key the operation works on
-        if isinstance(parent, list):
-            size = len(parent) + (1 if kind == "add" else 0)
-            if not (last == "-" and kind == "add") and not (last.isdigit() and int(last) < size):
-                raise ApiError(422, "Invalid", f"{kind} operation does not apply: "
-                               f"index out of range: {path}")
-            at = len(parent) if last == "-" else int(last)
-        elif isinstance(parent, dict):
-            if kind != "add" and last not in parent:
-                raise ApiError(422, "Invalid", f"{kind} operation does not apply: "
-                               f"doc is missing key: {path}: missing value")
-            at = last
-        else:
-            raise ApiError(422, "Invalid", f"{kind} operation does not apply: "
-                           f"doc is missing path: {path}: missing value")
-        if kind == "test" and parent[at] != op.get("value"):
-            raise ApiError(422, "Invalid", f"testing value {path} failed: test failed")
-        if kind == "remove":
-            del parent[at]
-        elif kind == "add" and isinstance(parent, list):
-            parent.insert(at, copy.deepcopy(op.get("value")))
-        elif kind in ("add", "replace"):
-            parent[at] = copy.deepcopy(op.get("value"))
-    return doc
-
-
-def _step(node: Any, token: str, kind: str, path: str) -> Any:
-    if isinstance(node, dict) and token in node:
-        return node[token]
-    if isinstance(node, list) and token.isdigit() and int(token) < len(node):
-        return node[int(token)]
-    raise ApiError(422, "Invalid", f"{kind} operation does not apply: "
-                   f"doc is missing path: {path}: missing value")
+def _age(created: str) -> str:
+    try:
+        seconds = max(0, int(time.time()) - calendar.timegm(
+            time.strptime(created, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return "<unknown>"
+    return f"{seconds}s" if seconds < 120 else f"{seconds // 60}m"
 
 
 class KubeServer(ThreadingHTTPServer):
@@ -410,6 +272,8 @@ class Handler(BaseHTTPRequestHandler):
             ctype = self.headers.get("Content-Type", "application/json").split(";")[0].strip()
             assert self.server.store is not None
             code, obj = route(self.server.store, self.command, url.path, query, payload, ctype)
+            if "as=Table" in self.headers.get("Accept", "") and obj.get("kind") == "NodeList":
+                obj = node_table(obj)
         except ApiError as exc:
             code, obj = exc.code, exc.status()
         except Exception as exc:  # a bug here must not kill the connection or the server
@@ -457,6 +321,7 @@ class Handler(BaseHTTPRequestHandler):
         assert upstream is not None
         headers = {"Authorization": f"Bearer {self.server.token.decode()}",
                    "Content-Type": self.headers.get("Content-Type", "application/json"),
+                   "Accept": self.headers.get("Accept", "application/json"),
                    "Host": self.headers.get("Host", "")}
         try:
             conn = http.client.HTTPConnection(upstream.hostname or "", upstream.port,
