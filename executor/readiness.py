@@ -132,7 +132,7 @@ def log_tail(host: HostWriter, init: str, service: str, controller: bool) -> str
     except CargoshipError as exc:
         return f"(could not read the logs: {exc})"
     parts: list[str] = []
-    name, body = "", []  # type: tuple[str, list[str]]
+    name, body = "", list[str]()
     for line in [*text.splitlines(), "== end"]:
         if line.startswith("== "):
             if name and body:

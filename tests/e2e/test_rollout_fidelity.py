@@ -121,13 +121,13 @@ def test_crash_looping_api_server_is_rolled_back_with_its_log(lab_factory, tmp_p
     result = cargoship("apply", plan_file, "--confirm", timeout=300)
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
-    assert f"{looping} is crash-looping" in out and "rolling back" in out
+    assert f"{looping} is crash-looping" in out and "rolling back" in out, out
     # The API server's own words, from the host, in the failure message.
-    assert "Unsupported value: 'Verbose'" in out
-    assert "previous files restored" in out
+    assert "Unsupported value: 'Verbose'" in out, out
+    assert "previous files restored" in out, out
     # Well before readyTimeoutSeconds (60 s): detected from the restarts, not by timing out.
-    assert "not Ready after" not in out
-    assert "ctl-2" in out and "not started" in out  # the rollout stopped at ctl-1
+    assert "not back after" not in out, out
+    assert "ctl-2" in out and "not started" in out, out  # the rollout stopped at ctl-1
     assert lab.exec("ctl-1", f"ls /etc/rancher/{distro}/cargoship-audit-policy.yaml",
                     check=False).returncode != 0
     assert len(lab.ready_nodes()) == 2

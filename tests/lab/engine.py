@@ -8,12 +8,13 @@ engine where cargoship's safety depends on it:
   see engine_config.py) and registries.yaml from /etc/rancher/<distro>/ at start; a file
   that is not YAML or not a mapping is one fatal line on stderr and exit 1. runit restarts
   it, so it keeps failing, like systemd's Restart=always.
-* Start-up takes `start_delay` seconds (lab-timing.json), then the node registers under
-  the name the real engine derives (`node-name`, else the lowercased hostname) and posts
-  its status every `heartbeat` seconds, as a kubelet does. A controller's API server then
-  needs `apiserver_start` more seconds before its /readyz passes. Only then does the
-  engine record {"pid", "started_at"} in /var/lib/rancher/<distro>/lab-engine.json: that
-  is its Type=notify "READY" (the service's runit `check` script looks for it).
+* Start-up takes `start_delay` seconds (lab-timing.json): the node registers under the
+  name the real engine derives (`node-name`, else the lowercased hostname) and posts its
+  status every `heartbeat` seconds, as a kubelet does; on a controller that happens
+  `apiserver_start` seconds earlier, and its API server's /readyz passes only at the end
+  (post-start hooks). Only then does the engine record {"pid", "started_at"} in
+  /var/lib/rancher/<distro>/lab-engine.json: that is its Type=notify "READY" (the
+  service's runit `check` script looks for it; the API server's /readyz waits for it).
 * On SIGTERM it just stops: it does not mark its node NotReady (a real kubelet doesn't),
   so the node reads Ready until the API's node grace period has passed.
 * Controllers: rke2 runs the API server as a static pod (the `kube-apiserver` runit
@@ -43,6 +44,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,8 +56,9 @@ from engine_node import HEARTBEAT, Node, write_admin_kubeconfig
 STATE_FILE = "lab-engine.json"
 FAULT_FILE = "lab-fault"
 CLUSTER_FILE = "lab-cluster.json"  # where the lab tells the engine its API and token
-# {"start_delay": seconds, "heartbeat": seconds}: how long start-up takes before the
-# engine is up (a real one takes 30-120 s) and how often the node posts its status.
+# {"start_delay": s, "heartbeat": s, "apiserver_start": s}: how long start-up takes before
+# the engine is up (a real one takes 30-120 s), how often the node posts its status, and
+# how much of the start a controller's API server takes after its kubelet is up.
 TIMING_FILE = "lab-timing.json"
 EVENTS_LOG = Path("/var/log/lab-engine/events.log")
 APISERVER_SERVICE = "/etc/service/kube-apiserver"  # rke2's static pod
@@ -136,8 +139,13 @@ class Engine:
         timing = self._timing()
         # Counted from the process's start, so the stand-in's own start-up (Python,
         # imports) is inside the fixed time rather than added to it.
-        self._wait(float(timing.get("start_delay", 0)) - _running_for())
         cluster = self._cluster()
+        # READY `start_delay` after the start; a controller's API server takes the last
+        # `apiserver_start` of it, after its kubelet is up.
+        kubelet_at = float(timing.get("start_delay", 0))
+        if cluster is not None and self.role == "controller":
+            kubelet_at -= float(timing.get("apiserver_start", 0))
+        self._wait(kubelet_at - _running_for())
         if cluster is not None:
             # The kubelet is up before the API server is ready (on a real server it can
             # post through another server's API meanwhile): a fresh node status alone does
@@ -152,8 +160,8 @@ class Engine:
             write_admin_kubeconfig(self.config_path.parent / f"{self.distro}.yaml",
                                    cluster["tls_dir"])
             self._start_api_server(cluster)
+        event("ready")  # first: nobody may see this engine's API server ready before it
         self._write_state({"pid": os.getpid(), "started_at": time.time(), "node": self.name})
-        event("ready")
         log("info", f"{self.distro} {self.role} running (pid {os.getpid()}, node {self.name})")
 
     def _wait(self, seconds: float) -> None:
@@ -195,7 +203,7 @@ class Engine:
         # rke2 waits for its API server however long it takes (TimeoutStartSec=0): a
         # crash-looping one keeps the engine from ever reporting READY.
         while not _readyz_ok():
-            self._wait(0.2)
+            self._wait(0.1)
 
     def _heartbeats(self, every: float) -> None:
         """Post the node's status like a kubelet, until the engine stops."""
@@ -223,15 +231,20 @@ class Engine:
 
 
 def _readyz_ok() -> bool:
+    """The local API server is ready but for the lab's own hook (which waits for us)."""
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE  # only asking whether it answers
     try:
-        with urllib.request.urlopen("https://127.0.0.1:6443/readyz", timeout=2,
+        with urllib.request.urlopen("https://127.0.0.1:6443/readyz?verbose", timeout=2,
                                     context=context) as response:
-            return bool(response.status == 200)
+            body = response.read().decode()
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode()
     except (OSError, ValueError):
         return False
+    failed = [ln for ln in body.splitlines() if ln.startswith("[-]")]
+    return "[+]etcd ok" in body and all("lab-engine-ready" in ln for ln in failed)
 
 
 def _running_for() -> float:

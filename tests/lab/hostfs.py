@@ -161,7 +161,8 @@ def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[
             "--tls-key", f"{tls}/serving-kube-apiserver.key",
             "--client-ca", f"{tls}/client-ca.crt",
             "--engine-config", f"/etc/rancher/{distro}/config.yaml", "--distro", distro,
-            "--timing-file", f"/var/lib/rancher/{distro}/lab-timing.json"]
+            "--timing-file", f"/var/lib/rancher/{distro}/lab-timing.json",
+            "--engine-state", f"/var/lib/rancher/{distro}/lab-engine.json"]
     if distro == "rke2":
         args += ["--pod-log-dir", f"/var/log/pods/kube-system_kube-apiserver-"
                  f"{spec.name.lower()}_lab/kube-apiserver"]
@@ -185,6 +186,11 @@ def _add_controller_api(host_dir: Path, spec: HostSpec, distro: str, address: st
         service = host_dir / "etc.upper" / "service" / "kube-apiserver"
         write(service / "run", "#!/bin/sh\nexec /usr/bin/python3 /usr/local/bin/kubeapi.py "
               + " ".join(args) + " 2>&1\n", 0o755)
+        # Only a running kubelet restarts a static pod that died: with the engine stopped,
+        # a crashed API server stays down (a running one keeps running).
+        write(service / "finish", f"#!/bin/sh\nsv status /etc/service/"
+              f"{engine_service(distro, 'controller')} | grep -q '^run:' || sv down .\n",
+              0o755)
         write(service / "down", "")
 
 

@@ -173,12 +173,19 @@ class KubeServer(ThreadingHTTPServer):
         self.tls = tls is not None
         self.faults: list[Obj] = []  # lab-injected API errors (datastore only)
         self.ready_at = 0.0  # monotonic time from which /readyz may pass
+        self.engine_state: Path | None = None  # the engine's READY file, if any
+        self._engine_seen = False
         self.faults_lock = threading.Lock()
         super().__init__(address, Handler)
         if tls is not None:
             # The handshake happens in the request's thread, not in accept().
             self.socket = tls.wrap_socket(self.socket, server_side=True,
                                           do_handshake_on_connect=False)
+
+    def engine_ready(self) -> bool:
+        if not self._engine_seen and self.engine_state is not None:
+            self._engine_seen = self.engine_state.exists()
+        return self._engine_seen or self.engine_state is None
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if self.verbose:  # mostly clients hanging up mid-request: noise unless asked for
@@ -305,6 +312,14 @@ class Handler(BaseHTTPRequestHandler):
                           "not finished" if starting else
                           "[+]poststarthook/start-apiextensions-controllers ok")
             ok = ok and not starting
+            # The lab's own hook, so that the engine's "ready" event (written on its
+            # READY) precedes any client seeing this API server ready: it passes once the
+            # engine that started this API server has been READY (latched: the API server
+            # outlives a later stop of an rke2 engine).
+            engine = self.server.engine_ready()
+            checks.append("[+]poststarthook/lab-engine-ready ok" if engine else
+                          "[-]poststarthook/lab-engine-ready failed: not finished")
+            ok = ok and engine
         name = path.strip("/")
         tail = f"{name} check passed" if ok else f"{name} check failed"
         text = ("\n".join([*checks, tail]) if verbose or not ok else "ok") + "\n"
@@ -404,6 +419,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="check the API server files this engine config names first")
     parser.add_argument("--distro", default="rke2")
     parser.add_argument("--pod-log-dir", type=Path)
+    parser.add_argument("--engine-state", type=Path, help="/readyz passes once this file "
+                        "(the engine's READY) has existed")
     parser.add_argument("--timing-file", type=Path, help="lab-timing.json: its "
                         "apiserver_start is how long /readyz fails after start-up")
     parser.add_argument("--verbose", action="store_true", help="log requests to stderr")
@@ -423,6 +440,7 @@ def make_server(args: argparse.Namespace) -> KubeServer:
     tls = tls_context(args.tls_cert, args.tls_key, args.client_ca) if args.tls_cert else None
     store = None if args.upstream else Store(args.stale_after, args.state_file)
     server = KubeServer((host, int(port)), store, args.token, args.verbose, args.upstream, tls)
+    server.engine_state = args.engine_state
     if args.timing_file:
         try:
             delay = float(json.loads(args.timing_file.read_text()).get("apiserver_start", 0))

@@ -306,8 +306,8 @@ class Lab:
         hostfs.write(Path(host.dir) / "rancher-var" / self.distro / "lab-timing.json",
                      json.dumps({"start_delay": self.timing.engine_start,
                                  "heartbeat": self.timing.kubelet_heartbeat,
-                                 # A real kube-apiserver's post-start hooks take a share
-                                 # of the start-up after the kubelet is up.
+                                 # A controller's API server takes the second half of
+                                 # the start-up, after its kubelet is up.
                                  "apiserver_start": self.timing.engine_start / 2}))
 
     def events(self, host: str) -> list[tuple[float, str]]:
