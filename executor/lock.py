@@ -233,7 +233,7 @@ class LockSet:
         self._wait_timeout = wait_timeout
         self._touch_every = touch_every
         self._touch_deadline = touch_deadline if touch_deadline is not None else \
-            min(touch_every, STALE_AFTER / 4)
+            STALE_AFTER / 4
         self._in_flight: dict[str, threading.Thread] = {}
         self._poll = poll
         self._held: list[HostWriter] = []
