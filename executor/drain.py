@@ -200,6 +200,28 @@ class NodeOps:
                     "spec": {"unschedulable": False}})
         log.info("node %s: uncordoned", node)
 
+    def uncordon_retrying(self, node: str, timeout: float,
+                          on_retry: Callable[[DrainError], None] | None = None,
+                          poll: float = 2.0) -> None:
+        """Uncordon, retrying failures (an API restarting or overloaded) until `timeout`;
+        the last DrainError after that. Uncordoning twice is harmless."""
+        started = self._clock()
+        while True:
+            try:
+                self.uncordon(node)
+                return
+            except DrainError as exc:
+                remaining = started + timeout - self._clock()
+                if remaining <= 0:
+                    raise
+                if on_retry is not None:
+                    on_retry(exc)
+                self._sleep(min(pause(self._clock() - started, poll), remaining))
+
+    def read_node(self, node: str) -> Any:
+        """The node object (DrainError when the API cannot be asked)."""
+        return self._call(node, "reading the node", self._api.read_node, node)
+
     # --- drain ---------------------------------------------------------------------------
 
     def drain(self, node: str, options: DrainOptions) -> DrainReport:

@@ -188,16 +188,17 @@ def _if_ours(lock_id: str, action: str) -> str:
     return _script_for(lock_id) + f"if ours; then {action}; echo yes; else echo no; fi\n"
 
 
-def _yes(host: HostWriter, script: str) -> bool:
-    answer = host.run_root(script).stdout.decode("utf-8", "replace").strip()
+def _yes(host: HostWriter, script: str, timeout: float | None = None) -> bool:
+    answer = host.run_root(script, timeout=timeout).stdout.decode("utf-8", "replace").strip()
     if answer not in ("yes", "no"):
         raise CommandError(host.label, f"unexpected lock script output {answer[:80]!r}")
     return answer == "yes"
 
 
-def touch(host: HostWriter, info: LockInfo) -> bool:
-    """Refresh the lock's mtime if it is still ours; False if another run took it over."""
-    return _yes(host, _if_ours(info.id, 'touch -c "$p"'))
+def touch(host: HostWriter, info: LockInfo, timeout: float | None = None) -> bool:
+    """Refresh the lock's mtime if it is still ours; False if another run took it over.
+    `timeout` bounds the round trip (CommandTimeout after it)."""
+    return _yes(host, _if_ours(info.id, 'touch -c "$p"'), timeout)
 
 
 def release(host: HostWriter, info: LockInfo) -> bool:
@@ -218,16 +219,22 @@ class LockSet:
     then LockHeld.
 
     The toucher shares each host's SSH session with the phases: every command runs on its
-    own SSH channel, and paramiko multiplexes channels across threads.
+    own SSH channel, and paramiko multiplexes channels across threads. It touches all hosts
+    at once, each in its own thread and bounded by `touch_deadline` (a quarter of the stale
+    window by default): one hung host can delay nobody else's touch, and a host whose last
+    touch is still out gets no second one on top.
     """
 
     def __init__(self, hosts: Sequence[HostWriter], info: LockInfo, *,
                  wait_timeout: float = 0.0, touch_every: float = TOUCH_EVERY,
-                 poll: float = 1.0) -> None:
+                 poll: float = 1.0, touch_deadline: float | None = None) -> None:
         self._hosts = sorted(hosts, key=lambda h: h.label)
         self.info = info
         self._wait_timeout = wait_timeout
         self._touch_every = touch_every
+        self._touch_deadline = touch_deadline if touch_deadline is not None else \
+            STALE_AFTER / 4
+        self._in_flight: dict[str, threading.Thread] = {}
         self._poll = poll
         self._held: list[HostWriter] = []
         self._stop = threading.Event()
@@ -274,12 +281,22 @@ class LockSet:
 
     def _touch_loop(self) -> None:
         while not self._stop.wait(self._touch_every):
-            for host in list(self._held):
-                self._touch_one(host)
+            self._touch_round()
+
+    def _touch_round(self) -> None:
+        for host in list(self._held):
+            previous = self._in_flight.get(host.label)
+            if previous is not None and previous.is_alive():
+                log.warning("%s: the previous lock touch has not answered yet", host.label)
+                continue
+            thread = threading.Thread(target=self._touch_one, args=(host,), daemon=True,
+                                      name=f"cargoship-lock-touch-{host.label}")
+            self._in_flight[host.label] = thread
+            thread.start()
 
     def _touch_one(self, host: HostWriter) -> None:
         try:
-            if not touch(host, self.info):
+            if not touch(host, self.info, timeout=self._touch_deadline):
                 log.error("%s: lock %s was taken over by another run", host.label,
                           self.info.id)
                 with self._lost_guard:
@@ -293,6 +310,10 @@ class LockSet:
         if self._toucher is not None:
             self._toucher.join()
             self._toucher = None
+        end = time.monotonic() + self._touch_deadline
+        for thread in self._in_flight.values():  # a touch never outlives the release
+            thread.join(max(0.0, end - time.monotonic()))
+        self._in_flight.clear()
         held, self._held = self._held, []
         for host in held:
             self._release_one(host)

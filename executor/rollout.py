@@ -3,10 +3,13 @@ window of workers, and a rollback of the host in progress when it does not come 
 
 Per host with a change the engine reads at start: cordon (remembering whether we did),
 drain, stop the engine, write the files (atomic, backed up), start it without blocking,
-wait until the node is Ready, uncordon if we cordoned. Chart values alone are written in
-place. If anything fails after the first write, the previous files are restored, the
-engine restarted and the node uncordoned, and the rollout stops: no further host is
-touched.
+wait until the host is freshly back (readiness.py: a new engine process, a node status
+posted after the restart, and for a controller its API server's /readyz with its etcd
+check), uncordon if we cordoned. Chart values alone are written in place. If anything
+fails after the first write (a crash loop is seen early), the previous files are restored,
+the engine restarted and the node uncordoned, and the rollout stops: no further host is
+touched. An uncordon that fails after the host came back is retried until a deadline and
+never undoes the change.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from planner.errors import CargoshipError
 from . import inprogress, service
 from .drain import DrainError, DrainOptions, NodeOps
 from .files import BACKUP_ROOT, Written, remove_file, restore_file, write_file
+from .readiness import Waiter
 from .remote import HostWriter
 
 log = logging.getLogger("cargoship.executor")
@@ -40,6 +44,9 @@ class HostJob:
     files: list[DesiredFile] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
     restart: bool = False
+    controller: bool = False
+    # A controller's own API server: (ready, why not) from its /readyz.
+    readyz: Callable[[], tuple[bool, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,8 @@ class Rollout:
     # Hosts whose lock another run took over (our touches failed for over a minute): no
     # further host may be started then, someone else may be changing the cluster.
     locks_lost: Callable[[], set[str]] = set
+    # How long a failing uncordon of a host that came back is retried.
+    uncordon_timeout: float = 60.0
 
     def run(self, controllers: Sequence[HostJob], workers: Sequence[HostJob],
             worker_concurrency: int) -> list[HostOutcome]:
@@ -123,6 +132,7 @@ class Rollout:
     def run_host(self, job: HostJob) -> HostOutcome:
         written: list[Written] = []
         cordoned = stopped = False
+        waiter = None
         try:
             if job.restart:
                 assert self.ops is not None
@@ -132,8 +142,7 @@ class Rollout:
                 report = self.ops.drain(job.node, self.drain)
                 self._note(job.label, f"drained ({len(report.evicted)} pod(s) evicted)")
                 stopped = True  # from the moment we ask: a lost answer may hide a stop
-                service.stop(job.writer, job.init, job.service, self.ready_timeout)
-                self._note(job.label, f"stopped {job.service}")
+                waiter = self._stop(job)
             for desired in job.files:
                 written.append(write_file(job.writer, desired.path,
                                           desired.content().encode(), mode=desired.mode,
@@ -143,28 +152,60 @@ class Rollout:
                 written.append(remove_file(job.writer, path, plan_id=self.plan_id))
                 self._note(job.label, f"removed {path}")
             if job.restart:
-                self._start_and_wait(job)
-                if cordoned:
-                    assert self.ops is not None
-                    self.ops.uncordon(job.node)
-                    self._note(job.label, "uncordoned")
-                # The host is done: failing to clear the marker must not roll it back.
-                return HostOutcome(job.label, "applied",
-                                   self._clear_mark(job, "").removeprefix("; "))
-            return HostOutcome(job.label, "applied")
+                assert waiter is not None
+                self._start_and_wait(job, waiter)
         except (CargoshipError, OSError) as exc:
             log.debug("%s failed", job.label, exc_info=True)
             if not written and not stopped:
                 detail = self._uncordon(job, cordoned, f"{exc}; nothing was changed")
                 return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
             return self._roll_back(job, written, cordoned, exc)
+        # The change is in and the host is back: from here on nothing rolls it back.
+        if not job.restart:
+            return HostOutcome(job.label, "applied")
+        if cordoned and not self._uncordon_back(job):
+            return HostOutcome(job.label, "failed", self._clear_mark(
+                job, "the change is applied and the host is back, but the node is left "
+                     "cordoned: uncordon kept failing (see above); no rollback"))
+        # The host is done: failing to clear the marker must not roll it back.
+        return HostOutcome(job.label, "applied", self._clear_mark(job, "").removeprefix("; "))
 
-    def _start_and_wait(self, job: HostJob) -> None:
+    def _stop(self, job: HostJob) -> Waiter:
+        """Stop the engine, noting what a fresh start must differ from."""
         assert self.ops is not None
-        service.start(job.writer, job.init, job.service, self.ready_timeout)
-        self._note(job.label, f"started {job.service}, waiting for node Ready")
-        self.ops.wait_ready(job.node, self.ready_timeout)
-        self._note(job.label, "node Ready")
+        waiter = Waiter(job.writer, job.init, job.service, job.node, job.controller,
+                        self.ops.read_node, job.readyz)
+        waiter.snapshot_before_stop()
+        service.stop(job.writer, job.init, job.service, self.ready_timeout)
+        self._note(job.label, f"stopped {job.service}")
+        waiter.note_stopped()
+        return waiter
+
+    def _start_and_wait(self, job: HostJob, waiter: Waiter) -> None:
+        started = time.monotonic()
+        # Asked, not awaited: a Type=notify engine is "activating" until it is up, and a
+        # crash-looping one stays so; the waiter tells the two apart.
+        command = service.start_command(job.init, job.service)
+        job.writer.run_root(command)
+        self._note(job.label, f"started {job.service}, waiting until it is freshly back")
+        left = max(1.0, self.ready_timeout - (time.monotonic() - started))
+        waiter.wait(left, lambda what: self._note(job.label, what),
+                    nudge=lambda: job.writer.run_root(command))
+        self._note(job.label, "back: new engine, fresh node status"
+                   + (", API server ready" if job.controller and job.readyz else ""))
+
+    def _uncordon_back(self, job: HostJob) -> bool:
+        """Uncordon a host that came back; API errors are retried, never a rollback."""
+        assert self.ops is not None
+        try:
+            self.ops.uncordon_retrying(
+                job.node, self.uncordon_timeout,
+                lambda exc: self._note(job.label, f"{exc}; retrying"))
+        except DrainError as exc:
+            self._note(job.label, f"uncordon failed for {self.uncordon_timeout:g} s: {exc}")
+            return False
+        self._note(job.label, "uncordoned")
+        return True
 
     def _uncordon(self, job: HostJob, cordoned: bool, detail: str) -> str:
         """Give the node back if we took it; the detail says if that failed."""
@@ -180,16 +221,16 @@ class Rollout:
                    cause: Exception) -> HostOutcome:
         self._note(job.label, f"FAILED: {cause}; rolling back")
         try:
+            waiter = None
             if job.restart:
                 # The engine may be up with the new config (running, never Ready): it reads
                 # its files only at start, so it must go down before the old ones come back.
-                service.stop(job.writer, job.init, job.service, self.ready_timeout)
-                self._note(job.label, f"stopped {job.service}")
+                waiter = self._stop(job)
             for item in reversed(written):
                 restore_file(job.writer, item)
                 self._note(job.label, f"restored {item.path}")
-            if job.restart:
-                self._start_and_wait(job)
+            if waiter is not None:
+                self._start_and_wait(job, waiter)
         except (CargoshipError, OSError) as exc:
             # Say what a person must look at: where the old files are, the engine, the node.
             left = [f"backups of the previous files are in "

@@ -33,8 +33,13 @@ def official_client(kubeconfig: dict[str, Any]) -> CoreV1Api:
     # Imported here: the client takes ~0.4 s to import and most plans never call the API.
     import kubernetes
 
-    api_client = kubernetes.config.new_client_from_config_dict(kubeconfig)
-    return kubernetes.client.CoreV1Api(api_client)
+    configuration = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config_from_dict(kubeconfig,
+                                                 client_configuration=configuration)
+    # No silent re-tries inside the client (each logs a warning and takes the time of a
+    # request): every caller polls with its own deadline, an API restarting included.
+    configuration.retries = 0
+    return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
 
 
 def admin_kubeconfig_path(distro: str) -> str:

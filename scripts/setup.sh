@@ -14,6 +14,11 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   openssh-server openssh-client runit iproute2 nftables iptables sudo faketime libfaketime \
   python3 python3-yaml python3-venv procps util-linux >/dev/null
+# kubectl: a test runs it against the lab through the kubeconfig cargoship merges. Any
+# kubectl on PATH does; else Debian's own (package kubernetes-client).
+if ! command -v kubectl >/dev/null 2>&1; then
+  apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null
+fi
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.kubeapi_server import start_kubeapi  # noqa: F401 - a shared fixture
-from tests.lab import HostSpec, Lab
+from tests.lab import HostSpec, Lab, Timing
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root (namespaces)")
 
@@ -21,8 +21,8 @@ def lab_factory(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
         pytest.skip("the lab needs root (namespaces)")
     labs: list[Lab] = []
 
-    def make(hosts: list[HostSpec], distro: str = "rke2") -> Lab:
-        lab = Lab.up(tmp_path / f"lab{len(labs)}", hosts, distro=distro)
+    def make(hosts: list[HostSpec], distro: str = "rke2", timing: Timing | None = None) -> Lab:
+        lab = Lab.up(tmp_path / f"lab{len(labs)}", hosts, distro=distro, timing=timing)
         labs.append(lab)
         return lab
 

@@ -13,6 +13,7 @@ from planner.facts.distro import LAYOUTS
 from planner.plan.model import Change
 
 from ..drain import DrainOptions, NodeOps
+from ..readiness import readyz_probe
 from ..rollout import HostJob, HostOutcome, Rollout
 from .base import ApplyEnv, HostHandler, ItemResult
 from .registry import HANDLERS
@@ -29,14 +30,27 @@ def host_jobs(env: ApplyEnv, changes: Sequence[Change]) -> dict[str, list[HostJo
         role = host.config.role
         job = HostJob(label=host.label, node=host.hostname or host.config.label,
                       writer=env.writers[host.ref.key], init=host.init_system or "unknown",
-                      service=layout.service(role))
+                      service=layout.service(role), controller=role == "controller")
         wanted = {f.path: f for f in desired_files(env.config, role)}
         for change in mine:
             handler = HANDLERS[change.action]
             assert isinstance(handler, HostHandler)
             handler.shape(job, change, wanted)
         jobs[role].append(job)
+    _probe_api_servers(env, jobs["controller"])
     return jobs
+
+
+def _probe_api_servers(env: ApplyEnv, controllers: Sequence[HostJob]) -> None:
+    """A restarted controller is ready when its own API server says so (/readyz, etcd
+    included), not when its node merely posts status: ask each one directly."""
+    restarting = [job for job in controllers if job.restart]
+    admin = env.admin() if restarting else None
+    if admin is None:
+        return
+    address = {host.label: host.config.ssh.address for host in env.ctx.hosts}
+    for job in restarting:
+        job.readyz = readyz_probe(admin, address[job.label])
 
 
 def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],

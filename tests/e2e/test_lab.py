@@ -100,7 +100,8 @@ def test_engine_refuses_invalid_registries_and_recovers(lab_factory) -> None:
                       "sv restart /etc/service/rke2-agent", check=False)
     poll(lambda: not marker.exists())
     # It keeps failing (a restart loop), like the real engine under systemd.
-    poll(lambda: "fatal" in (Path(lab.host("wrk-1").dir) / "console.log").read_text())
+    engine_log = Path(lab.host("wrk-1").dir) / "var.upper" / "log" / "rke2-agent" / "current"
+    poll(lambda: engine_log.exists() and "fatal" in engine_log.read_text())
     assert not marker.exists()
     lab.exec("wrk-1", "printf 'mirrors: {}\\n' > /etc/rancher/rke2/registries.yaml")
     poll(marker.exists)

@@ -3,6 +3,7 @@ items where a reported phase would change what a later one reads."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -89,10 +90,12 @@ def test_kubeconfig_merge_is_planned_with_credentials_masked(lab_factory,
     assert result.returncode == 0, result.stdout
     block = phase_block(result.stdout, "Updating kubeconfig file with the current cluster")
     ctl = lab.host("ctl-1").address
-    assert f"would merge context lab (server http://{ctl}:6443) into {local}" in block
+    assert f"would merge context lab (server https://{ctl}:6443) into {local}" in block
     assert "+  name: lab" in block or "+- name: lab" in block
+    assert "client-key-data: '***'" in block
+    key = base64.b64encode((lab.pki_dir / "client-admin.key").read_bytes()).decode()
     for text in (result.stdout, plan.read_text()):
-        assert lab.token not in text and "other-token-3e1f" not in text
+        assert key not in text and "other-token-3e1f" not in text
     merge = json.loads(plan.read_text())["changes"][0]
     assert (merge["action"], merge["host"], merge["context"]) == ("merge-kubeconfig", None, "lab")
 

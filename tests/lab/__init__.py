@@ -1,6 +1,6 @@
 """The lab: real SSH hosts on the local machine for cargoship's tests and demo."""
 
 from .lab import Lab, LabError, down_all
-from .spec import DEFAULT_VERSIONS, HostSpec, LabHost
+from .spec import DEFAULT_VERSIONS, HostSpec, LabHost, Timing
 
-__all__ = ["DEFAULT_VERSIONS", "HostSpec", "Lab", "LabError", "LabHost", "down_all"]
+__all__ = ["DEFAULT_VERSIONS", "HostSpec", "Lab", "LabError", "LabHost", "Timing", "down_all"]

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import DEFAULT_VERSIONS, HostSpec, Lab, LabError, down_all
+from . import DEFAULT_VERSIONS, HostSpec, Lab, LabError, Timing, down_all
 
 
 def _specs(args: argparse.Namespace) -> list[HostSpec]:
@@ -38,6 +38,17 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--os", help="comma list of OS releases, cycled over the hosts")
     up.add_argument("--user", help="a non-root SSH user on every host")
     up.add_argument("--no-sudo", action="store_true", help="the --user gets no sudo")
+    default = Timing()
+    up.add_argument("--engine-start-seconds", type=float, default=default.engine_start,
+                    metavar="S", help="an engine is READY this long after it starts "
+                    f"(default {default.engine_start:g}; a real one: 30-120)")
+    up.add_argument("--kubelet-heartbeat-seconds", type=float,
+                    default=default.kubelet_heartbeat, metavar="H",
+                    help=f"node status every H seconds (default {default.kubelet_heartbeat:g};"
+                         " a real kubelet: 10)")
+    up.add_argument("--node-grace-seconds", type=float, default=default.node_grace,
+                    metavar="G", help="a silent node reads Ready until G seconds after its "
+                    f"last status (default {default.node_grace:g}; real: 40, 50 from 1.32)")
     run = sub.add_parser("exec", help="run a command inside a host")
     run.add_argument("--dir", type=Path, required=True)
     run.add_argument("host")
@@ -53,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "up":
             started = time.monotonic()
-            lab = Lab.up(args.dir, _specs(args), distro=args.distro)
+            timing = Timing(args.engine_start_seconds, args.kubelet_heartbeat_seconds,
+                            args.node_grace_seconds)
+            lab = Lab.up(args.dir, _specs(args), distro=args.distro, timing=timing)
             _print_hosts(lab)
             print(f"{len(lab.hosts)} host(s) up in {time.monotonic() - started:.1f}s; "
                   f"config: {lab.dir / 'cluster.yaml'}", file=sys.stderr)

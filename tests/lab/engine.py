@@ -2,13 +2,29 @@
 
 The per-host wrapper /usr/local/bin/{rke2,k3s} answers `--version` itself (no Python start-up)
 and execs this for everything else, adding `--distro` and `--role`. It behaves like the real
-engine where cargoship can see it:
+engine where cargoship's safety depends on it:
 
-* `server` / `agent` read config.yaml and registries.yaml from /etc/rancher/<distro>/ at start;
-  when either is not YAML or not a mapping (an empty file is fine) it logs one fatal line to
-  stderr and exits 1. runit then restarts it, so it keeps failing, like systemd's restart loop.
-* Once started it records {"pid", "started_at"} in /var/lib/rancher/<distro>/lab-engine.json
-  and runs until SIGTERM, then removes that file and exits 0.
+* `server` / `agent` read config.yaml, config.yaml.d/*.yaml (merged as the real engines do,
+  see engine_config.py) and registries.yaml from /etc/rancher/<distro>/ at start; a file
+  that is not YAML or not a mapping is one fatal line on stderr and exit 1. runit restarts
+  it, so it keeps failing, like systemd's Restart=always.
+* Start-up takes `start_delay` seconds (lab-timing.json): the node registers under the
+  name the real engine derives (`node-name`, else the lowercased hostname) and posts its
+  status every `heartbeat` seconds, as a kubelet does; on a controller that happens
+  `apiserver_start` seconds earlier, and its API server's /readyz passes only at the end
+  (post-start hooks). Only then does the engine record {"pid", "started_at"} in
+  /var/lib/rancher/<distro>/lab-engine.json: that is its Type=notify "READY" (the
+  service's runit `check` script looks for it; the API server's /readyz waits for it).
+* On SIGTERM it just stops: it does not mark its node NotReady (a real kubelet doesn't),
+  so the node reads Ready until the API's node grace period has passed.
+* Controllers: rke2 runs the API server as a static pod (the `kube-apiserver` runit
+  service), restarted at every engine start and left running when the engine stops;
+  k3s serves the API inside its own process, so stopping k3s takes that node's API down.
+  A broken audit policy or admission config makes rke2's API server pod crash-loop while
+  the engine waits for it (never READY), and makes k3s itself exit 1 (a crash loop).
+* Every state change is a line `<unix time> <event>` (starting, ready, stopping, stopped;
+  failed for a fatal start)
+  in /var/log/lab-engine/events.log, so tests can prove ordering from the hosts' side.
 * Faults for tests, from /var/lib/rancher/<distro>/lab-fault: `fail-start` makes every start
   fail (whatever the config), `not-ready-once` makes the next start run but keep its node
   NotReady (and is used up by it).
@@ -23,26 +39,37 @@ import argparse
 import json
 import os
 import signal
+import ssl
+import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+import engine_config
 from engine_node import HEARTBEAT, Node, write_admin_kubeconfig
 
 STATE_FILE = "lab-engine.json"
 FAULT_FILE = "lab-fault"
 CLUSTER_FILE = "lab-cluster.json"  # where the lab tells the engine its API and token
-# Optional {"start_delay": seconds}: how long start-up takes before the node reports
-# Ready (a real engine takes seconds to tens of seconds); benchmarks fix it.
+# {"start_delay": s, "heartbeat": s, "apiserver_start": s}: how long start-up takes before
+# the engine is up (a real one takes 30-120 s), how often the node posts its status, and
+# how much of the start a controller's API server takes after its kubelet is up.
 TIMING_FILE = "lab-timing.json"
+EVENTS_LOG = Path("/var/log/lab-engine/events.log")
+APISERVER_SERVICE = "/etc/service/kube-apiserver"  # rke2's static pod
 
 
 class EngineError(Exception):
     """A fatal start-up problem; the message becomes the one log line."""
+
+
+class Stopped(Exception):
+    """SIGTERM arrived while starting."""
 
 
 def log(level: str, message: str) -> None:
@@ -51,25 +78,13 @@ def log(level: str, message: str) -> None:
     print(f'time="{now}" level={level} msg={json.dumps(message)}', file=sys.stderr, flush=True)
 
 
-def load_mapping(path: Path) -> dict[str, Any]:
-    """A YAML file that must hold a mapping; missing or empty means no settings."""
+def event(name: str) -> None:
+    EVENTS_LOG.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(EVENTS_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise EngineError(f"failed to read {path}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        detail = " ".join(str(exc).split())
-        raise EngineError(f"failed to parse {path}: {detail}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise EngineError(f"failed to parse {path}: expected a mapping, "
-                          f"got {type(data).__name__}")
-    return data
+        os.write(fd, f"{time.time():.6f} {name}\n".encode())
+    finally:
+        os.close(fd)
 
 
 def _check_endpoints(path: Path, registries: dict[str, Any]) -> None:
@@ -89,6 +104,9 @@ class Engine:
     role: str
     config_path: Path
     data_dir: Path
+    stop: threading.Event = field(default_factory=threading.Event)
+    node: Node | None = None
+    api_server: Any = None  # k3s: the API server inside this process
 
     @property
     def registries_path(self) -> Path:
@@ -102,6 +120,7 @@ class Engine:
         """Everything the real engine does before it reports itself up."""
         # A state file from an earlier run would make a failed start look like a running one.
         self.state_path.unlink(missing_ok=True)
+        event("starting")
         self.ready = True
         fault_file = self.data_dir / FAULT_FILE
         fault = fault_file.read_text().strip() if fault_file.exists() else ""
@@ -110,20 +129,46 @@ class Engine:
         if fault == "not-ready-once":
             fault_file.unlink()
             self.ready = False
-        self.config = load_mapping(self.config_path)
-        self.registries = load_mapping(self.registries_path)
+        try:
+            self.config = engine_config.load_config(self.config_path)
+            self.registries = engine_config.load_mapping(self.registries_path)
+        except engine_config.ConfigError as exc:
+            raise EngineError(str(exc)) from None
         _check_endpoints(self.registries_path, self.registries)
-        # Drop-ins are read like config.yaml, in name order, as the real engine does.
-        for dropin in sorted(self.config_path.parent.glob("config.yaml.d/*.yaml")):
-            load_mapping(dropin)
-        delay = float(self._timing().get("start_delay", 0))
-        if delay:
-            # Counted from the process's start, so the stand-in's own start-up (Python,
-            # imports) is inside the fixed time rather than added to it.
-            time.sleep(max(0.0, delay - _running_for()))
-        self.node = self._join_cluster()
-        self._write_state({"pid": os.getpid(), "started_at": time.time()})
-        log("info", f"{self.distro} {self.role} running (pid {os.getpid()})")
+        self.name = engine_config.node_name(self.config, self.data_dir)
+        timing = self._timing()
+        # Counted from the process's start, so the stand-in's own start-up (Python,
+        # imports) is inside the fixed time rather than added to it.
+        cluster = self._cluster()
+        # READY `start_delay` after the start; a controller's API server takes the last
+        # `apiserver_start` of it, after its kubelet is up.
+        kubelet_at = float(timing.get("start_delay", 0))
+        if cluster is not None and self.role == "controller":
+            kubelet_at -= float(timing.get("apiserver_start", 0))
+        self._wait(kubelet_at - _running_for())
+        if cluster is not None:
+            # The kubelet is up before the API server is ready (on a real server it can
+            # post through another server's API meanwhile): a fresh node status alone does
+            # not mean this controller serves again.
+            labels = {**cluster.get("labels", {}), **engine_config.node_labels(self.config)}
+            self.node = Node(cluster["api"], cluster["token"], self.name, labels)
+            self.node.register()
+            self.node.report(ready=self.ready)
+            threading.Thread(target=self._heartbeats, args=(float(timing.get(
+                "heartbeat", HEARTBEAT)),), daemon=True).start()
+        if cluster is not None and self.role == "controller":
+            write_admin_kubeconfig(self.config_path.parent / f"{self.distro}.yaml",
+                                   cluster["tls_dir"])
+            self._start_api_server(cluster)
+        event("ready")  # first: nobody may see this engine's API server ready before it
+        self._write_state({"pid": os.getpid(), "started_at": time.time(), "node": self.name})
+        log("info", f"{self.distro} {self.role} running (pid {os.getpid()}, node {self.name})")
+
+    def _wait(self, seconds: float) -> None:
+        if seconds > 0 and self.stop.wait(seconds):
+            raise Stopped()
+        if self.stop.is_set():
+            raise Stopped()
 
     def _timing(self) -> dict[str, Any]:
         try:
@@ -132,29 +177,49 @@ class Engine:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def _join_cluster(self) -> Node | None:
+    def _cluster(self) -> dict[str, Any] | None:
         cluster_file = self.data_dir / CLUSTER_FILE
         if not cluster_file.exists():
             return None  # a lab without a Kubernetes API
-        node = Node(cluster_file)
-        if self.role == "controller":
-            cluster = json.loads(cluster_file.read_text())
-            write_admin_kubeconfig(self.config_path.parent / f"{self.distro}.yaml",
-                                   cluster["admin_server"], cluster["token"])
-        node.register()
-        node.report(ready=self.ready)
-        return node
+        data: dict[str, Any] = json.loads(cluster_file.read_text())
+        return data
 
-    def serve(self, stop: threading.Event) -> None:
-        """Run until asked to stop, keeping the node Ready like a kubelet."""
-        while not stop.wait(HEARTBEAT):
+    def _start_api_server(self, cluster: dict[str, Any]) -> None:
+        if self.distro == "k3s":
+            # In this very process: a bad API server config is the engine's own fatal error.
+            import kubeapi
+
+            try:
+                kubeapi.check_engine_config(self.distro, self.config_path)
+            except engine_config.ConfigError as exc:
+                raise EngineError(f"kube-apiserver exited: {exc}") from None
+            self.api_server = kubeapi.make_server(kubeapi.parse_args(cluster["apiserver_args"]))
+            threading.Thread(target=self.api_server.serve_forever, daemon=True).start()
+        else:
+            # The kubelet (re)creates the static pod from the manifest this start wrote.
+            subprocess.run(["sv", "restart", APISERVER_SERVICE], capture_output=True,
+                           check=False, timeout=30)
+            log("info", "Waiting for API server to become available")
+        # rke2 waits for its API server however long it takes (TimeoutStartSec=0): a
+        # crash-looping one keeps the engine from ever reporting READY.
+        while not _readyz_ok():
+            self._wait(0.1)
+
+    def _heartbeats(self, every: float) -> None:
+        """Post the node's status like a kubelet, until the engine stops."""
+        while not self.stop.wait(every):
             if self.node:
                 self.node.report(ready=self.ready)
 
+    def serve(self) -> None:
+        """Run until asked to stop."""
+        self.stop.wait()
+
     def shutdown(self) -> None:
         self.state_path.unlink(missing_ok=True)
-        if self.node:
-            self.node.report(ready=False)
+        if self.api_server is not None:
+            self.api_server.shutdown()
+            self.api_server.server_close()
         log("info", f"{self.distro} {self.role} stopped")
 
     def _write_state(self, state: dict[str, Any]) -> None:
@@ -163,6 +228,23 @@ class Engine:
         tmp = self.state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state) + "\n")
         tmp.rename(self.state_path)
+
+
+def _readyz_ok() -> bool:
+    """The local API server is ready but for the lab's own hook (which waits for us)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # only asking whether it answers
+    try:
+        with urllib.request.urlopen("https://127.0.0.1:6443/readyz?verbose", timeout=2,
+                                    context=context) as response:
+            body = response.read().decode()
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode()
+    except (OSError, ValueError):
+        return False
+    failed = [ln for ln in body.splitlines() if ln.startswith("[-]")]
+    return "[+]etcd ok" in body and all("lab-engine-ready" in ln for ln in failed)
 
 
 def _running_for() -> float:
@@ -199,19 +281,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Incorrect Usage: {args.distro}: unknown command {args.command!r} "
               "(the lab engine knows server, agent, --version)", file=sys.stderr)
         return 1
-    stop = threading.Event()
-    # Before start(), so a stop request during start-up is not lost.
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     engine = Engine(args.distro, args.role, args.config, args.data_dir)
+    # Before start(), so a stop request during start-up is not lost.
+    signal.signal(signal.SIGTERM, lambda *_: engine.stop.set())
     try:
-        engine.start()
-    except EngineError as exc:
-        log("fatal", str(exc))
-        return 1
+        try:
+            engine.start()
+        except EngineError as exc:
+            log("fatal", str(exc))
+            event("failed")
+            return 1
+        engine.serve()
+    except Stopped:
+        pass
+    event("stopping")
     try:
-        engine.serve(stop)
-    finally:
         engine.shutdown()
+    finally:
+        event("stopped")
     return 0
 
 

@@ -1,31 +1,28 @@
 """The stand-in engine's side of the cluster: its node in the lab's Kubernetes API.
 
-Like a kubelet, it registers its node and keeps it Ready with a status heartbeat; on a
-clean stop it reports NotReady. Controllers also write the admin kubeconfig, as the real
-engine does at start. Standard library only (it runs on the system Python in a lab host).
+Like a kubelet, it registers its node and keeps it Ready with a status heartbeat; when it
+stops it just goes silent (the API's node grace period decides when the node reads
+Unknown). Controllers also write the admin kubeconfig, as the real engine does at start.
+Standard library only (it runs on the system Python in a lab host).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
-import socket
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-HEARTBEAT = 1.0  # seconds; the API reports a node Unknown when heartbeats stop
+HEARTBEAT = 1.0  # seconds, unless lab-timing.json says otherwise (a kubelet: 10 s)
 
 
 class Node:
-    def __init__(self, cluster_file: Path) -> None:
-        cluster = json.loads(cluster_file.read_text())
-        self.api: str = cluster["api"]
-        self.token: str = cluster["token"]
-        self.name = socket.gethostname()
-        self.labels: dict[str, str] = cluster.get("labels", {})
+    def __init__(self, api: str, token: str, name: str, labels: dict[str, str]) -> None:
+        self.api, self.token, self.name, self.labels = api, token, name, labels
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
               content_type: str = "application/json") -> int:
@@ -65,12 +62,22 @@ class Node:
                        {"status": {"conditions": [condition]}}, "application/merge-patch+json")
 
 
-def write_admin_kubeconfig(path: Path, server: str, token: str) -> None:
-    """What rke2/k3s write at start: cluster, user and context all named `default`."""
+def write_admin_kubeconfig(path: Path, tls_dir: str) -> None:
+    """What rke2/k3s write at start: cluster, user and context all named `default`, the
+    server on 127.0.0.1, the CA and the admin's client certificate inline."""
+    tls = Path(tls_dir)
+
+    def data(name: str) -> str:
+        return base64.b64encode((tls / name).read_bytes()).decode()
+
     config = {
         "apiVersion": "v1", "kind": "Config", "preferences": {},
-        "clusters": [{"name": "default", "cluster": {"server": server}}],
-        "users": [{"name": "default", "user": {"token": token}}],
+        "clusters": [{"name": "default", "cluster": {
+            "server": "https://127.0.0.1:6443",
+            "certificate-authority-data": data("server-ca.crt")}}],
+        "users": [{"name": "default", "user": {
+            "client-certificate-data": data("client-admin.crt"),
+            "client-key-data": data("client-admin.key")}}],
         "contexts": [{"name": "default", "context": {"cluster": "default", "user": "default"}}],
         "current-context": "default",
     }

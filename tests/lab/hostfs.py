@@ -22,9 +22,11 @@ from .spec import HostSpec
 HERE = Path(__file__).parent
 ENGINE_SOURCE = HERE / "engine.py"
 # Programs copied into each host's /usr/local/bin (the host may not see the checkout).
-HOST_PROGRAMS = {"lab-engine.py": "engine.py", "engine_node.py": "engine_node.py"}
-API_PROGRAMS = ("kubeapi.py", "kubeapi_store.py")
-API_PORT = 6443
+HOST_PROGRAMS = {"lab-engine.py": "engine.py", "engine_node.py": "engine_node.py",
+                 "engine_config.py": "engine_config.py"}
+API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py")
+API_PORT = 6443  # every controller's API server (TLS)
+DATASTORE_PORT = 6444  # the lab's one object store, on the first controller (plain HTTP)
 RC_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login")
 FIRST_UID = 1001
 
@@ -86,7 +88,7 @@ def write(path: Path, text: str, mode: int = 0o644) -> None:
 
 def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, version: str,
             client_pubkey: str, registries: dict[str, object], uid: int,
-            api: dict[str, str] | None = None) -> str:
+            api: dict[str, object] | None = None, pki: Path | None = None) -> str:
     """Lay out a host's files; returns its SSH host public key line (type + base64)."""
     if spec.os not in OS_RELEASES:
         raise ValueError(f"unknown lab OS {spec.os!r}; known: {', '.join(OS_RELEASES)}")
@@ -116,14 +118,17 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
         for target, source in HOST_PROGRAMS.items():
             shutil.copyfile(HERE / source, host_dir / "bin" / target)
         mode = "server" if spec.role == "controller" else "agent"
-        write(services / engine_service(distro, spec.role) / "run",
-              f"#!/bin/sh\nexec /usr/local/bin/{distro} {mode} 2>&1\n", 0o755)
+        _engine_service(services / engine_service(distro, spec.role), distro, mode)
         config_dir = host_dir / "rancher-etc" / distro
         write(config_dir / "config.yaml", "write-kubeconfig-mode: \"0600\"\n", 0o600)
         write(config_dir / "registries.yaml", yaml.safe_dump(registries, sort_keys=False),
               0o600)
         (host_dir / "rancher-var" / distro).mkdir(exist_ok=True)
         if api is not None:
+            api = dict(api)
+            if spec.role == "controller":
+                assert pki is not None
+                _add_controller_api(host_dir, spec, distro, address, api, pki)
             write(host_dir / "rancher-var" / distro / "lab-cluster.json", json.dumps(api), 0o600)
     _authorize(host_dir / "root.upper", client_pubkey, 0, 0)
     for name in RC_FILES:
@@ -133,6 +138,60 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
     if spec.user != "root":
         _add_user(host_dir, spec, uid, client_pubkey)
     return " ".join((key.with_suffix(".pub")).read_text().split()[:2])
+
+
+def _engine_service(service: Path, distro: str, mode: str) -> None:
+    """The engine under runit, logging through svlogd to /var/log/<service>/current (the
+    usual runit layout); `check` is true once the engine is READY (Type=notify), so
+    `sv start` waits for that, as `systemctl start` does."""
+    write(service / "run", f"#!/bin/sh\nexec /usr/local/bin/{distro} {mode} 2>&1\n", 0o755)
+    write(service / "log" / "run", f"#!/bin/sh\nmkdir -p /var/log/{service.name}\n"
+          f"exec svlogd -tt /var/log/{service.name}\n", 0o755)
+    write(service / "check",
+          f"#!/bin/sh\nstate=/var/lib/rancher/{distro}/lab-engine.json\n"
+          "[ -f \"$state\" ] && grep -q \"\\\"pid\\\": $(cat supervise/pid)[,}]\" \"$state\"\n",
+          0o755)
+
+
+def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[str]:
+    tls = f"/var/lib/rancher/{distro}/server/tls"
+    args = ["--listen", f"0.0.0.0:{API_PORT}", "--token", str(api["token"]),
+            "--upstream", str(api["api"]),
+            "--tls-cert", f"{tls}/serving-kube-apiserver.crt",
+            "--tls-key", f"{tls}/serving-kube-apiserver.key",
+            "--client-ca", f"{tls}/client-ca.crt",
+            "--engine-config", f"/etc/rancher/{distro}/config.yaml", "--distro", distro,
+            "--timing-file", f"/var/lib/rancher/{distro}/lab-timing.json",
+            "--engine-state", f"/var/lib/rancher/{distro}/lab-engine.json"]
+    if distro == "rke2":
+        args += ["--pod-log-dir", f"/var/log/pods/kube-system_kube-apiserver-"
+                 f"{spec.name.lower()}_lab/kube-apiserver"]
+    return args
+
+
+def _add_controller_api(host_dir: Path, spec: HostSpec, distro: str, address: str,
+                        api: dict[str, object], pki: Path) -> None:
+    """Certificates, and the API server: rke2's static pod (a runit service the engine
+    starts, left `down` until then), or k3s's (inside the engine process)."""
+    from .pki import controller_tls  # cryptography: only labs with an API need it
+
+    tls = host_dir / "rancher-var" / distro / "server" / "tls"
+    controller_tls(tls, pki, spec.name, address)
+    for name in API_PROGRAMS:
+        shutil.copyfile(HERE / name, host_dir / "bin" / name)
+    api["tls_dir"] = f"/var/lib/rancher/{distro}/server/tls"
+    args = apiserver_args(spec, distro, api)
+    api["apiserver_args"] = args
+    if distro == "rke2":
+        service = host_dir / "etc.upper" / "service" / "kube-apiserver"
+        write(service / "run", "#!/bin/sh\nexec /usr/bin/python3 /usr/local/bin/kubeapi.py "
+              + " ".join(args) + " 2>&1\n", 0o755)
+        # Only a running kubelet restarts a static pod that died: with the engine stopped,
+        # a crashed API server stays down (a running one keeps running).
+        write(service / "finish", f"#!/bin/sh\nsv status /etc/service/"
+              f"{engine_service(distro, 'controller')} | grep -q '^run:' || sv down .\n",
+              0o755)
+        write(service / "down", "")
 
 
 def set_engine_version(host_dir: Path, distro: str, version: str) -> None:
@@ -171,11 +230,12 @@ def _add_user(host_dir: Path, spec: HostSpec, uid: int, pubkey: str) -> None:
     _authorize(home, pubkey, uid, uid)
 
 
-def add_api_server(host_dir: Path, token: str) -> None:
-    """Make this host serve the lab's Kubernetes API stand-in (a runit service)."""
+def add_datastore(host_dir: Path, token: str, stale_after: float) -> None:
+    """Make this host hold the lab's objects (a runit service, independent of the engine:
+    the lab has one store where a real cluster has an etcd member per controller)."""
     for name in API_PROGRAMS:
-        if (HERE / name).exists():
-            shutil.copyfile(HERE / name, host_dir / "bin" / name)
-    write(host_dir / "etc.upper" / "service" / "kube-apiserver" / "run",
+        shutil.copyfile(HERE / name, host_dir / "bin" / name)
+    write(host_dir / "etc.upper" / "service" / "lab-datastore" / "run",
           f"#!/bin/sh\nexec /usr/bin/python3 /usr/local/bin/kubeapi.py --listen "
-          f"0.0.0.0:{API_PORT} --token {token} 2>&1\n", 0o755)
+          f"0.0.0.0:{DATASTORE_PORT} --token {token} --stale-after {stale_after:g} 2>&1\n",
+          0o755)

@@ -1,59 +1,54 @@
 """The lab's stand-in for the Kubernetes REST API (core/v1 nodes and pods, policy/v1 PDBs).
 
-No real API server can run in the lab, so the controller host serves this one and cargoship
-talks to it with the official `kubernetes` client over plain HTTP:
+No real API server can run in the lab. One process holds the objects (the lab's datastore,
+plain HTTP with a bearer token, on the first controller); every controller serves the API
+itself in front of it, over TLS with the lab's CA and client-certificate authentication,
+as the real kube-apiserver does (bearer tokens are accepted too):
 
-    /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6443 --token TOKEN [--state-file PATH]
+    /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6444 --token TOKEN [--state-file PATH]
                                 [--stale-after SECONDS] [--verbose]
+    /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6443 --token TOKEN --upstream URL
+                                --tls-cert CRT --tls-key KEY --client-ca CA
+                                [--engine-config PATH --distro D] [--pod-log-dir DIR]
 
-This module is the HTTP side (auth, routing, discovery, framing); kubeapi_store.py holds the
-objects and their semantics. Both run on the system Python with the standard library only
-and import nothing from the repository, so the lab can copy the pair onto a host.
+A front end answers /readyz, /livez and /healthz itself (anonymous, as the real
+system:public-info-viewer role allows) and forwards the rest. With --engine-config it
+first checks the API server's own config files (audit policy, admission configuration) and
+exits 1 when they are invalid, as kube-apiserver does; runit then restarts it: a crash
+loop. With --pod-log-dir its log goes to DIR/<restart count>.log, as the kubelet keeps a
+static pod's logs.
+
+This module is the HTTP side (auth, routing, discovery, framing); kubeapi_lang.py parses
+selectors and patches; kubeapi_store.py holds the objects and their semantics. All three
+run on the system Python with the standard library only and import nothing from the
+repository, so the lab can copy them onto a host.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
+import calendar
 import hmac
+import http.client
 import json
-import re
+import ssl
 import sys
+import threading
+import time
 import traceback
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-# Run as a script, so its own directory is on sys.path and the sibling imports by name.
-from kubeapi_store import (
-    KINDS,
-    NODES,
-    PODS,
-    ApiError,
-    Kind,
-    Obj,
-    Patcher,
-    Requirement,
-    Store,
-    bad_request,
-    labels_match,
-)
+# Run as a script, so its own directory is on sys.path and the siblings import by name.
+from kubeapi_lang import patcher, selector
+from kubeapi_store import KINDS, NODES, PODS, ApiError, Obj, Store, bad_request
 
 VERSION = {"major": "1", "minor": "30", "gitVersion": "v1.30.4+rke2r1",
            "gitCommit": "c6b0f4b4a6b4a6f0b2f3e7f1d4d0d4a8e0f3c2b1", "gitTreeState": "clean",
            "buildDate": "2024-08-14T00:00:00Z", "goVersion": "go1.22.5 X:boringcrypto",
            "compiler": "gc", "platform": "linux/amd64"}
-# Strategic merge patch merges these lists by key instead of replacing them (the
-# patchMergeKey tags of the Go types the lab's clients patch).
-MERGE_KEYS = {"conditions": "type", "addresses": "type", "containers": "name",
-              "volumes": "name", "env": "name", "ownerReferences": "uid"}
-FIELDS = {"nodes": {"metadata.name", "spec.unschedulable"},
-          "pods": {"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
-                   "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
-                   "status.phase", "status.podIP", "status.nominatedNodeName"},
-          "poddisruptionbudgets": {"metadata.name", "metadata.namespace"}}
 
 
 def no_such_path() -> ApiError:
@@ -131,155 +126,38 @@ def route(store: Store, method: str, path: str, query: dict[str, str], body: Any
                    "the server does not allow this method on the requested resource")
 
 
-# --- request languages: selectors and patches ---------------------------------
-
-_LABEL_REQ = re.compile(r"(?P<neg>!)?\s*(?P<key>[\w./-]+)\s*(?:(?P<op>==|=|!=)\s*"
-                        r"(?P<value>[\w.-]*)|(?<=\s)(?P<set>in|notin)\s*\((?P<values>[^)]*)\))?")
-
-
-def parse_label_selector(text: str) -> list[Requirement]:
-    """`a=b,c!=d,e,!f,g in (h,i),j notin (k)`: the real selector grammar, minus `<`/`>`."""
-    reqs: list[Requirement] = []
-    for part in re.findall(r"(?:[^,(]|\([^)]*\))+", text) if text.strip() else []:
-        m = _LABEL_REQ.fullmatch(part.strip())
-        if not m or (m["neg"] and (m["op"] or m["set"])):
-            raise bad_request(f"unable to parse requirement: {part.strip()!r}")
-        if m["set"]:
-            values = frozenset(v.strip() for v in m["values"].split(",") if v.strip())
-            reqs.append((m["key"], m["set"], values))
-        elif m["op"]:
-            reqs.append((m["key"], "!=" if m["op"] == "!=" else "=", frozenset([m["value"]])))
-        else:
-            reqs.append((m["key"], "!" if m["neg"] else "exists", frozenset()))
-    return reqs
-
-
-def parse_field_selector(text: str, kind: Kind) -> list[tuple[str, bool, str]]:
-    """`spec.nodeName=x,status.phase!=Succeeded` as (field, equal, value) triples."""
-    out = []
-    for part in text.split(",") if text.strip() else []:
-        m = re.fullmatch(r"\s*([\w.]+)\s*(==|=|!=)\s*(\S*)\s*", part)
-        if not m:
-            raise bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
-        if m[1] not in FIELDS[kind.resource]:
-            raise bad_request(f"field label not supported: {m[1]}")
-        out.append((m[1], m[2] != "!=", m[3]))
-    return out
+def node_table(listing: Obj) -> Obj:
+    """A NodeList as the server-side Table kubectl asks for (`kubectl get nodes`)."""
+    columns = [("Name", "string", "name"), ("Status", "string", ""), ("Roles", "string", ""),
+               ("Age", "string", ""), ("Version", "string", "")]
+    rows = []
+    for node in listing["items"]:
+        ready = next((c.get("status") for c in (node.get("status") or {}).get("conditions")
+                      or [] if c.get("type") == "Ready"), "Unknown")
+        status = {"True": "Ready", "False": "NotReady"}.get(ready, "Unknown")
+        if (node.get("spec") or {}).get("unschedulable"):
+            status += ",SchedulingDisabled"
+        labels = node["metadata"].get("labels") or {}
+        roles = ",".join(sorted(k.split("/", 1)[1] for k in labels
+                                if k.startswith("node-role.kubernetes.io/"))) or "<none>"
+        age = _age(node["metadata"].get("creationTimestamp", ""))
+        rows.append({"cells": [node["metadata"]["name"], status, roles, age, VERSION[
+            "gitVersion"]], "object": {"kind": "PartialObjectMetadata",
+                                       "apiVersion": "meta.k8s.io/v1",
+                                       "metadata": node["metadata"]}})
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": listing["metadata"],
+            "columnDefinitions": [{"name": n, "type": t, "format": f, "description": "",
+                                   "priority": 0} for n, t, f in columns],
+            "rows": rows}
 
 
-def selector(kind: Kind, query: dict[str, str]) -> Callable[[Obj], bool]:
-    labels = parse_label_selector(query.get("labelSelector", ""))
-    fields = parse_field_selector(query.get("fieldSelector", ""), kind)
-    return lambda obj: (labels_match(obj["metadata"].get("labels") or {}, labels)
-                        and all((field_value(obj, f) == v) == eq for f, eq, v in fields))
-
-
-def field_value(obj: Obj, path: str) -> str:
-    value: Any = obj
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
-
-
-def patcher(ctype: str, patch: Any) -> Patcher:
-    """The patch function for a PATCH request's content type."""
-    if ctype == "application/json-patch+json":
-        return lambda obj: json_patch(obj, patch)
-    if ctype not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
-        raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown "
-                       "format - accepted media types include: application/json-patch+json, "
-                       "application/merge-patch+json, application/strategic-merge-patch+json")
-    if not isinstance(patch, dict):
-        raise bad_request("the body of the request was in an unknown format - "
-                          "a merge patch must be a JSON object")
-    return lambda obj: merge_patch(obj, patch, strategic="strategic" in ctype)
-
-
-def merge_patch(target: Any, patch: Any, strategic: bool = False) -> Any:
-    """RFC 7386 (null deletes a key); `strategic` also merges MERGE_KEYS lists by key and
-    drops `$` directives, which is all of strategic merge the lab's clients send."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if strategic and key.startswith("$"):
-            continue  # $setElementOrder/$retainKeys only order or prune what we merge anyway
-        if value is None:
-            result.pop(key, None)
-        elif strategic and key in MERGE_KEYS and isinstance(value, list):
-            result[key] = _merge_list(result.get(key) or [], value, MERGE_KEYS[key])
-        else:
-            result[key] = merge_patch(result.get(key), value, strategic)
-    return result
-
-
-def _merge_list(old: list[Any], patch: list[Any], key: str) -> list[Any]:
-    out = copy.deepcopy(old)
-    for item in patch:
-        if not isinstance(item, dict):
-            raise bad_request(f"unable to find api field in struct for merge key {key!r}")
-        at = next((i for i, o in enumerate(out) if o.get(key) == item.get(key)), None)
-        if item.get("$patch") == "delete":
-            if at is not None:
-                del out[at]
-        elif at is None:
-            out.append(merge_patch({}, item, strategic=True))
-        else:
-            out[at] = merge_patch(out[at], item, strategic=True)
-    return out
-
-
-def json_patch(doc: Obj, ops: Any) -> Obj:
-    """RFC 6902 add/replace/remove/test; failures are 422 as from the real API."""
-    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
-        raise bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
-    doc = copy.deepcopy(doc)
-    for op in ops:
-        kind, path = op.get("op"), op.get("path")
-        if kind not in ("add", "replace", "remove", "test") or not isinstance(path, str):
-            raise bad_request(f"Unexpected kind: {kind}")
-        if not path.startswith("/"):
-            raise ApiError(422, "Invalid", f"{kind} operation does not apply: path {path!r}")
-        tokens = [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
-        parent: Any = doc
-        for token in tokens[:-1]:
-            parent = _step(parent, token, kind, path)
-        last = tokens[-1]
-        at: Any  # the list index or the mapping key the operation works on
-        if isinstance(parent, list):
-            size = len(parent) + (1 if kind == "add" else 0)
-            if not (last == "-" and kind == "add") and not (last.isdigit() and int(last) < size):
-                raise ApiError(422, "Invalid", f"{kind} operation does not apply: "
-                               f"index out of range: {path}")
-            at = len(parent) if last == "-" else int(last)
-        elif isinstance(parent, dict):
-            if kind != "add" and last not in parent:
-                raise ApiError(422, "Invalid", f"{kind} operation does not apply: "
-                               f"doc is missing key: {path}: missing value")
-            at = last
-        else:
-            raise ApiError(422, "Invalid", f"{kind} operation does not apply: "
-                           f"doc is missing path: {path}: missing value")
-        if kind == "test" and parent[at] != op.get("value"):
-            raise ApiError(422, "Invalid", f"testing value {path} failed: test failed")
-        if kind == "remove":
-            del parent[at]
-        elif kind == "add" and isinstance(parent, list):
-            parent.insert(at, copy.deepcopy(op.get("value")))
-        elif kind in ("add", "replace"):
-            parent[at] = copy.deepcopy(op.get("value"))
-    return doc
-
-
-def _step(node: Any, token: str, kind: str, path: str) -> Any:
-    if isinstance(node, dict) and token in node:
-        return node[token]
-    if isinstance(node, list) and token.isdigit() and int(token) < len(node):
-        return node[int(token)]
-    raise ApiError(422, "Invalid", f"{kind} operation does not apply: "
-                   f"doc is missing path: {path}: missing value")
+def _age(created: str) -> str:
+    try:
+        seconds = max(0, int(time.time()) - calendar.timegm(
+            time.strptime(created, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return "<unknown>"
+    return f"{seconds}s" if seconds < 120 else f"{seconds // 60}m"
 
 
 class KubeServer(ThreadingHTTPServer):
@@ -287,13 +165,68 @@ class KubeServer(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 128  # a burst of engines connecting at once must not hit SYN retries
 
-    def __init__(self, address: tuple[str, int], store: Store, token: str, verbose: bool):
+    def __init__(self, address: tuple[str, int], store: Store | None, token: str,
+                 verbose: bool, upstream: str | None = None,
+                 tls: ssl.SSLContext | None = None):
         self.store, self.token, self.verbose = store, token.encode(), verbose
+        self.upstream = urlsplit(upstream) if upstream else None
+        self.tls = tls is not None
+        self.faults: list[Obj] = []  # lab-injected API errors (datastore only)
+        self.ready_at = 0.0  # monotonic time from which /readyz may pass
+        self.engine_state: Path | None = None  # the engine's READY file, if any
+        self._engine_seen = False
+        self.faults_lock = threading.Lock()
         super().__init__(address, Handler)
+        if tls is not None:
+            # The handshake happens in the request's thread, not in accept().
+            self.socket = tls.wrap_socket(self.socket, server_side=True,
+                                          do_handshake_on_connect=False)
+
+    def engine_ready(self) -> bool:
+        if not self._engine_seen and self.engine_state is not None:
+            self._engine_seen = self.engine_state.exists()
+        return self._engine_seen or self.engine_state is None
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if self.verbose:  # mostly clients hanging up mid-request: noise unless asked for
             super().handle_error(request, client_address)
+
+    def take_fault(self, method: str, path: str, payload: Any) -> Obj | None:
+        """The first injected fault matching this request, used up once."""
+        with self.faults_lock:
+            for fault in self.faults:
+                if fault.get("method", method) == method and fault.get("path", path) == path \
+                        and _contains(payload, fault.get("match") or {}):
+                    fault["times"] = int(fault.get("times", 1)) - 1
+                    if fault["times"] <= 0:
+                        self.faults.remove(fault)
+                    return fault
+        return None
+
+    def etcd_ok(self) -> tuple[bool, str]:
+        """The API server's etcd check: can it reach its datastore?"""
+        if self.upstream is None:
+            return True, ""
+        try:
+            conn = http.client.HTTPConnection(self.upstream.hostname or "", self.upstream.port,
+                                              timeout=2)
+            conn.request("GET", "/version", headers={
+                "Authorization": f"Bearer {self.token.decode()}"})
+            ok = conn.getresponse().status == 200
+            conn.close()
+            return ok, "" if ok else "etcd answered with an error"
+        except OSError as exc:
+            return False, f"etcd unreachable: {exc}"
+
+
+def _contains(payload: Any, match: Any) -> bool:
+    if isinstance(match, dict):
+        return isinstance(payload, dict) and all(
+            k in payload and _contains(payload[k], v) for k, v in match.items())
+    return bool(payload == match)
+
+
+HEALTH = ("/readyz", "/livez", "/healthz")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -314,11 +247,20 @@ class Handler(BaseHTTPRequestHandler):
             self._send(400, bad_request("invalid request body framing").status())
             return
         url = urlsplit(self.path)
+        if self.command == "GET" and url.path.rstrip("/") in HEALTH:
+            self._health(url.path.rstrip("/"), "verbose" in url.query)
+            return
         try:
-            scheme, _, token = self.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                    token.strip().encode(), self.server.token):
+            if not self._authenticated():
                 raise ApiError(401, "Unauthorized", "Unauthorized")
+            if self.server.upstream is not None:
+                self._forward(body)
+                return
+            if url.path == "/lab/v1/faults" and self.command == "POST":
+                with self.server.faults_lock:
+                    self.server.faults.append(json.loads(body))
+                self._send(201, {"kind": "Status", "status": "Success"})
+                return
             if self.command == "GET" and url.path.rstrip("/") in {*DISCOVERY, "/api"}:
                 self._send(200, self._discovery(url.path.rstrip("/")))
                 return
@@ -329,8 +271,16 @@ class Handler(BaseHTTPRequestHandler):
                 payload = json.loads(body) if body.strip() else None
             except ValueError as exc:
                 raise bad_request(f"json parse error: {exc}") from None
+            fault = self.server.take_fault(self.command, url.path, payload)
+            if fault is not None:
+                code = int(fault.get("code", 503))
+                raise ApiError(code, str(fault.get("reason", "ServiceUnavailable")),
+                               str(fault.get("message", "lab fault: the API is unavailable")))
             ctype = self.headers.get("Content-Type", "application/json").split(";")[0].strip()
+            assert self.server.store is not None
             code, obj = route(self.server.store, self.command, url.path, query, payload, ctype)
+            if "as=Table" in self.headers.get("Accept", "") and obj.get("kind") == "NodeList":
+                obj = node_table(obj)
         except ApiError as exc:
             code, obj = exc.code, exc.status()
         except Exception as exc:  # a bug here must not kill the connection or the server
@@ -340,6 +290,71 @@ class Handler(BaseHTTPRequestHandler):
         self._send(code, obj)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+    def _authenticated(self) -> bool:
+        # A client certificate the TLS layer verified against the lab CA is an identity
+        # (the real API takes the user from its CN); otherwise a bearer token is needed.
+        if self.server.tls and getattr(self.connection, "getpeercert", None) and \
+                self.connection.getpeercert():
+            return True
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            token.strip().encode(), self.server.token)
+
+    def _health(self, path: str, verbose: bool) -> None:
+        ok, why = self.server.etcd_ok() if path == "/readyz" else (True, "")
+        checks = ["[+]ping ok", "[+]log ok"]
+        if path == "/readyz":
+            checks.append("[+]etcd ok" if ok else f"[-]etcd failed: {why}")
+            # A starting kube-apiserver serves, but its post-start hooks take a while.
+            starting = time.monotonic() < self.server.ready_at
+            checks.append("[-]poststarthook/start-apiextensions-controllers failed: "
+                          "not finished" if starting else
+                          "[+]poststarthook/start-apiextensions-controllers ok")
+            ok = ok and not starting
+            # The lab's own hook, so that the engine's "ready" event (written on its
+            # READY) precedes any client seeing this API server ready: it passes once the
+            # engine that started this API server has been READY (latched: the API server
+            # outlives a later stop of an rke2 engine).
+            engine = self.server.engine_ready()
+            checks.append("[+]poststarthook/lab-engine-ready ok" if engine else
+                          "[-]poststarthook/lab-engine-ready failed: not finished")
+            ok = ok and engine
+        name = path.strip("/")
+        tail = f"{name} check passed" if ok else f"{name} check failed"
+        text = ("\n".join([*checks, tail]) if verbose or not ok else "ok") + "\n"
+        data = text.encode()
+        self.send_response(200 if ok else 500)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _forward(self, body: bytes) -> None:
+        """Pass the request on to the datastore and its answer back, as it came."""
+        upstream = self.server.upstream
+        assert upstream is not None
+        headers = {"Authorization": f"Bearer {self.server.token.decode()}",
+                   "Content-Type": self.headers.get("Content-Type", "application/json"),
+                   "Accept": self.headers.get("Accept", "application/json"),
+                   "Host": self.headers.get("Host", "")}
+        try:
+            conn = http.client.HTTPConnection(upstream.hostname or "", upstream.port,
+                                              timeout=10)
+            conn.request(self.command, self.path, body=body or None, headers=headers)
+            response = conn.getresponse()
+            data, code = response.read(), response.status
+            ctype = response.getheader("Content-Type", "application/json")
+            conn.close()
+        except OSError as exc:
+            self._send(503, ApiError(503, "ServiceUnavailable",
+                                     f"etcd unreachable: {exc}", {}).status())
+            return
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def handle_expect_100(self) -> bool:
         ok = super().handle_expect_100()
@@ -380,7 +395,15 @@ class Handler(BaseHTTPRequestHandler):
             sys.stderr.write(f"{self.address_string()} - {format % args}\n")
 
 
-def main(argv: list[str] | None = None) -> int:
+def tls_context(cert: Path, key: Path, client_ca: Path) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.load_verify_locations(client_ca)
+    context.verify_mode = ssl.CERT_OPTIONAL  # no certificate: a bearer token may do
+    return context
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="kubeapi.py", description=__doc__.splitlines()[0])
     parser.add_argument("--listen", required=True, metavar="HOST:PORT")
     parser.add_argument("--token", required=True, help="the bearer token every request needs")
@@ -388,13 +411,70 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stale-after", type=float, default=4.0, metavar="SECONDS",
                         help="a node with no status patch for this long reads Ready Unknown "
                              "(0: never)")
+    parser.add_argument("--upstream", help="serve as a front end of this datastore URL")
+    parser.add_argument("--tls-cert", type=Path)
+    parser.add_argument("--tls-key", type=Path)
+    parser.add_argument("--client-ca", type=Path)
+    parser.add_argument("--engine-config", type=Path,
+                        help="check the API server files this engine config names first")
+    parser.add_argument("--distro", default="rke2")
+    parser.add_argument("--pod-log-dir", type=Path)
+    parser.add_argument("--engine-state", type=Path, help="/readyz passes once this file "
+                        "(the engine's READY) has existed")
+    parser.add_argument("--timing-file", type=Path, help="lab-timing.json: its "
+                        "apiserver_start is how long /readyz fails after start-up")
     parser.add_argument("--verbose", action="store_true", help="log requests to stderr")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def check_engine_config(distro: str, config_path: Path) -> None:
+    """Raises engine_config.ConfigError when kube-apiserver would refuse to start."""
+    import engine_config  # a sibling only the front ends need
+
+    files = engine_config.apiserver_files(distro, engine_config.load_config(config_path))
+    engine_config.check_apiserver_files(files)
+
+
+def make_server(args: argparse.Namespace) -> KubeServer:
     host, _, port = args.listen.rpartition(":")
-    server = KubeServer((host, int(port)), Store(args.stale_after, args.state_file),
-                        args.token, args.verbose)
-    if args.verbose:
-        print(f"kubeapi: serving on http://{args.listen}", file=sys.stderr, flush=True)
+    tls = tls_context(args.tls_cert, args.tls_key, args.client_ca) if args.tls_cert else None
+    store = None if args.upstream else Store(args.stale_after, args.state_file)
+    server = KubeServer((host, int(port)), store, args.token, args.verbose, args.upstream, tls)
+    server.engine_state = args.engine_state
+    if args.timing_file:
+        try:
+            delay = float(json.loads(args.timing_file.read_text()).get("apiserver_start", 0))
+        except (OSError, ValueError, AttributeError):
+            delay = 0.0
+        server.ready_at = time.monotonic() + delay
+    return server
+
+
+def _pod_log(directory: Path) -> None:
+    """stderr to DIR/<n>.log, n counting the container's restarts, as the kubelet does."""
+    directory.mkdir(parents=True, exist_ok=True)
+    count = len(list(directory.glob("*.log")))
+    log = open(directory / f"{count}.log", "a", buffering=1)
+    sys.stderr = log
+
+
+def _log(level: str, message: str) -> None:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    print(f"{now} {level} kube-apiserver: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.pod_log_dir:
+        _pod_log(args.pod_log_dir)
+    if args.engine_config:
+        try:
+            check_engine_config(args.distro, args.engine_config)
+        except Exception as exc:
+            _log("F", f"Error: {exc}")
+            return 1
+    server = make_server(args)
+    _log("I", f"serving on {'https' if args.tls_cert else 'http'}://{args.listen}")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

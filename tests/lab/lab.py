@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from . import hostfs, network
-from .spec import DEFAULT_VERSIONS, HostSpec, LabHost
+from .spec import DEFAULT_VERSIONS, HostSpec, LabHost, Timing
 
 INIT_SCRIPT = Path(__file__).with_name("init.sh")
 LAB_REGISTRIES = {"mirrors": {"docker.io": {"endpoint": ["https://mirror.lab.internal:5000"]}}}
@@ -63,6 +63,7 @@ class Lab:
     # False: no Kubernetes API stand-in, so engines run without joining a cluster (no
     # heartbeats): what a plan benchmark of hundreds of hosts can afford on a small machine.
     kube_api: bool = True
+    timing: Timing = field(default_factory=Timing)
 
     @property
     def api_host(self) -> LabHost | None:
@@ -74,13 +75,23 @@ class Lab:
 
     @property
     def api_url(self) -> str:
+        """The lab's datastore: the objects behind every controller's API server."""
         host = self.api_host
         assert host is not None, "this lab has no controller, so no Kubernetes API"
-        return f"http://{host.address}:{hostfs.API_PORT}"
+        return f"http://{host.address}:{hostfs.DATASTORE_PORT}"
+
+    def apiserver_url(self, host: str) -> str:
+        """A controller's own API server (TLS, lab CA), as clients reach it."""
+        return f"https://{self.host(host).address}:{hostfs.API_PORT}"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.dir / "pki"
 
     def api(self, method: str, path: str, body: Any = None,
             content_type: str = "application/json") -> Any:
-        """Call the lab's Kubernetes API as a test would (raw HTTP, JSON in and out)."""
+        """Call the lab's datastore as a test would (raw HTTP, JSON in and out): the lab's
+        own view, up whichever engine is down."""
         request = urllib.request.Request(
             self.api_url + path, method=method,
             data=json.dumps(body).encode() if body is not None else None,
@@ -101,7 +112,8 @@ class Lab:
 
     @classmethod
     def up(cls, dir: Path, hosts: list[HostSpec], distro: str = "rke2",
-           version: str | None = None, kube_api: bool = True) -> Lab:
+           version: str | None = None, kube_api: bool = True,
+           timing: Timing | None = None) -> Lab:
         dir = Path(dir).resolve()
         if os.geteuid() != 0:
             raise LabError("the lab needs root (network, mount and PID namespaces)")
@@ -113,7 +125,8 @@ class Lab:
             raise LabError("host names must be unique and at least one host is needed")
         dir.mkdir(parents=True, exist_ok=True)
         index = network.claim_index(dir)
-        lab = cls(dir, index, distro, version or DEFAULT_VERSIONS[distro], kube_api=kube_api)
+        lab = cls(dir, index, distro, version or DEFAULT_VERSIONS[distro], kube_api=kube_api,
+                  timing=timing or Timing())
         try:
             lab._start(hosts)
         except BaseException:
@@ -139,24 +152,28 @@ class Lab:
 
         api_host = self.api_host
 
+        if api_host is not None:
+            from .pki import lab_pki
+
+            lab_pki(self.pki_dir)  # once, before the hosts' certificates are issued from it
+
         def prepare(host: LabHost) -> str:
-            api = None
+            api: dict[str, object] | None = None
             if api_host is not None:
-                # Controllers' admin kubeconfig points at 127.0.0.1 as the real one does;
-                # only the API's own host has it there, the others get its address.
-                local = host is api_host
-                api = {"api": self.api_url, "token": self.token,
-                       "admin_server": f"http://127.0.0.1:{hostfs.API_PORT}" if local
-                       else self.api_url}
-            return hostfs.prepare(
+                api = {"api": self.api_url, "token": self.token}
+            key = hostfs.prepare(
                 Path(host.dir), host.spec, address=host.address, distro=self.distro,
                 version=host.spec.engine_version or self.version, client_pubkey=pubkey,
-                registries=LAB_REGISTRIES, uid=hostfs.FIRST_UID + host.index, api=api)
+                registries=LAB_REGISTRIES, uid=hostfs.FIRST_UID + host.index, api=api,
+                pki=self.pki_dir)
+            if host.spec.engine_installed:
+                self._write_timing(host)
+            return key
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             host_keys = list(pool.map(prepare, self.hosts))
         if api_host is not None:
-            hostfs.add_api_server(Path(api_host.dir), self.token)
+            hostfs.add_datastore(Path(api_host.dir), self.token, self.timing.node_grace)
         (self.dir / "known_hosts").write_text(
             "".join(f"{h.address} {k}\n" for h, k in zip(self.hosts, host_keys, strict=True)))
         for host in self.hosts:
@@ -165,7 +182,8 @@ class Lab:
         for host in self.hosts:
             self._wait_ready(host)
         if api_host is not None:
-            expected = {h.name for h in self.hosts if h.spec.engine_installed}
+            # Node names as the engines derive them (no node-name set yet).
+            expected = {h.name.lower() for h in self.hosts if h.spec.engine_installed}
             try:
                 _wait("every node Ready in the lab's Kubernetes API",
                       lambda: expected <= self.ready_nodes())
@@ -215,6 +233,7 @@ class Lab:
     def _save(self) -> None:
         data = {"index": self.index, "tag": self.tag, "token": self.token, "distro": self.distro,
                 "version": self.version, "kube_api": self.kube_api,
+                "timing": self.timing.to_json(),
                 "hosts": [h.to_json() for h in self.hosts]}
         tmp = self.dir / "lab.json.tmp"
         tmp.write_text(json.dumps(data, indent=2))
@@ -229,7 +248,7 @@ class Lab:
             raise LabError(f"no lab in {dir} (no lab.json)") from None
         return cls(dir, data["index"], data["distro"], data["version"],
                    [LabHost.from_json(h) for h in data["hosts"]], data["tag"], data["token"],
-                   data.get("kube_api", True))
+                   data.get("kube_api", True), Timing(**data.get("timing", {})))
 
     def host(self, name: str) -> LabHost:
         for host in self.hosts:
@@ -277,10 +296,30 @@ class Lab:
 
     def set_engine_start_delay(self, seconds: float) -> None:
         """Every engine of the lab takes this long to start (from its next start on)."""
+        self.timing.engine_start = seconds
         for host in self.hosts:
             if host.spec.engine_installed:
-                hostfs.write(Path(host.dir) / "rancher-var" / self.distro / "lab-timing.json",
-                             json.dumps({"start_delay": seconds}))
+                self._write_timing(host)
+        self._save()
+
+    def _write_timing(self, host: LabHost) -> None:
+        hostfs.write(Path(host.dir) / "rancher-var" / self.distro / "lab-timing.json",
+                     json.dumps({"start_delay": self.timing.engine_start,
+                                 "heartbeat": self.timing.kubelet_heartbeat,
+                                 # A controller's API server takes the second half of
+                                 # the start-up, after its kubelet is up.
+                                 "apiserver_start": self.timing.engine_start / 2}))
+
+    def events(self, host: str) -> list[tuple[float, str]]:
+        """The engine's state changes on a host, from /var/log/lab-engine/events.log."""
+        path = Path(self.host(host).dir) / "var.upper" / "log" / "lab-engine" / "events.log"
+        if not path.exists():
+            return []
+        out = []
+        for line in path.read_text().splitlines():
+            when, _, name = line.partition(" ")
+            out.append((float(when), name))
+        return out
 
     def engine_service(self, host: str) -> str:
         return hostfs.engine_service(self.distro, self.host(host).role)

@@ -21,6 +21,20 @@ class HostSpec:
 
 
 @dataclass
+class Timing:
+    """How the lab's engines and API behave in time. The defaults are fast, for the test
+    suite; the real values: a start of 30-120 s, a kubelet posting node status every 10 s,
+    a node read Unknown after 40 s (50 s from Kubernetes 1.32) without one."""
+
+    engine_start: float = 0.0  # seconds from an engine's start until it is READY
+    kubelet_heartbeat: float = 1.0  # seconds between node status posts
+    node_grace: float = 4.0  # seconds without a post before the node reads Unknown
+
+    def to_json(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass
 class LabHost:
     spec: HostSpec
     index: int

@@ -19,8 +19,11 @@ from tests.lab import Lab
 
 # Where cargoship may write on a host: the engines' directories and its own.
 ENGINE_DIRS = ("/etc/rancher/", "/var/lib/rancher/", "/var/lib/cargoship/", "/run/cargoship/")
-# runit keeps its supervisor state beside each service; restarting the engine changes it.
-_NOISE = re.compile(r"^/etc/service/[^/]+/supervise/")
+# runit keeps its supervisor state beside each service; restarting the engine changes it,
+# and the engine (the lab's stand-in) logs its restart: its log, its events, its API
+# server pod's log.
+_NOISE = re.compile(r"^/etc/service/[^/]+/(log/)?supervise/|^/var/log/(lab-engine|pods|"
+                    r"rke2-server|rke2-agent|k3s|k3s-agent)/")
 _BY_MOUNT = (("etc.upper", "/etc"), ("var.upper", "/var"), ("root.upper", "/root"),
              ("home", "/home"), ("bin", "/usr/local/bin"), ("rancher-etc", "/etc/rancher"),
              ("rancher-var", "/var/lib/rancher"))

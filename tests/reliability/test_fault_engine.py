@@ -38,8 +38,10 @@ def test_engine_refusing_the_new_config_is_rolled_back(lab_factory, tmp_path: Pa
     result = s.apply(plan)
     assert result.returncode == 1, result.stdout + result.stderr
     assert ": rolled back: " in outcome(result.stdout, "ctl-1"), result.stdout
-    # runit restarts the failing engine, so it shows as running; the node is what tells.
-    assert "not Ready after" in outcome(result.stdout, "ctl-1")
+    # runit restarts the failing engine: a crash loop, seen well before the ready timeout,
+    # with the engine's own words from the host.
+    line = outcome(result.stdout, "ctl-1")
+    assert "rke2-server is crash-looping" in line and "does not resolve" in line
     assert "not started: an earlier host failed" in outcome(result.stdout, "wrk-1")
     # Nothing changed for good anywhere: every host keeps its old content, which the
     # (now broken) desired config still wants replaced.
@@ -95,7 +97,8 @@ def test_a_node_that_never_gets_ready_is_rolled_back(lab_factory, tmp_path: Path
     assert time.monotonic() - started >= 5  # it waited out the ready timeout
     assert result.returncode == 1, result.stdout + result.stderr
     line = outcome(result.stdout, "wrk-1")
-    assert ": rolled back: " in line and "not Ready after 5 s" in line
+    assert ": rolled back: " in line and "not back after 5 s" in line
+    assert "wrk-1 not Ready" in line
     assert "not started" in outcome(result.stdout, "wrk-2")
     verdict = check(s.lab, s.managed, config=s.config, plan_ids=[s.plan_id(plan)],
                     work=tmp_path)

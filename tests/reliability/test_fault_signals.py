@@ -25,7 +25,7 @@ from tests.reliability.scenario import (
     wait_for_line,
 )
 
-POINTS = ["] cordoned", "] stopped rke2-agent", f"] wrote {REGISTRIES}", "] node Ready"]
+POINTS = ["] cordoned", "] stopped rke2-agent", f"] wrote {REGISTRIES}", "] back: "]
 
 
 @pytest.mark.reliability("fault: cargoship killed (SIGKILL) mid-rollout")

@@ -43,7 +43,11 @@ class Planted:
         self.values = {name: f"{name}-{secrets.token_hex(8)}" for name in (
             "env-user", "env-password", "env-auth", "file-password", "file-identity-token",
             "oidc-id-token", "client-key")}
-        self.values["admin-token"] = lab.token  # in the engines' admin kubeconfig
+        # The admin's client key, as the engines' admin kubeconfig holds it (and the
+        # lab's datastore token, which no client of cargoship's ever sees).
+        self.values["admin-key"] = base64.b64encode(
+            (lab.pki_dir / "client-admin.key").read_bytes()).decode()
+        self.values["admin-token"] = lab.token
         self.env = {"REG_USER": self.values["env-user"], "REG_PW": self.values["env-password"],
                     "REG_AUTH": self.values["env-auth"]}
         self.outputs: list[tuple[str, str]] = []  # (what, text)
@@ -215,5 +219,6 @@ def _credentials_are_root_only(lab: Lab, planted: Planted, kubeconfig: Path) -> 
             assert _mode_owner(lab, host, backup) == ("600", "0:0"), backup
     merged = yaml.safe_load(kubeconfig.read_text())
     assert stat.S_IMODE(kubeconfig.stat().st_mode) == 0o600
-    assert {u["name"]: u["user"] for u in merged["users"]}["lab"]["token"] == lab.token
+    assert {u["name"]: u["user"] for u in merged["users"]}["lab"]["client-key-data"] == \
+        planted.values["admin-key"]
     assert json.dumps(merged).count(planted.values["oidc-id-token"]) == 1  # kept, untouched

@@ -13,6 +13,7 @@ from kubernetes.client.rest import ApiException
 from executor.drain import (
     DrainError,
     DrainOptions,
+    NodeOps,
     NotReadyError,
     PodVerdict,
     api_message,
@@ -144,3 +145,36 @@ def test_errors_are_one_line_cargoship_errors() -> None:
     late = NotReadyError("wrk-1", 2.5, "Ready=Unknown")
     assert isinstance(late, CargoshipError)
     assert str(late) == "node wrk-1: not Ready after 2.5 s (last seen: Ready=Unknown)"
+
+
+class FlakyApi:
+    """patch_node fails `failures` times with a 503, then succeeds."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.calls = failures, 0
+
+    def patch_node(self, name: str, body: Any, **_: Any) -> Any:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise ApiException(status=503, reason="Service Unavailable")
+        return client.V1Node()
+
+
+def test_uncordon_is_retried_until_its_deadline() -> None:
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    retried: list[str] = []
+    api = FlakyApi(failures=3)
+    ops = NodeOps(api, clock=lambda: now[0], sleep=sleep)
+    ops.uncordon_retrying("ctl-1", 60, lambda exc: retried.append(str(exc)))
+    assert api.calls == 4 and len(retried) == 3
+    assert "uncordon failed: HTTP 503 Service Unavailable" in retried[0]
+    # Never past the deadline: the last error then.
+    api = FlakyApi(failures=10_000)
+    now[0] = 0.0
+    with pytest.raises(DrainError, match="uncordon failed"):
+        NodeOps(api, clock=lambda: now[0], sleep=sleep).uncordon_retrying("ctl-1", 30)
+    assert 30 <= now[0] < 33 and api.calls > 5

@@ -4,15 +4,21 @@ answer, and the LockHeld message."""
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
 import re
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from executor.lock import (
     LockHeld,
     LockInfo,
+    LockSet,
     acquire_script,
     check_lock_id,
     id_prefix,
@@ -21,7 +27,7 @@ from executor.lock import (
     stale_seconds,
 )
 from planner.errors import CargoshipError
-from planner.facts.lock import LockState
+from planner.facts.lock import STALE_AFTER, LockState
 
 
 def listing(verdict: str, content: str, mtime: int = 1000, now: int = 1042) -> str:
@@ -89,3 +95,47 @@ def test_lock_held_message_names_host_and_holder() -> None:
                  "touched 12s ago", "force-unlock beef"):
         assert part in message
     assert "\n" not in message
+
+
+class FakeHost:
+    """A host that answers lock scripts; `hang` makes its touches block until released."""
+
+    def __init__(self, label: str, hang: threading.Event | None = None) -> None:
+        self.label, self.hang = label, hang
+        self.touches: list[float] = []
+        self.timeouts: list[float | None] = []
+
+    def run_root(self, script: str, *, stdin: bytes | None = None,
+                 timeout: float | None = None, check: bool = True) -> Any:
+        if "echo new" in script:  # acquire
+            return SimpleNamespace(stdout=b"new\n", stderr=b"", exit_code=0)
+        if "touch -c" in script:
+            self.touches.append(time.monotonic())
+            self.timeouts.append(timeout)
+            if self.hang is not None:
+                self.hang.wait()
+        return SimpleNamespace(stdout=b"yes\n", stderr=b"", exit_code=0)
+
+
+def test_lock_keeper_touches_every_host_in_parallel_despite_a_hung_one() -> None:
+    released = threading.Event()
+    hung = FakeHost("a-hung", released)
+    good = [FakeHost(f"b-{i}") for i in range(3)]
+    locks = LockSet([hung, *good], new_lock_info("p"), touch_every=0.05)  # type: ignore[list-item]
+    locks.acquire_all()
+    try:
+        deadline = time.monotonic() + 10
+        while min(len(h.touches) for h in good) < 8:
+            assert time.monotonic() < deadline, [len(h.touches) for h in good]
+            time.sleep(0.01)
+        # The hung host got one touch, not one per round piling up behind it.
+        assert len(hung.touches) == 1
+        # Each touch is bounded well inside the stale window.
+        assert all(t is not None and t <= STALE_AFTER / 4 for h in good for t in h.timeouts)
+        # The good hosts were touched about every 50 ms, never held up by the hung one.
+        gaps = [b - a for h in good for a, b in itertools.pairwise(h.touches)]
+        assert max(gaps) < 1.0
+    finally:
+        released.set()
+        locks.release_all()
+    assert not locks.lost()

@@ -1,0 +1,319 @@
+"""Fresh readiness: after a restart, the host is back only when it really serves again.
+
+A node's Ready condition outlives its engine: the kubelet stops posting, and the node
+reads Ready until the node-monitor grace period (40 s; 50 s from Kubernetes 1.32) has
+passed. Accepting that stale Ready after a restart would move on to the next controller
+while this one's etcd member and API server are still down. So a host is back when:
+
+* its engine process is new (not the one stopped) and the service runs;
+* its node posted status after the restart: the Ready condition is True with a
+  lastHeartbeatTime newer than the last one the old engine posted (read right after it
+  stopped; a restarted kubelet posts its status at once);
+* for a controller: its own API server answers /readyz, whose etcd check reaches the
+  node's own etcd member (rke2 and k3s point their API server at the local member only).
+
+A crash loop is recognised while waiting, not only at the timeout: the engine service
+restarting on its own (systemd's NRestarts, runit's "down, want up" between attempts, new
+process ids), or the API server's static pod restarting (its log files in
+/var/log/pods/kube-system_kube-apiserver-*/kube-apiserver/<restart>.log, as the kubelet
+keeps them). The error then carries the last lines of the engine's and the API server's
+logs from the host.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import logging
+import re
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.errors import CargoshipError
+from planner.facts.distro import parse_service_state, status_snippet
+from planner.hosts.batch import quote
+from planner.kube import official_client
+
+from .polling import pause
+from .remote import HostWriter
+
+log = logging.getLogger("cargoship.executor")
+
+APISERVER_LOGS = "/var/log/pods/kube-system_kube-apiserver-*/kube-apiserver"
+# Restarts on its own after our start that make a crash loop (one can be a hiccup).
+CRASH_RESTARTS = 2
+LOG_LINES = 6
+POLL_CAP = 1.0
+NUDGE_EVERY = 2.0  # seconds
+READYZ_TIMEOUT = 5.0
+
+
+class NotBackError(CargoshipError):
+    """The engine or its node did not come back; the message says what was last seen."""
+
+
+class CrashLoopError(NotBackError):
+    """The engine or its API server keeps restarting."""
+
+
+@dataclass(frozen=True)
+class EngineState:
+    state: str  # parse_service_state's word
+    pid: int | None
+    restarts: int | None  # systemd's NRestarts; None where the init system has no count
+    auto_restart: bool  # down, but the supervisor will start it again by itself
+    apiserver_logs: int  # the API server static pod's log files: 1 + its restarts
+
+
+def probe_script(init: str, service: str, controller: bool) -> str:
+    svc = quote(service)
+    lines = [status_snippet(init, service)]
+    if init == "systemd":
+        lines.append(f"echo \"show $(systemctl show -p MainPID -p NRestarts -p SubState "
+                     f"{svc} 2>/dev/null | tr '\\n' ' ')\"")
+    if controller:
+        lines.append(f"echo \"apiserver-logs $(ls {APISERVER_LOGS}/*.log 2>/dev/null "
+                     "| wc -l)\"")
+    return "\n".join(lines)
+
+
+def parse_probe(text: str) -> EngineState:
+    state, pid, restarts, auto, logs = "unknown", None, None, False, 0
+    for line in text.splitlines():
+        word, _, rest = line.partition(" ")
+        if word == "state":
+            state = parse_service_state(rest)
+            found = re.search(r"\(pid (\d+)\)", rest)
+            pid = int(found.group(1)) if found and state == "running" else pid
+            # runit between two attempts: "down: /etc/service/x: 0s, normally up, want up"
+            auto = auto or (state == "stopped" and "want up" in rest)
+        elif word == "show":
+            props = dict(p.split("=", 1) for p in rest.split() if "=" in p)
+            main = int(props.get("MainPID", "0") or 0)
+            pid = main or None
+            restarts = int(props["NRestarts"]) if props.get("NRestarts", "").isdigit() else None
+            auto = auto or props.get("SubState") == "auto-restart"
+        elif word == "apiserver-logs" and rest.strip().isdigit():
+            logs = int(rest)
+    return EngineState(state, pid, restarts, auto, logs)
+
+
+def engine_state(host: HostWriter, init: str, service: str, controller: bool) -> EngineState:
+    result = host.run_root(probe_script(init, service, controller), check=False)
+    return parse_probe(result.stdout.decode("utf-8", "replace"))
+
+
+def log_tail_script(init: str, service: str, controller: bool, lines: int = LOG_LINES) -> str:
+    svc = quote(service)
+    if init == "systemd":
+        engine = f"journalctl -u {svc} -n {lines} --no-pager -o cat 2>/dev/null"
+    elif init == "openrc":
+        engine = f"tail -n {lines} /var/log/{svc}.log 2>/dev/null"
+    else:  # runit: svlogd's current file
+        engine = (f"for f in /var/log/{svc}/current /etc/service/{svc}/log/main/current; do "
+                  f"[ -s \"$f\" ] && {{ tail -n {lines} \"$f\"; break; }}; done")
+    script = f"echo '== engine'; {engine}"
+    if controller:
+        # The newest non-empty log of the API server pod: the one that says why it died.
+        script += (f"; echo '== kube-apiserver'; for f in $(ls -t {APISERVER_LOGS}/*.log "
+                   f"2>/dev/null); do [ -s \"$f\" ] && {{ tail -n {lines} \"$f\"; break; }}; "
+                   "done")
+    return script + "; true"
+
+
+def log_tail(host: HostWriter, init: str, service: str, controller: bool) -> str:
+    """The logs' last lines as one line: `engine log: a | b; kube-apiserver log: c`."""
+    try:
+        text = host.run_root(log_tail_script(init, service, controller),
+                             check=False).stdout.decode("utf-8", "replace")
+    except CargoshipError as exc:
+        return f"(could not read the logs: {exc})"
+    parts: list[str] = []
+    name, body = "", list[str]()
+    for line in [*text.splitlines(), "== end"]:
+        if line.startswith("== "):
+            if name and body:
+                parts.append(f"{name} log: " + " | ".join(body))
+            name, body = line[3:], []
+        elif line.strip():
+            body.append(line.strip())
+    return "; ".join(parts) or "(the logs are empty)"
+
+
+def heartbeat_of(node: Any) -> tuple[bool, datetime.datetime | None]:
+    """The node's Ready status and its lastHeartbeatTime (None if it has none)."""
+    for cond in (node.status.conditions if node.status else None) or []:
+        if cond.type == "Ready":
+            beat = cond.last_heartbeat_time
+            if isinstance(beat, str):
+                beat = datetime.datetime.fromisoformat(beat.replace("Z", "+00:00"))
+            return cond.status == "True", beat
+    return False, None
+
+
+def point_at(admin: dict[str, Any], address: str) -> dict[str, Any]:
+    """The admin kubeconfig with its server on `address` (same port and scheme)."""
+    config = copy.deepcopy(admin)
+    cluster = config["clusters"][0]["cluster"]
+    server = urllib.parse.urlsplit(cluster["server"])
+    host = f"[{address}]" if ":" in address else address
+    netloc = f"{host}:{server.port}" if server.port else host
+    cluster["server"] = urllib.parse.urlunsplit(server._replace(netloc=netloc))
+    return config
+
+
+def readyz_probe(admin: dict[str, Any], address: str) -> Callable[[], tuple[bool, str]]:
+    """Ask that controller's own API server /readyz (with the admin's credentials)."""
+    client: list[Any] = []
+
+    def probe() -> tuple[bool, str]:
+        import kubernetes  # slow to import; only a restart of a controller needs it
+
+        try:
+            if not client:
+                client.append(official_client(point_at(admin, address)).api_client)
+            response = client[0].call_api(
+                "/readyz", "GET", query_params=[("verbose", "true")],
+                auth_settings=["BearerToken"], _preload_content=False,
+                _return_http_data_only=True, _request_timeout=READYZ_TIMEOUT)
+            body = response.data.decode("utf-8", "replace")
+        except kubernetes.client.ApiException as exc:
+            failed = [ln for ln in str(exc.body or "").splitlines() if ln.startswith("[-]")]
+            return False, f"/readyz: HTTP {exc.status}" + (
+                f" ({'; '.join(failed)})" if failed else "")
+        except Exception as exc:  # noqa: BLE001 - connection refused, TLS, timeout: not up
+            return False, f"/readyz: {type(exc).__name__}: {str(exc)[:200]}"
+        if "[-]" in body:
+            return False, "/readyz: " + "; ".join(
+                ln for ln in body.splitlines() if ln.startswith("[-]"))
+        if "[+]etcd ok" not in body:  # kine (k3s's sqlite) answers this check too
+            return False, "/readyz: no etcd check passed"
+        return True, "/readyz ok"
+
+    return probe
+
+
+@dataclass
+class Waiter:
+    """Waits for one host to be back after its engine was started; see the module doc."""
+
+    host: HostWriter
+    init: str
+    service: str
+    node: str
+    controller: bool
+    read_node: Callable[[str], Any]  # the node object, or an exception when unavailable
+    readyz: Callable[[], tuple[bool, str]] | None
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    before: EngineState | None = None  # just before the engine was stopped
+    heartbeat: datetime.datetime | None = None  # the last one the old engine posted
+    _pids: set[int] = field(default_factory=set)
+    _auto_restarts: int = 0
+    _was_auto: bool = False
+    _beats: list[datetime.datetime] = field(default_factory=list)
+
+    def snapshot_before_stop(self) -> None:
+        try:
+            self.before = engine_state(self.host, self.init, self.service, self.controller)
+        except CargoshipError as exc:
+            log.debug("%s: engine state before the stop unknown: %s", self.host.label, exc)
+
+    def note_stopped(self) -> None:
+        """Right after the engine stopped: the old engine's last heartbeat."""
+        try:
+            _, self.heartbeat = heartbeat_of(self.read_node(self.node))
+        except Exception as exc:  # noqa: BLE001 - the API may be down with the engine
+            log.debug("%s: node %s not readable after the stop: %s", self.host.label,
+                      self.node, exc)
+
+    def wait(self, timeout: float, note: Callable[[str], None],
+             nudge: Callable[[], object] | None = None) -> None:
+        """Until the host is back; `nudge` asks for the start again when the service is
+        plainly down (runit can drop an `sv up` that arrives during its restart back-off;
+        starting is idempotent everywhere)."""
+        started = self.clock()
+        next_nudge = started + NUDGE_EVERY
+        deadline = started + timeout
+        start_state = self.before
+        seen = "nothing yet"
+        announced: set[str] = set()
+        while True:
+            state = engine_state(self.host, self.init, self.service, self.controller)
+            self._crash_loop_check(state, start_state)
+            waiting = self._waiting_for(state)
+            if not waiting:
+                return
+            if nudge is not None and state.state == "stopped" and not state.auto_restart \
+                    and self.clock() >= next_nudge:
+                nudge()
+                next_nudge = self.clock() + NUDGE_EVERY
+            seen = waiting
+            step = waiting.split(":", 1)[0]
+            if step not in announced:
+                announced.add(step)
+                note(f"waiting: {waiting}")
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                raise NotBackError(f"not back after {timeout:g} s "
+                                   f"(last seen: {seen}); "
+                                   + log_tail(self.host, self.init, self.service,
+                                              self.controller))
+            self.sleep(min(pause(self.clock() - started, POLL_CAP), remaining))
+
+    def _crash_loop_check(self, state: EngineState, before: EngineState | None) -> None:
+        if state.pid is not None and (before is None or state.pid != before.pid):
+            self._pids.add(state.pid)
+        if state.auto_restart and not self._was_auto:
+            self._auto_restarts += 1
+        self._was_auto = state.auto_restart
+        engine_restarts = max(len(self._pids) - 1, self._auto_restarts)
+        if state.restarts is not None and before is not None and before.restarts is not None:
+            engine_restarts = max(engine_restarts, state.restarts - before.restarts)
+        what = None
+        if engine_restarts >= CRASH_RESTARTS or state.state == "failed":
+            what = f"{self.service} is crash-looping ({engine_restarts} restart(s) on its " \
+                   f"own since it was started; now {state.state})"
+        elif self.controller and before is not None and \
+                state.apiserver_logs - before.apiserver_logs > CRASH_RESTARTS:
+            # One new pod log per engine start is normal; more are the pod's restarts.
+            restarts = state.apiserver_logs - before.apiserver_logs - 1
+            what = f"kube-apiserver is crash-looping ({restarts} restart(s) since " \
+                   f"{self.service} was started)"
+        if what:
+            raise CrashLoopError(f"{what}; "
+                                 + log_tail(self.host, self.init, self.service,
+                                            self.controller))
+
+    def _waiting_for(self, state: EngineState) -> str:
+        """What the host still lacks ("" when it is back)."""
+        if state.state != "running":
+            return f"engine: {self.service} is {state.state}"
+        if self.before is not None and state.pid is not None and state.pid == self.before.pid:
+            return f"engine: {self.service} still runs its old process {state.pid}"
+        try:
+            ready, beat = heartbeat_of(self.read_node(self.node))
+        except Exception as exc:  # noqa: BLE001 - the API may be the one restarting
+            return f"node: {self.node} unreadable ({str(exc)[:200]})"
+        if not ready:
+            return f"node: {self.node} not Ready"
+        if beat is None or (self.heartbeat is not None and beat <= self.heartbeat):
+            return f"node: {self.node} has posted no status since the restart"
+        if self.heartbeat is None and beat is not None and self._first_beat(beat):
+            return f"node: {self.node} has posted no status since the restart"
+        if self.controller and self.readyz is not None:
+            ok, why = self.readyz()
+            if not ok:
+                return f"API server: {why}"
+        return ""
+
+    def _first_beat(self, beat: datetime.datetime) -> bool:
+        """Without the old engine's last heartbeat (the API was down with it), a
+        heartbeat that moves while we watch is the fresh signal."""
+        if not self._beats or self._beats[0] == beat:
+            self._beats[:] = [beat]
+            return True
+        return False

@@ -1,0 +1,189 @@
+"""The lab's engines behave like rke2 and k3s where apply's safety depends on it (issue 12):
+stale Ready after a stop, rke2's API server outliving its engine, k3s's going down with
+it, a READY-gated start, crash loops on a broken API server config, node names and config
+files as the real engines read them."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.lab import HostSpec, Lab, Timing, pki
+
+TIMING = Timing(engine_start=0, kubelet_heartbeat=0.5, node_grace=3)
+
+
+def poll(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached before the deadline"
+        time.sleep(0.05)
+
+
+def readyz(lab: Lab, host: str) -> bool:
+    context = ssl.create_default_context(cafile=str(lab.pki_dir / "server-ca.crt"))
+    try:
+        with urllib.request.urlopen(lab.apiserver_url(host) + "/readyz", timeout=2,
+                                    context=context) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def ready(lab: Lab, node: str) -> str:
+    conditions = lab.api("GET", f"/api/v1/nodes/{node}")["status"]["conditions"]
+    return next(c["status"] for c in conditions if c["type"] == "Ready")
+
+
+def events(lab: Lab, host: str) -> list[str]:
+    return [name for _, name in lab.events(host)]
+
+
+def test_rke2_stop_leaves_its_api_server_and_a_stale_ready_node(lab_factory) -> None:
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("ctl-2", "controller")],
+                      timing=TIMING)
+    assert readyz(lab, "ctl-2") and ready(lab, "ctl-2") == "True"
+    lab.exec("ctl-2", "sv down /etc/service/rke2-server")
+    poll(lambda: events(lab, "ctl-2")[-1:] == ["stopped"])
+    stopped = lab.events("ctl-2")[-1][0]
+    # The static pod keeps serving, and the node reads Ready: nobody said otherwise.
+    assert readyz(lab, "ctl-2")
+    assert ready(lab, "ctl-2") == "True"
+    poll(lambda: ready(lab, "ctl-2") == "Unknown", timeout=TIMING.node_grace + 10)
+    # Not before the grace period (counted from the last status, at most one heartbeat
+    # before the stop).
+    assert time.time() - stopped >= TIMING.node_grace - TIMING.kubelet_heartbeat - 0.2
+    assert readyz(lab, "ctl-2")
+    # `sv start` waits for the engine's READY (the service's check), as systemctl start
+    # waits for a Type=notify unit.
+    lab.set_engine_start_delay(2)
+    began = time.time()
+    lab.exec("ctl-2", "sv -w 30 start /etc/service/rke2-server")
+    assert time.time() - began >= 1.5
+    assert events(lab, "ctl-2")[-2:] == ["starting", "ready"]
+    assert ready(lab, "ctl-2") == "True"
+
+
+def get(lab: Lab, host: str, path: str, cert: tuple[Path, Path] | None = None) -> int:
+    context = ssl.create_default_context(cafile=str(lab.pki_dir / "server-ca.crt"))
+    if cert:
+        context.load_cert_chain(*cert)
+    try:
+        with urllib.request.urlopen(lab.apiserver_url(host) + path, timeout=5,
+                                    context=context) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_api_serves_tls_with_the_lab_ca_and_client_certificates(lab_factory,
+                                                                tmp_path: Path) -> None:
+    lab = lab_factory([HostSpec("ctl-1", "controller")])
+    admin = (lab.pki_dir / "client-admin.crt", lab.pki_dir / "client-admin.key")
+    assert get(lab, "ctl-1", "/api/v1/nodes", admin) == 200
+    assert get(lab, "ctl-1", "/api/v1/nodes") == 401  # no credentials
+    assert get(lab, "ctl-1", "/readyz") == 200  # public, as on the real API
+    # A certificate from another CA is no identity: the handshake fails.
+    other = pki.issue(pki.make_ca("not-the-lab"), "system:admin", org="system:masters",
+                      client=True)
+    other.save(tmp_path, "other")
+    try:
+        code = get(lab, "ctl-1", "/api/v1/nodes", (tmp_path / "other.crt",
+                                                    tmp_path / "other.key"))
+    except (ssl.SSLError, urllib.error.URLError, ConnectionError):
+        code = 0
+    assert code in (0, 401)
+    # The server certificate is the lab CA's, for 127.0.0.1 and the controller's address.
+    kubeconfig = json.loads(lab.exec("ctl-1", "cat /etc/rancher/rke2/rke2.yaml").stdout)
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:6443"
+    assert set(kubeconfig["users"][0]["user"]) == {"client-certificate-data",
+                                                   "client-key-data"}
+    assert lab.exec("ctl-1", "curl -sf --cacert /var/lib/rancher/rke2/server/tls/server-ca.crt"
+                             " https://127.0.0.1:6443/readyz").stdout == "ok\n"
+
+
+def test_k3s_api_goes_down_with_its_engine_and_a_bad_audit_policy_crash_loops(
+        lab_factory) -> None:
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("ctl-2", "controller")],
+                      distro="k3s", timing=TIMING)
+    assert readyz(lab, "ctl-2")
+    lab.exec("ctl-2", "sv down /etc/service/k3s")
+    poll(lambda: events(lab, "ctl-2")[-1:] == ["stopped"])
+    assert not readyz(lab, "ctl-2")
+    assert readyz(lab, "ctl-1")  # the other server still serves
+    # An audit policy kube-apiserver refuses: k3s (the API server is inside it) exits,
+    # and the supervisor starts it again and again.
+    lab.exec("ctl-2", "mkdir -p /etc/rancher/k3s/config.yaml.d && printf 'apiVersion: "
+                      "audit.k8s.io/v1\\nkind: Policy\\nrules: [{level: Loud}]\\n' > "
+                      "/etc/rancher/k3s/audit.yaml && printf 'kube-apiserver-arg+: "
+                      "[audit-policy-file=/etc/rancher/k3s/audit.yaml]\\n' > "
+                      "/etc/rancher/k3s/config.yaml.d/50-audit.yaml && sv up /etc/service/k3s")
+    poll(lambda: events(lab, "ctl-2").count("failed") >= 2)
+    assert "ready" not in events(lab, "ctl-2")[-4:]
+    log = lab.exec("ctl-2", "cat /var/log/k3s/current").stdout
+    assert "Unsupported value: 'Loud'" in log
+    lab.exec("ctl-2", "rm /etc/rancher/k3s/config.yaml.d/50-audit.yaml")
+    poll(lambda: readyz(lab, "ctl-2"))
+
+
+def test_node_names_and_config_files_as_the_engines_read_them(lab_factory) -> None:
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("Wrk-A", "worker")],
+                      timing=TIMING)
+    assert "wrk-a" in lab.ready_nodes()  # the lowercased hostname
+    # config.yaml, then config.yaml.d/*.yaml in name order: the last value of a key wins;
+    # `key+` appends to the list from earlier files.
+    lab.exec("Wrk-A", "mkdir -p /etc/rancher/rke2/config.yaml.d && "
+                      "printf 'node-name: first\\nnode-label: [a=1]\\n' >> "
+                      "/etc/rancher/rke2/config.yaml && "
+                      "printf 'node-label+: [b=2]\\nnode-name: edge-7\\n' > "
+                      "/etc/rancher/rke2/config.yaml.d/10-one.yaml && "
+                      "printf 'node-label+: c=3\\n' > /etc/rancher/rke2/config.yaml.d/20-two.yaml "
+                      "&& sv restart /etc/service/rke2-agent")
+    poll(lambda: "edge-7" in lab.ready_nodes())
+    labels = lab.api("GET", "/api/v1/nodes/edge-7")["metadata"]["labels"]
+    assert {k: labels.get(k) for k in "abc"} == {"a": "1", "b": "2", "c": "3"}
+    assert "first" not in lab.ready_nodes()
+    # A later plain key replaces what `+` built; with-node-id adds a stable suffix.
+    lab.exec("Wrk-A", "printf 'node-label: [z=9]\\nwith-node-id: true\\n' > "
+                      "/etc/rancher/rke2/config.yaml.d/30-three.yaml && "
+                      "sv restart /etc/service/rke2-agent")
+    poll(lambda: any(n.startswith("edge-7-") for n in lab.ready_nodes()))
+    name = next(n for n in lab.ready_nodes() if n.startswith("edge-7-"))
+    labels = lab.api("GET", f"/api/v1/nodes/{name}")["metadata"]["labels"]
+    assert labels.get("z") == "9" and "a" not in labels
+    state = json.loads(lab.exec("Wrk-A", "cat /var/lib/rancher/rke2/lab-engine.json").stdout)
+    assert state["node"] == name
+
+
+def test_lab_up_takes_the_timing_flags(tmp_path: Path) -> None:
+    import os
+
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root (namespaces)")
+    work = tmp_path / "lab"
+    up = subprocess.run([sys.executable, "-m", "tests.lab", "up", "--dir", str(work),
+                         "--controllers", "1", "--engine-start-seconds", "1.5",
+                         "--kubelet-heartbeat-seconds", "0.7", "--node-grace-seconds", "9"],
+                        capture_output=True, text=True, timeout=120)
+    try:
+        assert up.returncode == 0, up.stderr
+        lab = Lab.load(work)
+        assert lab.timing == Timing(1.5, 0.7, 9)
+        (when_starting, _), (when_ready, _) = lab.events("ctl-1")[:2]
+        assert when_ready - when_starting >= 1.0  # counted from the process's own start
+        beats = lab.exec("ctl-1", "cat /var/lib/rancher/rke2/lab-timing.json").stdout
+        assert json.loads(beats)["heartbeat"] == 0.7
+        run = lab.exec("ctl-1", "cat /etc/service/lab-datastore/run").stdout
+        assert "--stale-after 9" in run
+    finally:
+        subprocess.run([sys.executable, "-m", "tests.lab", "down", "--dir", str(work)],
+                       capture_output=True, timeout=120)

@@ -1,0 +1,114 @@
+"""The lab's certificates, laid out as rke2/k3s keep theirs (server/tls/ in the data dir).
+
+One CA signs the API servers' serving certificates (SANs: 127.0.0.1, localhost, the
+controller's address and name, as the real ones list the node's addresses), another the
+client certificates (the admin: CN system:admin, O system:masters). Made on this machine
+with `cryptography` (the test virtualenv has it through paramiko), once per lab.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+VALID = datetime.timedelta(days=365)
+
+
+@dataclass
+class Pair:
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+    @property
+    def cert_pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    @property
+    def key_pem(self) -> bytes:
+        return self.key.private_bytes(serialization.Encoding.PEM,
+                                      serialization.PrivateFormat.TraditionalOpenSSL,
+                                      serialization.NoEncryption())
+
+    def save(self, directory: Path, name: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"{name}.crt").write_bytes(self.cert_pem)
+        key = directory / f"{name}.key"
+        key.write_bytes(self.key_pem)
+        key.chmod(0o600)
+
+    @classmethod
+    def load(cls, directory: Path, name: str) -> Pair:
+        cert = x509.load_pem_x509_certificate((directory / f"{name}.crt").read_bytes())
+        key = serialization.load_pem_private_key((directory / f"{name}.key").read_bytes(), None)
+        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        return cls(cert, key)
+
+
+def _name(cn: str, org: str | None = None) -> x509.Name:
+    parts = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    if org:
+        parts.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    return x509.Name(parts)
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey
+             ) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC)
+    return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + VALID))
+
+
+def make_ca(cn: str) -> Pair:
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (_builder(_name(cn), _name(cn), key)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
+                                         False), critical=True)
+            .sign(key, hashes.SHA256()))
+    return Pair(cert, key)
+
+
+def issue(ca: Pair, cn: str, *, org: str | None = None, ips: tuple[str, ...] = (),
+          dns: tuple[str, ...] = (), client: bool = False) -> Pair:
+    key = ec.generate_private_key(ec.SECP256R1())
+    usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
+    builder = (_builder(_name(cn, org), ca.cert.subject, key)
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+    if ips or dns:
+        names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
+        names += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    return Pair(builder.sign(ca.key, hashes.SHA256()), key)
+
+
+def lab_pki(directory: Path) -> tuple[Pair, Pair, Pair]:
+    """The lab's server CA, client CA and admin client pair, made once and kept in DIR."""
+    if not (directory / "server-ca.crt").exists():
+        server_ca, client_ca = make_ca("lab-server-ca"), make_ca("lab-client-ca")
+        admin = issue(client_ca, "system:admin", org="system:masters", client=True)
+        for pair, name in ((server_ca, "server-ca"), (client_ca, "client-ca"),
+                           (admin, "client-admin")):
+            pair.save(directory, name)
+    return (Pair.load(directory, "server-ca"), Pair.load(directory, "client-ca"),
+            Pair.load(directory, "client-admin"))
+
+
+def controller_tls(tls_dir: Path, pki: Path, name: str, address: str) -> None:
+    """A controller's server/tls: the CAs, the admin pair, its own serving pair."""
+    server_ca, client_ca, admin = lab_pki(pki)
+    tls_dir.mkdir(parents=True, exist_ok=True)
+    (tls_dir / "server-ca.crt").write_bytes(server_ca.cert_pem)
+    (tls_dir / "client-ca.crt").write_bytes(client_ca.cert_pem)
+    admin.save(tls_dir, "client-admin")
+    serving = issue(server_ca, "kube-apiserver", ips=("127.0.0.1", address),
+                    dns=("localhost", "kubernetes", "kubernetes.default", name.lower()))
+    serving.save(tls_dir, "serving-kube-apiserver")
