@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import schemas
-from cargoship.completion import bash as completion_script
+from cargoship.completion import SHELLS
+from cargoship.habits import check_writable, config_path, did_you_mean, setup_logging, terraform_hint
+from cargoship.housekeeping import force_unlock_command, history_command, validate
 from cargoship.progress import Progress
 from cargoship.stats import render_stats
 from planner import __version__, history
@@ -56,28 +58,43 @@ EXAMPLES = {
 
 
 class _Parser(argparse.ArgumentParser):
+    argv: list[str] = []
+
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse's default prints usage over several lines; keep it to one line + hint.
-        self.exit(1, f"cargoship: error: {message} (see '{self.prog} --help')\n")
+        hint = did_you_mean(build_parser(), message, _Parser.argv)
+        self.exit(1, f"cargoship: error: {message}{hint} (see '{self.prog} --help')\n")
+
+
+def _global_options(parser: argparse.ArgumentParser, top: bool) -> None:
+    # Also on every subcommand, so `cargoship plan -v` works like `cargoship -v plan`; a
+    # subcommand's copy leaves the value alone unless given (SUPPRESS).
+    default: dict[str, object] = {} if top else {"default": argparse.SUPPRESS}
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="cargoship's debug logs on stderr", **default)  # type: ignore[arg-type]
+    parser.add_argument("--log-file", type=Path, metavar="FILE",
+                        help="also write debug logs to FILE (secrets are never logged)",
+                        **default)  # type: ignore[arg-type]
+    parser.add_argument("--no-color", action="store_true",
+                        help="no colours (also off when NO_COLOR is set or not on a terminal)",
+                        **default)  # type: ignore[arg-type]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="cargoship", description="Keep the engine config of RKE2 and k3s "
                      "clusters in sync across every host, plan first.")
     parser.add_argument("--version", action="version", version=f"cargoship {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
-    parser.add_argument("--log-file", type=Path, metavar="FILE",
-                        help="also write debug logs to FILE (secrets are never logged)")
-    parser.add_argument("--no-color", action="store_true",
-                        help="no colours (also off when NO_COLOR is set or not on a terminal)")
+    _global_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def command(name: str, help_text: str, config: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES[name],
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         if config:
-            p.add_argument("-c", "--config", required=True, type=Path, metavar="FILE",
-                           help="the cluster config (cluster.yaml)")
+            p.add_argument("-c", "--config", type=Path, metavar="FILE",
+                           help="the cluster config (default: $CARGOSHIP_CONFIG, else "
+                                "./cluster.yaml)")
+        _global_options(p, top=False)
         return p
 
     for name, help_text in (
@@ -140,38 +157,32 @@ def build_parser() -> argparse.ArgumentParser:
                      "of the plan file.", config=False)
     schema.add_argument("--plan", action="store_true", help="the plan file's schema")
     completion = command("completion", "Print a shell completion script.", config=False)
-    completion.add_argument("shell", choices=["bash"])
+    completion.add_argument("shell", choices=list(SHELLS))
     command("history", "List the plans applied to the hosts (from their apply records), and "
             "whether the hosts still match.")
     unlock = command("force-unlock", "Remove the lock a crashed run left behind.")
     unlock.add_argument("lock_id", metavar="LOCK_ID", help="the id of the lock to remove")
+    unlock.add_argument("--confirm", action="store_true",
+                        help="remove without asking (otherwise type 'yes' on a terminal)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
-    if args.log_file is not None:
-        try:
-            handler = logging.FileHandler(args.log_file)
-        except OSError as exc:
-            print(f"error: --log-file {args.log_file}: {exc.strerror}", file=sys.stderr)
-            return 1
-        handler.setLevel(logging.DEBUG)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: "
-                                               "%(message)s"))
-        root = logging.getLogger()
-        root.addHandler(handler)
-        root.setLevel(logging.DEBUG)
-        for noisy in logging.getLogger().handlers:
-            if noisy is not handler and not args.verbose:
-                noisy.setLevel(logging.WARNING)
-    # paramiko logs full tracebacks of failed connections at ERROR; those are reported by us.
-    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    argv = sys.argv[1:] if argv is None else argv
+    hint = terraform_hint(argv)
+    if hint:
+        print(hint, file=sys.stderr)
+        return 1
+    _Parser.argv = argv
+    args = build_parser().parse_args(argv)
     try:
+        setup_logging(args.verbose, args.log_file)
         return _dispatch(args)
+    except BrokenPipeError:
+        # `cargoship show plan.json | head`: the reader has what it wanted. Point stdout
+        # at /dev/null so the interpreter's final flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {printable(str(problem))}", file=sys.stderr)
@@ -203,21 +214,23 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "sign":
         return _sign(args)
     if args.command == "completion":
-        sys.stdout.write(completion_script(build_parser()))
+        sys.stdout.write(SHELLS[args.shell](build_parser()))
         return 0
     if args.command == "schema":
         name = "plan.schema.json" if args.plan else schemas.CLUSTER_SCHEMA
         sys.stdout.write(json.dumps(schemas.load(name), indent=2) + "\n")
         return 0
-    config = load_config(args.config)
+    args.config = config_path(args.config)
     if args.command == "validate":
-        print(f"{args.config}: valid ({len(config.hosts)} host(s), "
-              f"{config.engine.distro} {config.engine.version})")
-        return 0
+        return validate(args.config)
     if args.command == "force-unlock":
-        return _force_unlock(config, args.lock_id)
+        return force_unlock_command(args.config, args.lock_id, args.confirm)
     if args.command == "history":
-        return _history(config)
+        return history_command(args.config)
+    out: Path | None = getattr(args, "out", None)
+    if out is not None:
+        check_writable(out)  # before any host is contacted
+    config = load_config(args.config)
     one_shot = args.command == "engine-config-sync" and not args.dry_run
     if one_shot and not args.confirm:
         raise CargoshipError("engine-config-sync changes hosts: add --confirm to plan and "
@@ -230,7 +243,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     _print_plan(args, plan)
     if getattr(args, "stats", False):
         _print_stats(report)
-    out: Path | None = getattr(args, "out", None)
     if plan.problems:
         if out:
             print(f"cargoship: plan not written to {out}: fix the problems above first",
@@ -261,6 +273,7 @@ def _print_stats(report: DryRunReport) -> None:
 def _apply(args: argparse.Namespace) -> int:
     # The executor brings the Kubernetes client (~0.5 s to import): only for commands
     # that apply, not for every plan.
+    from cargoship.lockwait import LockWait
     from executor.apply import apply as apply_plan
 
     if args.lock_timeout < 0:
@@ -279,7 +292,12 @@ def _apply(args: argparse.Namespace) -> int:
             print("Apply cancelled; nothing was changed.")
             return 1
 
-    result = apply_plan(args.plan, lock_timeout=args.lock_timeout, progress=Progress())
+    waiting = LockWait(args.lock_timeout)
+    try:
+        result = apply_plan(args.plan, lock_timeout=args.lock_timeout, progress=Progress(),
+                            on_lock_wait=waiting)
+    finally:
+        waiting.done()
     print()
     for outcome in result.outcomes:
         detail = f": {outcome.detail}" if outcome.detail else ""
@@ -365,44 +383,6 @@ def _signature_lines(plan: Plan) -> list[str]:
         lines.append(f"  {signature.key} ({signature.comment or 'no comment'}), signed "
                      f"{signature.signed_at}: {verdict}")
     return lines
-
-
-def _history(config: ClusterConfig) -> int:
-    options = ConnectOptions(connect_timeout=config.options.connect_timeout)
-    ctx = PlanContext.create(config, options)
-    try:
-        Connect().run(ctx)
-        entries = history.collect(ctx)
-    finally:
-        close_all(ctx)
-    now = build_plan(dry_run(PlanContext.create(config, options), engine_config_sync()))
-    lines: list[str] = []
-    if ctx.problems or now.problems:
-        lines += [f"  x {ctx.label(problem) or ''}: {problem.text}" for problem in ctx.problems]
-        lines.append("  (some hosts could not be read)")
-    if not entries:
-        lines.append("No apply records on these hosts.")
-    for entry in entries:
-        signed = f", signed by {', '.join(entry.signers)}" if entry.signers else ""
-        lines.append(f"plan {entry.plan_id}  {entry.state}  applied {entry.applied_at} by "
-                     f"{entry.applied_by}{signed}")
-        lines += [f"    {host}: {status}" for host, status in sorted(entry.outcomes.items())]
-    match = "match the desired config" if not now.changes and not now.problems else \
-        f"differ from the desired config ({len(now.changes)} change(s) pending)"
-    lines.append(f"\nThe hosts {match} now.")
-    # Records come from the hosts: their text is shown, never obeyed by a terminal.
-    print(printable("\n".join(lines)))
-    return 0
-
-
-def _force_unlock(config: ClusterConfig, lock_id: str) -> int:
-    from executor.unlock import force_unlock_all
-
-    removed = force_unlock_all(config, lock_id)
-    if not removed:
-        raise CargoshipError(f"no host holds lock {lock_id}; nothing was removed")
-    print(f"Removed lock {lock_id} from {len(removed)} host(s): {', '.join(removed)}")
-    return 0
 
 
 def _show(args: argparse.Namespace) -> int:

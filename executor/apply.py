@@ -37,7 +37,7 @@ from .cluster_steps import label_node, merge_kubeconfig
 from .connect import connect_all, pinned_keys
 from .drain import DrainOptions, NodeOps
 from .drift import differences
-from .lock import LockSet, new_lock_info
+from .lock import LockHeld, LockSet, new_lock_info
 from .remote import HostWriter
 from .rollout import HostJob, HostOutcome, Rollout
 
@@ -76,7 +76,8 @@ def check_plan(plan: Plan) -> None:
 
 
 def apply(plan_file: Path, *, lock_timeout: float, progress: Callable[[str, str], None],
-          accept_new_host_keys: bool = False) -> ApplyResult:
+          accept_new_host_keys: bool = False,
+          on_lock_wait: Callable[[LockHeld, float], None] | None = None) -> ApplyResult:
     plan = codec.read(plan_file)
     check_plan(plan)
     salt = bytes.fromhex(plan.salt)
@@ -89,7 +90,8 @@ def apply(plan_file: Path, *, lock_timeout: float, progress: Callable[[str, str]
     try:
         if failures:
             raise ApplyRefused("cannot reach every host of the plan: " + "; ".join(failures))
-        lock = LockSet(writers, new_lock_info(plan.plan_id), wait_timeout=lock_timeout)
+        lock = LockSet(writers, new_lock_info(plan.plan_id), wait_timeout=lock_timeout,
+                       config_file=str(plan_file), on_wait=on_lock_wait)
         with lock:  # acquires every host's lock; releases them on any exit
             for note in lock.notes:
                 progress("lock", note)

@@ -47,11 +47,14 @@ def inline_secrets(config: ClusterConfig) -> list[str]:
     return found
 
 
-def from_desired(desired: dict[str, Any], salt: bytes, source: str) -> ClusterConfig:
-    """The config a plan was made from, secrets resolved again and checked unchanged."""
+def from_desired(desired: dict[str, Any], salt: bytes, source: str,
+                 secrets: bool = True) -> ClusterConfig:
+    """The config a plan was made from, secrets resolved again and checked unchanged
+    (`secrets=False`: left as digests, for commands that only connect, like force-unlock)."""
     hosts = tuple(_host(h) for h in desired["hosts"])
     options = desired["options"]
-    engine_config = _resolve_secrets(desired["engineConfig"], salt)
+    engine_config = _resolve_secrets(desired["engineConfig"], salt) if secrets else \
+        copy.deepcopy(desired["engineConfig"])
     return ClusterConfig(
         path=Path(source),
         name=desired["cluster"],
