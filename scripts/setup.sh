@@ -11,9 +11,10 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # openssh-server/runit/iproute2: lab hosts; nftables/iptables/sudo/faketime: validation cases;
 # python3-yaml: the lab's stand-in engine runs on the system Python.
+# zsh/fish: the completion scripts are tested in the shells they are for.
 apt-get install -y -qq --no-install-recommends \
   openssh-server openssh-client runit iproute2 nftables iptables sudo faketime libfaketime \
-  python3 python3-yaml python3-venv procps util-linux >/dev/null
+  python3 python3-yaml python3-venv procps util-linux zsh fish >/dev/null
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv

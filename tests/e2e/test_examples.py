@@ -88,3 +88,24 @@ def test_ci_workflow_is_valid_and_its_cargoship_commands_parse() -> None:
     for argv in commands:
         build_parser().parse_args(argv)  # exits (fails the test) on an unknown flag
     assert "--require-signed-by" in commands[2] and "--split-dir" in commands[1]
+
+
+def test_every_property_of_the_cluster_schema_has_a_description() -> None:
+    """Editors show descriptions on hover: every property, at every depth, has one, as the
+    `cargoship schema` command prints it."""
+    printed = json.loads(cargoship("schema").stdout)
+    missing: list[str] = []
+
+    def walk(node: object, where: str) -> None:
+        if isinstance(node, dict):
+            for name, prop in node.get("properties", {}).items():
+                if not (isinstance(prop, dict) and str(prop.get("description", "")).strip()):
+                    missing.append(f"{where}.{name}")
+            for key, value in node.items():
+                walk(value, f"{where}/{key}")
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                walk(value, f"{where}[{index}]")
+
+    walk(printed, "")
+    assert missing == []
