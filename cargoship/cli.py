@@ -12,25 +12,32 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import schemas
 from cargoship.completion import SHELLS
-from cargoship.habits import check_writable, config_path, did_you_mean, setup_logging, terraform_hint
+from cargoship.habits import (
+    check_writable,
+    config_path,
+    did_you_mean,
+    setup_logging,
+    terraform_hint,
+)
 from cargoship.housekeeping import force_unlock_command, history_command, validate
+from cargoship.outcome import apply_outcome_lines
 from cargoship.progress import Progress
 from cargoship.stats import render_stats
-from planner import __version__, history
-from planner.config import ClusterConfig, load_config
+from executor.errors import ApplyInterrupted
+from planner import __version__
+from planner.config import load_config
 from planner.context import PlanContext
 from planner.dryrun import DryRunReport, dry_run
 from planner.errors import CargoshipError, ConfigError
 from planner.hosts.ssh import ConnectOptions
 from planner.localfiles import LocalFileError, atomic_write
 from planner.phases import engine_config_sync
-from planner.phases.connect import Connect
-from planner.phases.disconnect import close_all
 from planner.plan import codec, signing
 from planner.plan.build import build_plan
 from planner.plan.codec import plan_digest
@@ -58,11 +65,9 @@ EXAMPLES = {
 
 
 class _Parser(argparse.ArgumentParser):
-    argv: list[str] = []
-
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse's default prints usage over several lines; keep it to one line + hint.
-        hint = did_you_mean(build_parser(), message, _Parser.argv)
+        hint = did_you_mean(build_parser(), message, None)
         self.exit(1, f"cargoship: error: {message}{hint} (see '{self.prog} --help')\n")
 
 
@@ -173,8 +178,13 @@ def main(argv: list[str] | None = None) -> int:
     if hint:
         print(hint, file=sys.stderr)
         return 1
-    _Parser.argv = argv
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        message = f"unrecognized arguments: {' '.join(unknown)}"
+        parser.exit(1, f"cargoship: error: {message}"
+                       f"{did_you_mean(parser, message, args.command)} (see 'cargoship "
+                       f"{args.command} --help')\n")
     try:
         setup_logging(args.verbose, args.log_file)
         return _dispatch(args)
@@ -183,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         # at /dev/null so the interpreter's final flush does not complain either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except ApplyInterrupted as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        return 130
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {printable(str(problem))}", file=sys.stderr)
@@ -293,19 +306,16 @@ def _apply(args: argparse.Namespace) -> int:
             return 1
 
     waiting = LockWait(args.lock_timeout)
+    started = time.monotonic()
     try:
         result = apply_plan(args.plan, lock_timeout=args.lock_timeout, progress=Progress(),
                             on_lock_wait=waiting)
     finally:
         waiting.done()
     print()
-    for outcome in result.outcomes:
-        detail = f": {outcome.detail}" if outcome.detail else ""
-        print(printable(f"  {outcome.host}: {outcome.status}{detail}"))
-    for warning in result.warnings:
-        print(printable(f"  warning: {warning}"))
+    print("\n".join(apply_outcome_lines(result, time.monotonic() - started)))
     verdict = "applied" if result.ok else ("interrupted" if result.interrupted else "FAILED")
-    print(f"\nPlan {result.plan.plan_id} {verdict}; record: {result.record}")
+    print(f"Plan {result.plan.plan_id} {verdict}; record: {result.record}")
     if result.interrupted:
         return 130
     return 0 if result.ok else 1

@@ -41,7 +41,7 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
     return [o for a in parser._actions for o in a.option_strings]
 
 
-def did_you_mean(parser: argparse.ArgumentParser, message: str, argv: list[str]) -> str:
+def did_you_mean(parser: argparse.ArgumentParser, message: str, command: str | None) -> str:
     """A hint for argparse's 'invalid choice' and 'unrecognized arguments' errors."""
     commands = _subcommands(parser)
     choice = re.search(r"invalid choice: '([^']*)'", message)
@@ -51,7 +51,6 @@ def did_you_mean(parser: argparse.ArgumentParser, message: str, argv: list[str])
     unknown = re.search(r"unrecognized arguments: (.*)", message)
     if not unknown:
         return ""
-    command = next((a for a in argv if a in commands), None)
     known = _options(commands[command]) if command else _options(parser)
     hints = []
     for arg in unknown.group(1).split():

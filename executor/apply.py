@@ -37,6 +37,7 @@ from .cluster_steps import label_node, merge_kubeconfig
 from .connect import connect_all, pinned_keys
 from .drain import DrainOptions, NodeOps
 from .drift import differences
+from .errors import ApplyInterrupted
 from .lock import LockHeld, LockSet, new_lock_info
 from .remote import HostWriter
 from .rollout import HostJob, HostOutcome, Rollout
@@ -84,6 +85,25 @@ def apply(plan_file: Path, *, lock_timeout: float, progress: Callable[[str, str]
     config = from_desired(plan.desired, salt, str(plan_file))
     options = ConnectOptions(connect_timeout=config.options.connect_timeout,
                              accept_new_host_keys=accept_new_host_keys)
+    changing = threading.Event()  # set once the rollout may change a host
+    try:
+        return _connect_lock_apply(plan, plan_file, config, options, salt, lock_timeout,
+                                   progress, on_lock_wait, changing)
+    except KeyboardInterrupt:
+        if changing.is_set():
+            raise
+        # Connect, lock and drift check only read (the lock is ours, and released on the
+        # way out by LockSet): say so, so nobody goes looking for damage.
+        raise ApplyInterrupted("interrupted before anything was changed: nothing was "
+                               "changed on any host, and the locks taken were released") \
+            from None
+
+
+def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: ConnectOptions,
+                        salt: bytes, lock_timeout: float,
+                        progress: Callable[[str, str], None],
+                        on_lock_wait: Callable[[LockHeld, float], None] | None,
+                        changing: threading.Event) -> ApplyResult:
     connected = connect_all(config, options, pinned_keys(plan))
     failures = [str(c) for c in connected if isinstance(c, Exception)]
     writers = [c for c in connected if isinstance(c, HostWriter)]
@@ -97,7 +117,7 @@ def apply(plan_file: Path, *, lock_timeout: float, progress: Callable[[str, str]
                 progress("lock", note)
             progress("lock", f"locked {len(writers)} host(s)")
             return _apply_locked(plan, plan_file, config, options, salt, writers, progress,
-                                 lock.lost)
+                                 lock.lost, changing)
     finally:
         for writer in writers:
             writer.close()
@@ -106,7 +126,7 @@ def apply(plan_file: Path, *, lock_timeout: float, progress: Callable[[str, str]
 def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOptions,
                   salt: bytes, writers: list[HostWriter],
                   progress: Callable[[str, str], None],
-                  locks_lost: Callable[[], set[str]]) -> ApplyResult:
+                  locks_lost: Callable[[], set[str]], changing: threading.Event) -> ApplyResult:
     done = [w.label for w in writers if records.already_applied(w, plan.plan_id)]
     if done:
         raise ApplyRefused(f"plan {plan.plan_id} was already applied (records on "
@@ -132,6 +152,7 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
                    if h.config.role == role and _changes(plan, h.label, SYNC_PHASES)]
             for role in ("controller", "worker")}
     previous = signal.signal(signal.SIGINT, _interrupt(rollout.stop, progress))
+    changing.set()
     try:
         result.outcomes = rollout.run(jobs["controller"], jobs["worker"],
                                       config.options.worker_concurrency)

@@ -20,7 +20,7 @@ class PhaseRecord:
     title: str
     dry_run: DryRun
     # "ran", "ran its dry-run path"; reported phases: "planned", "no changes",
-    # "unassessed" or "reported" (a phase with no assessment)
+    # "unassessed" or "reported" (a phase with no assessment); "skipped": no host connected
     outcome: str
     seconds: float
 
@@ -44,7 +44,11 @@ def dry_run(ctx: PlanContext, phases: Sequence[Phase]) -> DryRunReport:
         for number, phase in enumerate(phases, 1):
             phase_started = time.monotonic()
             phase.prepare(ctx)
-            if phase.dry_run is DryRun.RUNS_READ_ONLY:
+            if number > 1 and ctx.hosts and not ctx.active_hosts() and \
+                    phase.dry_run is not DryRun.RUNS_OWN_DRY_RUN_PATH:
+                # Nothing was read: "no changes" would be a claim about hosts never seen.
+                outcome = "skipped"
+            elif phase.dry_run is DryRun.RUNS_READ_ONLY:
                 phase.run(ctx)
                 outcome = "ran"
             elif phase.dry_run is DryRun.RUNS_OWN_DRY_RUN_PATH:

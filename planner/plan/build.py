@@ -64,6 +64,8 @@ def _line(names: dict[int, str], finding: Finding) -> str:
 
 
 def _outcome(dry_run: DryRun, outcome: str) -> Outcome:
+    if outcome == "skipped":
+        return "skipped"
     if dry_run is not DryRun.REPORTED:
         return "ran"
     known: dict[str, Outcome] = {"planned": "planned", "no changes": "no changes",

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 FORMAT_VERSION = "1.0"  # major.minor: a reader refuses an unknown major
 
-Outcome = Literal["ran", "no changes", "planned", "reported", "unassessed"]
+Outcome = Literal["ran", "no changes", "planned", "reported", "unassessed", "skipped"]
 
 
 @dataclass(frozen=True)

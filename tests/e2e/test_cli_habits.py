@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import cargoship, cargoship_argv, edit_config
+from tests.e2e.cli import cargoship_argv, edit_config
 from tests.lab import Lab
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -18,7 +18,8 @@ def test_both_examples_validate_in_a_bare_environment(tmp_path: Path) -> None:
     """validate is offline: no environment secret, secret file or SSH key is read, so an
     empty environment (no HOME, no REGISTRY_PASSWORD, no secrets/ directory) is enough."""
     bare = {"PATH": "/usr/bin:/bin"}
-    rke2 = subprocess.run([*cargoship_argv(), "validate", "-c", str(EXAMPLES / "rke2-cluster.yaml")],
+    rke2 = subprocess.run([*cargoship_argv(), "validate", "-c",
+                           str(EXAMPLES / "rke2-cluster.yaml")],
                           capture_output=True, text=True, env=bare, cwd=tmp_path, timeout=60)
     assert rke2.returncode == 0, rke2.stderr
     assert "valid (6 host(s), rke2 v1.30.4+rke2r1)" in rke2.stdout
