@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .context import HostState, PlanContext
 from .phases.base import DryRun, Phase, Resource
+from .phases.connect import Connect
 from .phases.disconnect import close_all
 
 log = logging.getLogger("cargoship.planner")
@@ -44,7 +45,8 @@ def dry_run(ctx: PlanContext, phases: Sequence[Phase]) -> DryRunReport:
         for number, phase in enumerate(phases, 1):
             phase_started = time.monotonic()
             phase.prepare(ctx)
-            if number > 1 and ctx.hosts and not ctx.active_hosts() and \
+            connected = any(r.title == Connect.title for r in records)
+            if connected and ctx.hosts and not ctx.active_hosts() and \
                     phase.dry_run is not DryRun.RUNS_OWN_DRY_RUN_PATH:
                 # Nothing was read: "no changes" would be a claim about hosts never seen.
                 outcome = "skipped"
