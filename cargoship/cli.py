@@ -38,7 +38,7 @@ from planner.errors import CargoshipError, ConfigError
 from planner.hosts.ssh import ConnectOptions
 from planner.localfiles import LocalFileError, atomic_write
 from planner.phases import engine_config_sync
-from planner.plan import codec, signing
+from planner.plan import codec, detached, signing
 from planner.plan.build import build_plan
 from planner.plan.codec import plan_digest
 from planner.plan.model import Plan
@@ -153,11 +153,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --require-signed-by: how many different signers (default 1)")
     apply.add_argument("--revoked-keys", type=Path, metavar="FILE",
                        help="with --require-signed-by: keys (or a KRL) that no longer count")
+    apply.add_argument("--signatures", type=Path, metavar="DIR",
+                       help="with --require-signed-by: also count the detached signatures "
+                            "(*.cargoship-sig) in DIR (default: beside the plan)")
     sign = command("sign", "Add your SSH signature to a plan (over its digest).",
                    config=False)
     sign.add_argument("plan", type=Path, metavar="PLAN")
     sign.add_argument("--key", type=Path, required=True, metavar="SSH_PRIVATE_KEY",
                       help="the private key to sign with (ssh-agent keys: give the .pub)")
+    sign.add_argument("--detached", action="store_true",
+                      help="leave the plan as it is; write the signature to its own small "
+                           "file (PLAN_ID.KEY.cargoship-sig) for a pull request")
+    sign.add_argument("--sig-dir", type=Path, metavar="DIR",
+                      help="with --detached: where to write it (default: beside the plan)")
     schema = command("schema", "Print the JSON Schema of the cluster config (for editors) or "
                      "of the plan file.", config=False)
     schema.add_argument("--plan", action="store_true", help="the plan file's schema")
@@ -324,6 +332,15 @@ def _apply(args: argparse.Namespace) -> int:
 def _sign(args: argparse.Namespace) -> int:
     plan = codec.read(args.plan)
     signature = signing.sign(plan_digest(plan), args.key.expanduser())
+    if args.detached:
+        directory = args.sig_dir or args.plan.parent
+        _mkdir(directory)
+        path = detached.write(plan, plan_digest(plan), signature, directory)
+        print(f"Signed plan {plan.plan_id} with {signature.key} "
+              f"({signature.comment or 'no comment'}): {path}")
+        return 0
+    if args.sig_dir is not None:
+        raise CargoshipError("--sig-dir: only with --detached")
     kept = tuple(s for s in plan.signatures if s.key != signature.key)
     codec.write(dataclasses.replace(plan, signatures=(*kept, signature)), args.plan)
     print(f"Signed plan {plan.plan_id} with {signature.key} ({signature.comment or 'no comment'}"
@@ -337,8 +354,10 @@ def _require_signatures(plan: Plan, args: argparse.Namespace) -> None:
     if not args.require_signed_by.exists():
         raise CargoshipError(f"{args.require_signed_by}: no such allowed-signers file")
     digest = plan_digest(plan)
+    found = plan.signatures + tuple(detached.read(
+        plan, digest, args.signatures or args.plan.parent))
     checks = [signing.verify(digest, s, args.require_signed_by, args.revoked_keys)
-              for s in plan.signatures]
+              for s in found]
     signers = {c.principal for c in checks if c.valid}
     if len(signers) < args.min_signatures:
         details = "; ".join(f"{c.signature.key}: {c.reason}" for c in checks if not c.valid)
@@ -382,12 +401,14 @@ def _show_record(record: dict[str, Any], as_json: bool) -> int:
     return 0
 
 
-def _signature_lines(plan: Plan) -> list[str]:
-    if not plan.signatures:
-        return ["Signatures: none"]
-    lines = [f"Signatures ({len(plan.signatures)}):"]
+def _signature_lines(plan: Plan, path: Path) -> list[str]:
     digest = plan_digest(plan)
-    for signature in plan.signatures:
+    # Detached signatures beside the plan count as much as embedded ones: show them too.
+    found = plan.signatures + tuple(detached.read(plan, digest, path.parent))
+    if not found:
+        return ["Signatures: none"]
+    lines = [f"Signatures ({len(found)}):"]
+    for signature in found:
         check = signing.check_signature(digest, signature)
         verdict = "valid" if check.valid else f"INVALID: {check.reason}"
         lines.append(f"  {signature.key} ({signature.comment or 'no comment'}), signed "
@@ -403,7 +424,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(codec.dumps(plan))
     elif args.markdown and args.split_dir:
-        text = render_markdown(plan) + "\n" + "\n".join(_signature_lines(plan)) + "\n"
+        text = render_markdown(plan) + "\n" + "\n".join(_signature_lines(plan, args.plan)) + "\n"
         _mkdir(args.split_dir)
         for number, part in enumerate(split_markdown(text), 1):
             atomic_write(args.split_dir / f"plan-{number}.md", part.encode())
@@ -414,7 +435,7 @@ def _show(args: argparse.Namespace) -> int:
     else:
         _print_plan(args, plan)
     if not args.json:
-        lines = _signature_lines(plan)
+        lines = _signature_lines(plan, args.plan)
         if args.markdown:
             lines = [f"- {line.strip()}" if line.startswith("  ") else line for line in lines]
         sys.stdout.write("\n" + "\n".join(lines) + "\n")
