@@ -173,7 +173,7 @@ def acquire(host: HostWriter, info: LockInfo, stale_after: float = STALE_AFTER,
     if verdict == "stale":
         assert state is not None
         old = (state.holder or {}).get("id")
-        log.warning("%s: took over stale lock %s", host.label, state.describe())
+        log.debug("%s: took over stale lock %s", host.label, state.describe())
         return str(old) if old else "unknown"
     log.debug("%s: lock %s %s", host.label, info.id,
               "already ours" if verdict == "ours" else "created")
@@ -246,13 +246,13 @@ class LockSet:
 
     def acquire_all(self) -> list[str]:
         deadline = time.monotonic() + self._wait_timeout
-        notes: list[str] = []
+        taken_over: dict[str, list[str]] = {}
         try:
             for host in self._hosts:
                 old = self._acquire_one(host, deadline)
                 self._held.append(host)
                 if old is not None:
-                    notes.append(f"took over stale lock {old} on host {host.label}")
+                    taken_over.setdefault(old, []).append(host.label)
         except BaseException:
             # Including KeyboardInterrupt: never leave a partial set of locks behind.
             self.release_all()
@@ -261,8 +261,10 @@ class LockSet:
         self._toucher = threading.Thread(target=self._touch_loop, name="cargoship-lock-toucher",
                                          daemon=True)
         self._toucher.start()
-        self.notes = notes
-        return notes
+        # One note per stale lock (a crashed run locked every host with one id), not per host.
+        self.notes = [f"took over stale lock {old} on {len(labels)} host(s): "
+                      f"{', '.join(labels)}" for old, labels in taken_over.items()]
+        return self.notes
 
     def _acquire_one(self, host: HostWriter, deadline: float) -> str | None:
         while True:
