@@ -168,3 +168,46 @@ def test_ctrl_c_while_waiting_for_a_lock_changes_nothing(lab_factory, tmp_path: 
         assert lab.exec(host, "test -e /run/cargoship/lock", check=False).returncode == 1
     assert "0ther0" in lab.exec("wrk-2", "cat /run/cargoship/lock").stdout
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {}\n"
+
+
+def test_ctrl_c_during_the_drift_check_changes_nothing(lab_factory, tmp_path: Path) -> None:
+    """Made deterministic: ctl-1's listening sshd is stopped (SIGSTOP) while the apply
+    waits for a lock, so the drift check, which opens new connections, hangs on ctl-1
+    until the Ctrl-C; the apply's own sessions (other sshd processes) keep working."""
+    lab = small_lab(lab_factory)
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
+        ssh={"connectTimeoutSeconds": 30, "commandTimeoutSeconds": 10}))
+    lab.exec("wrk-1", f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
+    plan_file = tmp_path / "plan.json"
+    assert cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file).returncode == 0
+    lab.exec("wrk-2", "mkdir -p /run/cargoship && echo '{\"id\": \"0ther1\", \"holder\": "
+                      "\"bob@ci\"}' > /run/cargoship/lock")
+    proc = subprocess.Popen([*cargoship_argv(), "apply", str(plan_file), "--confirm",
+                             "--lock-timeout", "60"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    listener = lab.exec("ctl-1", "cat /run/sshd.pid").stdout.strip()
+    try:
+        seen = ""
+        while f"waiting for the lock of {lab.host('wrk-2').address}:" not in seen:
+            seen += proc.stderr.readline()
+            assert proc.poll() is None, seen
+        lab.exec("ctl-1", f"kill -STOP {listener}")
+        lab.exec("wrk-2", "rm -f /run/cargoship/lock")
+        out = ""
+        while "locked 3 host(s)" not in out:
+            line = proc.stdout.readline()
+            assert line, out
+            out += line
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        lab.exec("ctl-1", f"kill -CONT {listener}")
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + rest + err
+    assert "nothing was changed on any host, and the locks taken were released" in err
+    assert "hosts match the plan" not in out + rest  # it was stopped in the drift check
+    for host in ("ctl-1", "wrk-1", "wrk-2"):
+        assert lab.exec(host, "test -e /run/cargoship/lock", check=False).returncode == 1
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {}\n"
