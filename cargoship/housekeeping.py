@@ -90,7 +90,7 @@ def _still_match(path: Path, options: ConnectOptions) -> str:
         return "Whether the hosts still match is unknown: some hosts could not be read."
     if not now.changes:
         return "The hosts match the desired config now."
-    return f"The hosts differ from the desired config now ({len(now.changes)} change(s) pending)."
+    return f"The hosts differ from the desired config ({len(now.changes)} change(s) pending) now."
 
 
 def _lock_config(path: Path) -> ClusterConfig:
