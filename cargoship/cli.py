@@ -12,28 +12,37 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import schemas
 from cargoship import json_output
-from cargoship.completion import bash as completion_script
+from cargoship.completion import SHELLS
+from cargoship.habits import (
+    check_writable,
+    config_path,
+    did_you_mean,
+    setup_logging,
+    terraform_hint,
+)
+from cargoship.housekeeping import force_unlock_command, history_command, validate, where_of
+from cargoship.outcome import apply_outcome_lines
 from cargoship.progress import Progress
 from cargoship.stats import render_stats
-from planner import __version__, history
-from planner.config import ClusterConfig, load_config
+from executor.errors import ApplyInterrupted
+from planner import __version__
+from planner.config import load_config
 from planner.context import PlanContext
 from planner.dryrun import DryRunReport, dry_run
 from planner.errors import CargoshipError, ConfigError
 from planner.hosts.ssh import ConnectOptions
 from planner.localfiles import LocalFileError, atomic_write
 from planner.phases import engine_config_sync
-from planner.phases.connect import Connect
-from planner.phases.disconnect import close_all
-from planner.plan import codec, signing
+from planner.plan import codec, detached, signing
 from planner.plan.build import build_plan
 from planner.plan.codec import plan_digest
-from planner.plan.model import HostRef, Plan
+from planner.plan.model import Plan
 from planner.render import View, printable, render_markdown, render_text, split_markdown
 
 EXAMPLES = {
@@ -59,26 +68,40 @@ EXAMPLES = {
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse's default prints usage over several lines; keep it to one line + hint.
-        self.exit(1, f"cargoship: error: {message} (see '{self.prog} --help')\n")
+        hint = did_you_mean(build_parser(), message, None)
+        self.exit(1, f"cargoship: error: {message}{hint} (see '{self.prog} --help')\n")
+
+
+def _global_options(parser: argparse.ArgumentParser, top: bool) -> None:
+    # Also on every subcommand, so `cargoship plan -v` works like `cargoship -v plan`; a
+    # subcommand's copy leaves the value alone unless given (SUPPRESS).
+    default: dict[str, object] = {} if top else {"default": argparse.SUPPRESS}
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="cargoship's debug logs on stderr; with plan, also every host's "
+                             "preflight detail and the unified diffs", **default)  # type: ignore[arg-type]
+    parser.add_argument("--log-file", type=Path, metavar="FILE",
+                        help="also write debug logs to FILE (secrets are never logged)",
+                        **default)  # type: ignore[arg-type]
+    parser.add_argument("--no-color", action="store_true",
+                        help="no colours (also off when NO_COLOR is set or not on a terminal)",
+                        **default)  # type: ignore[arg-type]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="cargoship", description="Keep the engine config of RKE2 and k3s "
                      "clusters in sync across every host, plan first.")
     parser.add_argument("--version", action="version", version=f"cargoship {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
-    parser.add_argument("--log-file", type=Path, metavar="FILE",
-                        help="also write debug logs to FILE (secrets are never logged)")
-    parser.add_argument("--no-color", action="store_true",
-                        help="no colours (also off when NO_COLOR is set or not on a terminal)")
+    _global_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def command(name: str, help_text: str, config: bool = True) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES[name],
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         if config:
-            p.add_argument("-c", "--config", required=True, type=Path, metavar="FILE",
-                           help="the cluster config (cluster.yaml)")
+            p.add_argument("-c", "--config", type=Path, metavar="FILE",
+                           help="the cluster config (default: $CARGOSHIP_CONFIG, else "
+                                "./cluster.yaml)")
+        _global_options(p, top=False)
         return p
 
     for name, help_text in (
@@ -111,10 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--stats", action="store_true",
                            help="also print, per phase, the remote commands run per host, "
                                 "the time taken, and this run's CPU time and peak memory")
-            # The global -v/--verbose, also after the subcommand (not reset when absent).
-            p.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
-                           help="every host's preflight detail and the unified diffs (and "
-                                "debug logs on stderr)")
+            # (The global -v/--verbose also shows every host's preflight detail and the
+            # unified diffs here: see _view.)
             p.add_argument("--diff", action="store_true",
                            help="the unified diff under each change's summary by key")
     show = command("show", "Render a saved plan (checks its schema and digest first); offline.",
@@ -151,49 +172,59 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --require-signed-by: how many different signers (default 1)")
     apply.add_argument("--revoked-keys", type=Path, metavar="FILE",
                        help="with --require-signed-by: keys (or a KRL) that no longer count")
+    apply.add_argument("--signatures", type=Path, metavar="DIR",
+                       help="with --require-signed-by: also count the detached signatures "
+                            "(*.cargoship-sig) in DIR (default: beside the plan)")
     sign = command("sign", "Add your SSH signature to a plan (over its digest).",
                    config=False)
     sign.add_argument("plan", type=Path, metavar="PLAN")
     sign.add_argument("--key", type=Path, required=True, metavar="SSH_PRIVATE_KEY",
                       help="the private key to sign with (ssh-agent keys: give the .pub)")
+    sign.add_argument("--detached", action="store_true",
+                      help="leave the plan as it is; write the signature to its own small "
+                           "file (PLAN_ID.KEY.cargoship-sig) for a pull request")
+    sign.add_argument("--sig-dir", type=Path, metavar="DIR",
+                      help="with --detached: where to write it (default: beside the plan)")
     schema = command("schema", "Print the JSON Schema of the cluster config (for editors) or "
                      "of the plan file.", config=False)
     schema.add_argument("--plan", action="store_true", help="the plan file's schema")
     completion = command("completion", "Print a shell completion script.", config=False)
-    completion.add_argument("shell", choices=["bash"])
+    completion.add_argument("shell", choices=list(SHELLS))
     hist = command("history", "List the plans applied to the hosts (from their apply "
                    "records), and whether the hosts still match.")
     hist.add_argument("--json", action="store_true",
                       help="as JSON (schemas/history-output.schema.json)")
     unlock = command("force-unlock", "Remove the lock a crashed run left behind.")
     unlock.add_argument("lock_id", metavar="LOCK_ID", help="the id of the lock to remove")
+    unlock.add_argument("--confirm", action="store_true",
+                        help="remove without asking (otherwise type 'yes' on a terminal)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    hint = terraform_hint(argv)
+    if hint:
+        print(hint, file=sys.stderr)
+        return 1
     parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
-    if args.log_file is not None:
-        try:
-            handler = logging.FileHandler(args.log_file)
-        except OSError as exc:
-            print(f"error: --log-file {args.log_file}: {exc.strerror}", file=sys.stderr)
-            return 1
-        handler.setLevel(logging.DEBUG)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: "
-                                               "%(message)s"))
-        root = logging.getLogger()
-        root.addHandler(handler)
-        root.setLevel(logging.DEBUG)
-        for noisy in logging.getLogger().handlers:
-            if noisy is not handler and not args.verbose:
-                noisy.setLevel(logging.WARNING)
-    # paramiko logs full tracebacks of failed connections at ERROR; those are reported by us.
-    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        message = f"unrecognized arguments: {' '.join(unknown)}"
+        parser.exit(1, f"cargoship: error: {message}"
+                       f"{did_you_mean(parser, message, args.command)} (see 'cargoship "
+                       f"{args.command} --help')\n")
     try:
+        setup_logging(args.verbose, args.log_file)
         return _dispatch(args)
+    except BrokenPipeError:
+        # `cargoship show plan.json | head`: the reader has what it wanted. Point stdout
+        # at /dev/null so the interpreter's final flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except ApplyInterrupted as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        return 130
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {printable(str(problem))}", file=sys.stderr)
@@ -225,23 +256,25 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "sign":
         return _sign(args)
     if args.command == "completion":
-        sys.stdout.write(completion_script(build_parser()))
+        sys.stdout.write(SHELLS[args.shell](build_parser()))
         return 0
     if args.command == "schema":
         name = "plan.schema.json" if args.plan else schemas.CLUSTER_SCHEMA
         sys.stdout.write(json.dumps(schemas.load(name), indent=2) + "\n")
         return 0
+    args.config = config_path(args.config)
     if args.command == "validate" and args.json:
         return _validate_json(args.config)
-    config = load_config(args.config)
     if args.command == "validate":
-        print(f"{args.config}: valid ({len(config.hosts)} host(s), "
-              f"{config.engine.distro} {config.engine.version})")
-        return 0
+        return validate(args.config)
     if args.command == "force-unlock":
-        return _force_unlock(config, args.lock_id)
+        return force_unlock_command(args.config, args.lock_id, args.confirm)
     if args.command == "history":
-        return _history(config, args.json)
+        return history_command(args.config, args.json)
+    out: Path | None = getattr(args, "out", None)
+    if out is not None:
+        check_writable(out)  # before any host is contacted
+    config = load_config(args.config)
     one_shot = args.command == "engine-config-sync" and not args.dry_run
     if one_shot and not args.confirm:
         raise CargoshipError("engine-config-sync changes hosts: add --confirm to plan and "
@@ -258,7 +291,6 @@ def _dispatch(args: argparse.Namespace) -> int:
         _print_plan(args, plan)
     if getattr(args, "stats", False):
         _print_stats(report)
-    out: Path | None = getattr(args, "out", None)
     if plan.problems:
         if out:
             print(f"cargoship: plan not written to {out}: fix the problems above first",
@@ -303,6 +335,8 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
+    from cargoship.lockwait import LockWait
+
     as_json = getattr(args, "json", False)
     if args.lock_timeout < 0:
         raise CargoshipError("--lock-timeout: expected a number of seconds >= 0")
@@ -321,25 +355,23 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
             print("Apply cancelled; nothing was changed.")
             return 1
 
-    # The plan that was checked and shown is the one applied: the path is not read again.
-    result = apply_plan(plan, args.plan, lock_timeout=args.lock_timeout,
-                        progress=Progress(sys.stderr if as_json else sys.stdout))
+    waiting = LockWait(args.lock_timeout)
+    started = time.monotonic()
+    try:
+        # The plan that was checked and shown is the one applied: the path is not read
+        # again.
+        result = apply_plan(plan, args.plan, lock_timeout=args.lock_timeout,
+                            progress=Progress(sys.stderr if as_json else sys.stdout),
+                            on_lock_wait=waiting)
+    finally:
+        waiting.done()
     if as_json:
         json_output.emit(json_output.apply_result(result))
         return 130 if result.interrupted else (0 if result.ok else 1)
     print()
-    for outcome in result.outcomes:
-        detail = f": {outcome.detail}" if outcome.detail else ""
-        print(printable(f"  {outcome.host}: {outcome.status}{detail}"))
-    for item in result.after_rollout:  # labels, the kubeconfig: not a host's outcome
-        what = getattr(item.item, "target", None) or "(unassessed in the plan)"
-        print(printable(f"  {item.item.host or 'local'}: {item.item.action} {what}: "
-                        f"{item.status}" + (f" ({item.detail})" if item.detail else "")))
-    for warning in result.warnings:
-        print(printable(f"  warning: {warning}"))
+    print("\n".join(apply_outcome_lines(result, time.monotonic() - started)))
     verdict = "applied" if result.ok else ("interrupted" if result.interrupted else "FAILED")
-    print(f"\nPlan {result.plan.plan_id} {verdict}; record: {result.record} "
-          f"({result.seconds:.1f}s)")
+    print(f"Plan {result.plan.plan_id} {verdict}; record: {result.record}")
     if result.interrupted:
         print(f"Hosts not reached are left as they were: run `cargoship apply {args.plan} "
               "--confirm` again to finish them (after the usual drift check).")
@@ -351,6 +383,15 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
 def _sign(args: argparse.Namespace) -> int:
     plan = codec.read(args.plan)
     signature = signing.sign(plan_digest(plan), args.key.expanduser())
+    if args.detached:
+        directory = args.sig_dir or args.plan.parent
+        _mkdir(directory)
+        path = detached.write(plan, plan_digest(plan), signature, directory)
+        print(f"Signed plan {plan.plan_id} with {signature.key} "
+              f"({signature.comment or 'no comment'}): {path}")
+        return 0
+    if args.sig_dir is not None:
+        raise CargoshipError("--sig-dir: only with --detached")
     kept = tuple(s for s in plan.signatures if s.key != signature.key)
     codec.write(dataclasses.replace(plan, signatures=(*kept, signature)), args.plan)
     print(f"Signed plan {plan.plan_id} with {signature.key} ({signature.comment or 'no comment'}"
@@ -364,8 +405,10 @@ def _require_signatures(plan: Plan, args: argparse.Namespace) -> None:
     if not args.require_signed_by.exists():
         raise CargoshipError(f"{args.require_signed_by}: no such allowed-signers file")
     digest = plan_digest(plan)
+    found = plan.signatures + tuple(detached.read(
+        plan, digest, args.signatures or args.plan.parent))
     checks = [signing.verify(digest, s, args.require_signed_by, args.revoked_keys)
-              for s in plan.signatures]
+              for s in found]
     signers = {c.principal for c in checks if c.valid}
     if len(signers) < args.min_signatures:
         details = "; ".join(f"{c.signature.key}: {c.reason}" for c in checks if not c.valid)
@@ -402,9 +445,9 @@ def _show_record(record: dict[str, Any], as_json: bool) -> int:
              f"{record.get('cargoship_version')}"]
     if record.get("signers"):
         lines.append(f"  signed by {', '.join(map(str, record['signers']))}")
-    lines += [f"  {_where(h.get('host'))}: {h.get('status')}"
+    lines += [f"  {where_of(h.get('host'))}: {h.get('status')}"
               + (f": {h.get('detail')}" if h.get("detail") else "") for h in _hosts(record)]
-    lines += [f"  {_where(c.get('host'))}: {c.get('action')} {c.get('target') or ''}: "
+    lines += [f"  {where_of(c.get('host'))}: {c.get('action')} {c.get('target') or ''}: "
               f"{c.get('status')}" for c in record.get("changes", []) if isinstance(c, dict)]
     lines += [f"  note: {note}" for note in record.get("notes", [])]
     # A record is a file anyone may have edited: its text is shown, never obeyed.
@@ -421,17 +464,9 @@ def _hosts(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [h for h in hosts if isinstance(h, dict)] if isinstance(hosts, list) else []
 
 
-def _where(host: Any) -> str:
-    if not isinstance(host, dict):
-        return "local"
-    if "address" not in host:
-        return str(host.get("name"))
-    return str(HostRef(str(host.get("name")), str(host["address"]), int(host["port"])))
-
-
 def _validate_json(path: Path) -> int:
     try:
-        config = load_config(path)
+        config = load_config(path, secrets=False, keys=False)  # offline, like validate
     except ConfigError as exc:
         json_output.emit(json_output.validate(path, None, list(exc.problems)))
         raise
@@ -439,65 +474,19 @@ def _validate_json(path: Path) -> int:
     return 0
 
 
-def _signature_lines(plan: Plan) -> list[str]:
-    if not plan.signatures:
-        return ["Signatures: none"]
-    lines = [f"Signatures ({len(plan.signatures)}):"]
+def _signature_lines(plan: Plan, path: Path) -> list[str]:
     digest = plan_digest(plan)
-    for signature in plan.signatures:
+    # Detached signatures beside the plan count as much as embedded ones: show them too.
+    found = plan.signatures + tuple(detached.read(plan, digest, path.parent))
+    if not found:
+        return ["Signatures: none"]
+    lines = [f"Signatures ({len(found)}):"]
+    for signature in found:
         check = signing.check_signature(digest, signature)
         verdict = "valid" if check.valid else f"INVALID: {check.reason}"
         lines.append(f"  {signature.key} ({signature.comment or 'no comment'}), signed "
                      f"{signature.signed_at}: {verdict}")
     return lines
-
-
-def _history(config: ClusterConfig, as_json: bool = False) -> int:
-    options = ConnectOptions(connect_timeout=config.options.connect_timeout)
-    ctx = PlanContext.create(config, options)
-    try:
-        Connect().run(ctx)
-        entries = history.collect(ctx)
-    finally:
-        close_all(ctx)
-    now = build_plan(dry_run(PlanContext.create(config, options), engine_config_sync()))
-    if as_json:
-        problems = [str(n) for n in now.problems] + [
-            f"{ctx.label(p) or ''}: {p.text}" for p in ctx.problems]
-        json_output.emit(json_output.history(config, entries,
-                                             None if now.problems else len(now.changes),
-                                             problems))
-        return 0
-    lines: list[str] = []
-    if ctx.problems or now.problems:
-        lines += [f"  x {ctx.label(problem) or ''}: {problem.text}" for problem in ctx.problems]
-        lines.append("  (some hosts could not be read)")
-    if not entries:
-        lines.append("No apply records on these hosts.")
-    for entry in entries:
-        signed = f", signed by {', '.join(entry.signers)}" if entry.signers else ""
-        lines.append(f"plan {entry.plan_id}  {entry.state}  applied {entry.applied_at} by "
-                     f"{entry.applied_by}{signed}")
-        lines += [f"    {host}: {status}" for host, status in sorted(entry.outcomes.items(),
-                                                                     key=lambda i: i[0].key)]
-        lines += [f"    {_where(c.get('host'))}: {c.get('action')} {c.get('target') or ''}: "
-                  f"{c.get('status')}" for c in entry.changes]
-    match = "match the desired config" if not now.changes and not now.problems else \
-        f"differ from the desired config ({len(now.changes)} change(s) pending)"
-    lines.append(f"\nThe hosts {match} now.")
-    # Records come from the hosts: their text is shown, never obeyed by a terminal.
-    print(printable("\n".join(lines)))
-    return 0
-
-
-def _force_unlock(config: ClusterConfig, lock_id: str) -> int:
-    from executor.unlock import force_unlock_all
-
-    removed = force_unlock_all(config, lock_id)
-    if not removed:
-        raise CargoshipError(f"no host holds lock {lock_id}; nothing was removed")
-    print(f"Removed lock {lock_id} from {len(removed)} host(s): {', '.join(removed)}")
-    return 0
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -510,7 +499,7 @@ def _show(args: argparse.Namespace) -> int:
         sys.stdout.write(codec.dumps(plan))
     elif args.markdown and args.split_dir:
         text = render_markdown(plan, _view(args)) + "\n" + "\n".join(
-            _signature_lines(plan)) + "\n"
+            _signature_lines(plan, args.plan)) + "\n"
         _mkdir(args.split_dir)
         for number, part in enumerate(split_markdown(text), 1):
             atomic_write(args.split_dir / f"plan-{number}.md", part.encode())
@@ -521,7 +510,7 @@ def _show(args: argparse.Namespace) -> int:
     else:
         _print_plan(args, plan)
     if not args.json:
-        lines = _signature_lines(plan)
+        lines = _signature_lines(plan, args.plan)
         if args.markdown:
             lines = [f"- {line.strip()}" if line.startswith("  ") else line for line in lines]
         sys.stdout.write("\n" + "\n".join(lines) + "\n")

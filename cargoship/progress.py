@@ -19,18 +19,26 @@ class Progress:
         self._hosts: dict[str, tuple[str, float]] = {}  # host -> (step, since)
         self._drawn = 0
         self._lock = threading.Lock()
+        self._gone = False
 
     def __call__(self, host: str, what: str) -> None:
         # Steps quote hosts' errors: control characters there must not steer the terminal.
         host, what = printable(host), printable(what)
         now = time.monotonic()
         with self._lock:
-            if not self._live:
-                self._out.write(f"{now - self._started:7.1f}s  [{host}] {what}\n")
-            else:
-                self._hosts[host] = (what, self._hosts.get(host, (what, now))[1])
-                self._redraw(now)
-            self._out.flush()
+            if self._gone:
+                return
+            try:
+                if not self._live:
+                    self._out.write(f"{now - self._started:7.1f}s  [{host}] {what}\n")
+                else:
+                    self._hosts[host] = (what, self._hosts.get(host, (what, now))[1])
+                    self._redraw(now)
+                self._out.flush()
+            except BrokenPipeError:
+                # `apply ... | head`: the reader left. An apply must not stop half-way for
+                # that; it goes on without progress lines (the record says what happened).
+                self._gone = True
 
     def _redraw(self, now: float) -> None:
         # Move up over the block drawn last time and draw it again, one line per host.

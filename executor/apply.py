@@ -42,7 +42,8 @@ from .actions.registry import HANDLERS, check_handled
 from .cleanup import remove_temps
 from .connect import connect_all, pinned_keys
 from .drift import ChangeKey, HostKey, change_key, differences
-from .lock import LockSet, new_lock_info
+from .errors import ApplyInterrupted
+from .lock import LockHeld, LockSet, new_lock_info
 from .remote import HostWriter
 from .rollout import HostOutcome
 
@@ -100,8 +101,8 @@ def check_plan(plan: Plan) -> None:
 
 
 def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
-          progress: Callable[[str, str], None],
-          accept_new_host_keys: bool = False) -> ApplyResult:
+          progress: Callable[[str, str], None], accept_new_host_keys: bool = False,
+          on_lock_wait: Callable[[LockHeld, float], None] | None = None) -> ApplyResult:
     """Apply `plan`, the one the caller read (once) and checked; `plan_file` only says where
     the local record goes. Nothing here reads the plan file again."""
     started = time.monotonic()
@@ -110,20 +111,39 @@ def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
     config = from_desired(plan.desired, salt, str(plan_file))
     options = ConnectOptions(connect_timeout=config.options.connect_timeout,
                              accept_new_host_keys=accept_new_host_keys)
+    changing = threading.Event()  # set once the rollout may change a host
+    try:
+        return _connect_lock_apply(plan, plan_file, config, options, salt, lock_timeout,
+                                   progress, on_lock_wait, started, changing)
+    except KeyboardInterrupt:
+        if changing.is_set():
+            raise
+        # Connect, lock and drift check only read (the lock is ours, and released on the
+        # way out by LockSet): say so, so nobody goes looking for damage.
+        raise ApplyInterrupted("interrupted before anything was changed: nothing was "
+                               "changed on any host, and the locks taken were released") \
+            from None
+
+
+def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: ConnectOptions,
+                        salt: bytes, lock_timeout: float,
+                        progress: Callable[[str, str], None],
+                        on_lock_wait: Callable[[LockHeld, float], None] | None,
+                        started: float, changing: threading.Event) -> ApplyResult:
     connected = connect_all(config, options, pinned_keys(plan))
     failures = [str(c) for c in connected if isinstance(c, Exception)]
     writers = [c for c in connected if isinstance(c, HostWriter)]
     try:
         if failures:
             raise ApplyRefused("cannot reach every host of the plan: " + "; ".join(failures))
-        lock = LockSet(writers, new_lock_info(plan.plan_id), wait_timeout=lock_timeout)
+        lock = LockSet(writers, new_lock_info(plan.plan_id), wait_timeout=lock_timeout,
+                       config_file=str(plan_file), on_wait=on_lock_wait)
         with lock:  # acquires every host's lock; releases them on any exit
             for note in lock.notes:
                 progress("lock", note)
             progress("lock", f"locked {len(writers)} host(s)")
-            result = _apply_locked(plan, plan_file, config, options, salt, writers, progress,
-                                   lock.lost, started)
-            return result
+            return _apply_locked(plan, plan_file, config, options, salt, writers, progress,
+                                 lock.lost, started, changing)
     finally:
         for writer in writers:
             writer.close()
@@ -132,7 +152,8 @@ def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
 def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOptions,
                   salt: bytes, writers: list[HostWriter],
                   progress: Callable[[str, str], None],
-                  locks_lost: Callable[[], set[str]], started: float) -> ApplyResult:
+                  locks_lost: Callable[[], set[str]], started: float,
+                  changing: threading.Event) -> ApplyResult:
     ctx = PlanContext.create(config, options)
     keyed = {h.ref.key: w for h, w in zip(ctx.hosts, writers, strict=True)}
     earlier = _earlier_runs(plan, keyed)
@@ -157,6 +178,7 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
                           "were finished by the interrupted run")
     # Ctrl-C from here on finishes what is in progress and records an interrupted apply.
     previous = signal.signal(signal.SIGINT, _interrupt(env.stop, progress))
+    changing.set()
     try:
         outcomes, result.items = run_hosts_stage(env, staged, jobs)
         result.interrupted = env.stop.is_set()

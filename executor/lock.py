@@ -23,7 +23,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -31,6 +31,7 @@ from types import TracebackType
 from planner.errors import CargoshipError, CommandError
 from planner.facts.lock import LOCK, LOCK_PATH, STALE_AFTER, TOUCH_EVERY, LockState
 from planner.hosts.batch import Output, quote
+from planner.phases.lock import unlock_command
 
 from .remote import HostWriter
 
@@ -82,13 +83,14 @@ def _local_user() -> str:
 class LockHeld(CargoshipError):
     """Another run holds the lock of `host` and touched it recently."""
 
-    def __init__(self, host: str, state: LockState) -> None:
+    def __init__(self, host: str, state: LockState, config_file: str = "cluster.yaml") -> None:
         self.host = host
         self.state = state
         holder = state.holder or {}
         self.lock_id: str | None = holder.get("id")
-        super().__init__(f"{host}: locked by {state.describe()}; wait for that run to end, "
-                         f"or if it crashed: cargoship force-unlock {self.lock_id or '<id>'}")
+        hint = unlock_command(config_file, self.lock_id or "LOCK_ID")
+        super().__init__(f"{host}: locked by {state.describe()}; wait for that run to end "
+                         f"(--lock-timeout SECONDS), or if it crashed: {hint}")
 
 
 def check_lock_id(lock_id: str) -> str:
@@ -155,7 +157,8 @@ def parse_acquire(out: str) -> tuple[str, LockState | None]:
     raise ValueError(f"unexpected lock script output {out[:80]!r}")
 
 
-def acquire(host: HostWriter, info: LockInfo, stale_after: float = STALE_AFTER) -> str | None:
+def acquire(host: HostWriter, info: LockInfo, stale_after: float = STALE_AFTER,
+            config_file: str = "cluster.yaml") -> str | None:
     """Create the lock, or take over one untouched for more than `stale_after` seconds.
 
     Returns the id of the stale lock taken over (None if there was none, or if the lock
@@ -166,11 +169,11 @@ def acquire(host: HostWriter, info: LockInfo, stale_after: float = STALE_AFTER) 
     verdict, state = _parse_result(host.label, result.stdout)
     if verdict == "held":
         assert state is not None
-        raise LockHeld(host.label, state)
+        raise LockHeld(host.label, state, config_file)
     if verdict == "stale":
         assert state is not None
         old = (state.holder or {}).get("id")
-        log.warning("%s: took over stale lock %s", host.label, state.describe())
+        log.debug("%s: took over stale lock %s", host.label, state.describe())
         return str(old) if old else "unknown"
     log.debug("%s: lock %s %s", host.label, info.id,
               "already ours" if verdict == "ours" else "created")
@@ -227,7 +230,13 @@ class LockSet:
 
     def __init__(self, hosts: Sequence[HostWriter], info: LockInfo, *,
                  wait_timeout: float = 0.0, touch_every: float = TOUCH_EVERY,
-                 poll: float = 1.0, touch_deadline: float | None = None) -> None:
+                 poll: float = 1.0, touch_deadline: float | None = None,
+                 config_file: str = "cluster.yaml",
+                 on_wait: Callable[[LockHeld, float], None] | None = None) -> None:
+        """`config_file`: what the force-unlock hint names; `on_wait(held, seconds_left)`
+        is called at every poll while waiting for another run's lock."""
+        self._config_file = config_file
+        self._on_wait = on_wait
         self._hosts = sorted(hosts, key=lambda h: h.label)
         self.info = info
         self._wait_timeout = wait_timeout
@@ -245,13 +254,13 @@ class LockSet:
 
     def acquire_all(self) -> list[str]:
         deadline = time.monotonic() + self._wait_timeout
-        notes: list[str] = []
+        taken_over: dict[str, list[str]] = {}
         try:
             for host in self._hosts:
                 old = self._acquire_one(host, deadline)
                 self._held.append(host)
                 if old is not None:
-                    notes.append(f"took over stale lock {old} on host {host.label}")
+                    taken_over.setdefault(old, []).append(host.label)
         except BaseException:
             # Including KeyboardInterrupt: never leave a partial set of locks behind.
             self.release_all()
@@ -260,18 +269,22 @@ class LockSet:
         self._toucher = threading.Thread(target=self._touch_loop, name="cargoship-lock-toucher",
                                          daemon=True)
         self._toucher.start()
-        self.notes = notes
-        return notes
+        # One note per stale lock (a crashed run locked every host with one id), not per host.
+        self.notes = [f"took over stale lock {old} on {len(labels)} host(s): "
+                      f"{', '.join(labels)}" for old, labels in taken_over.items()]
+        return self.notes
 
     def _acquire_one(self, host: HostWriter, deadline: float) -> str | None:
         while True:
             try:
-                return acquire(host, self.info)
+                return acquire(host, self.info, config_file=self._config_file)
             except LockHeld as held:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise
-                log.info("%s; waiting up to %.0fs more", held, remaining)
+                log.debug("%s; waiting up to %.0fs more", held, remaining)
+                if self._on_wait is not None:
+                    self._on_wait(held, remaining)
                 time.sleep(min(self._poll, remaining))
 
     def lost(self) -> set[str]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .context import HostState, PlanContext
 from .phases.base import DryRun, Phase, Resource
+from .phases.connect import Connect
 from .phases.disconnect import close_all
 
 log = logging.getLogger("cargoship.planner")
@@ -20,7 +21,7 @@ class PhaseRecord:
     title: str
     dry_run: DryRun
     # "ran", "ran its dry-run path"; reported phases: "planned", "no changes",
-    # "unassessed" or "reported" (a phase with no assessment)
+    # "unassessed" or "reported" (a phase with no assessment); "skipped": no host connected
     outcome: str
     seconds: float
 
@@ -46,7 +47,12 @@ def dry_run(ctx: PlanContext, phases: Sequence[Phase]) -> DryRunReport:
         for number, phase in enumerate(phases, 1):
             phase_started = time.monotonic()
             phase.prepare(ctx)
-            if phase.dry_run is DryRun.RUNS_READ_ONLY:
+            connected = any(r.title == Connect.title for r in records)
+            if connected and ctx.hosts and not ctx.active_hosts() and \
+                    phase.dry_run is not DryRun.RUNS_OWN_DRY_RUN_PATH:
+                # Nothing was read: "no changes" would be a claim about hosts never seen.
+                outcome = "skipped"
+            elif phase.dry_run is DryRun.RUNS_READ_ONLY:
                 phase.run(ctx)
                 outcome = "ran"
             elif phase.dry_run is DryRun.RUNS_OWN_DRY_RUN_PATH:

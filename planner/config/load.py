@@ -20,22 +20,26 @@ import schemas
 from ..errors import ConfigError, Problem
 from .model import Bastion, ClusterConfig, Engine, HostConfig, Options, SshConfig
 from .schema_errors import describe_errors
-from .secrets import SecretError, resolve
+from .secrets import SecretError, resolve, unresolved
 from .yamlio import Path_, YamlDoc, YamlSyntaxError, format_path, load_yaml
 
 _MAX_CONFIG_BYTES = 4 << 20
 _SECRET_FIELDS = ("username", "password", "auth", "identity_token")
 
 
-def load_config(path: Path) -> ClusterConfig:
+def load_config(path: Path, *, secrets: bool = True, keys: bool = True) -> ClusterConfig:
+    """`secrets=False`: leave every secret unresolved (an Unresolved placeholder that can
+    never be written anywhere): commands that send no config to a host need no environment
+    variable or secret file. `keys=False`: do not look at the SSH key files either (offline
+    commands)."""
     raw = _read(path)
     doc = _parse(path, raw)
     problems = _schema_problems(path, doc)
     if problems:
         # Later checks assume the schema's shape, so they wait for a schema-valid file.
         raise ConfigError(sorted(problems, key=_problem_order))
-    problems = _semantic_problems(path, doc)
-    config, secret_problems = _build(path, doc, hashlib.sha256(raw).hexdigest())
+    problems = _semantic_problems(path, doc, keys)
+    config, secret_problems = _build(path, doc, hashlib.sha256(raw).hexdigest(), secrets)
     problems += secret_problems
     if problems:
         raise ConfigError(sorted(problems, key=_problem_order))
@@ -92,7 +96,7 @@ def _schema_problems(path: Path, doc: YamlDoc) -> list[Problem]:
     return problems
 
 
-def _semantic_problems(path: Path, doc: YamlDoc) -> list[Problem]:
+def _semantic_problems(path: Path, doc: YamlDoc, keys: bool = True) -> list[Problem]:
     """Checks a schema can't express: uniqueness, references, consistency."""
     spec: dict[str, Any] = doc.data["spec"]
     hosts: list[dict[str, Any]] = spec["hosts"]
@@ -132,7 +136,7 @@ def _semantic_problems(path: Path, doc: YamlDoc) -> list[Problem]:
             add(("spec", "hosts", index, "profile"),
                 f"profile {profile!r} is not defined in spec.profiles (defined: {defined})")
         key_path = _dig(host, ("ssh", "keyPath"))
-        if key_path is not None and not _readable(path, key_path):
+        if keys and key_path is not None and not _readable(path, key_path):
             add(("spec", "hosts", index, "ssh", "keyPath"), f"key file {key_path} is not readable")
     return problems
 
@@ -154,11 +158,13 @@ def _readable(config_path: Path, value: str) -> bool:
     return os.access(_local_path(config_path, value), os.R_OK)
 
 
-def _build(path: Path, doc: YamlDoc, digest: str) -> tuple[ClusterConfig, list[Problem]]:
+def _build(path: Path, doc: YamlDoc, digest: str,
+           secrets: bool = True) -> tuple[ClusterConfig, list[Problem]]:
     spec: dict[str, Any] = doc.data["spec"]
     profiles: dict[str, dict[str, Any]] = spec.get("profiles", {})
     hosts = tuple(_host(path, i, h, profiles) for i, h in enumerate(spec["hosts"]))
-    engine_config, problems = _resolve_secrets(path, doc, spec.get("engineConfig", {}))
+    engine_config, problems = _resolve_secrets(path, doc, spec.get("engineConfig", {}),
+                                               secrets)
     config = ClusterConfig(
         path=path,
         name=doc.data["metadata"]["name"],
@@ -234,7 +240,7 @@ def _secret_paths(engine_config: dict[str, Any]) -> Iterator[tuple[str, ...]]:
 
 
 def _resolve_secrets(
-    path: Path, doc: YamlDoc, engine_config: dict[str, Any]
+    path: Path, doc: YamlDoc, engine_config: dict[str, Any], secrets: bool = True
 ) -> tuple[dict[str, Any], list[Problem]]:
     """Copy engineConfig with each secret replaced by a masked Secret."""
     resolved: dict[str, Any] = _deep_copy(engine_config)
@@ -244,6 +250,9 @@ def _resolve_secrets(
         for key in keys[:-1]:
             parent = parent[key]
         at: Path_ = ("spec", "engineConfig", *keys)
+        if not secrets:
+            parent[keys[-1]] = unresolved(parent[keys[-1]], path.parent)
+            continue
         try:
             parent[keys[-1]] = resolve(parent[keys[-1]], path.parent)
         except SecretError as exc:

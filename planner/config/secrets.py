@@ -41,6 +41,30 @@ class SecretError(ValueError):
     pass
 
 
+@dataclass(frozen=True)
+class Unresolved:
+    """A secret a command did not need and so did not read (validate, force-unlock):
+    it says where the value would come from and refuses to give one."""
+
+    source: str  # "inline", "env:NAME" or "file:PATH"
+
+    def reveal(self) -> str:
+        raise SecretError(f"secret from {self.source} was not read by this command")
+
+    def __str__(self) -> str:
+        return MASK
+
+
+def unresolved(value: object, base_dir: Path) -> Unresolved:
+    """Where a schema-valid secret comes from, without reading it."""
+    if isinstance(value, dict) and "fromEnv" in value:
+        return Unresolved(f"env:{value['fromEnv']}")
+    if isinstance(value, dict) and "fromFile" in value:
+        path = Path(os.path.expanduser(str(value["fromFile"])))
+        return Unresolved(f"file:{path if path.is_absolute() else base_dir / path}")
+    return Unresolved("inline")
+
+
 def resolve(value: object, base_dir: Path) -> Secret:
     """Resolve a schema-valid secret; a SecretError names the source, never the value."""
     if isinstance(value, str):

@@ -10,6 +10,7 @@ keys of hosts never seen before; a key that *changed* is refused either way.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import logging
 import os
@@ -230,21 +231,73 @@ def open_session(label: str, ssh: SshConfig, options: ConnectOptions,
                    "entry (ssh-keygen -R) and verify the new key") from None
     except paramiko.AuthenticationException:
         conn.close()
-        raise ConnectError(label, f"authentication failed for {conn.user}@{ssh.endpoint}") \
+        raise ConnectError(label, auth_failure(f"{conn.user}@{ssh.endpoint}", ssh.key_path)) \
             from None
-    except TimeoutError:
-        conn.close()
-        raise ConnectError(label, f"cannot connect to {ssh.endpoint}: timed out after "
-                                  f"{options.connect_timeout:g}s") from None
     except (paramiko.SSHException, OSError, EOFError) as exc:
         conn.close()
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConnectError(label, f"cannot connect to {ssh.endpoint}: "
-                                  f"{reason or type(exc).__name__}") from None
+                                  f"{connect_failure(exc, options.connect_timeout)}") from None
     transport = conn.client.get_transport()
     assert transport is not None
     _set_nodelay(transport)
     return SshSession(label, conn, transport.get_remote_server_key())
+
+
+def connect_failure(exc: BaseException, timeout: float) -> str:
+    """Why a TCP/SSH connection failed, in words that tell the usual causes apart."""
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError) and exc.errors:
+        # paramiko's wrapper when every address failed: the first address's reason.
+        exc = next(iter(exc.errors.values()))
+    if isinstance(exc, (TimeoutError, socket.timeout)):
+        return (f"timed out after {timeout:g}s (host down, or a firewall dropping port "
+                "22's packets; options.ssh.connectTimeoutSeconds)")
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (the host is up but nothing listens on that port: sshd down?)"
+    if isinstance(exc, OSError) and exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        return "no route to host (wrong address, host down, or a network in between)"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def auth_failure(who: str, key_path: Path | None) -> str:
+    """Which credentials were tried, and why an encrypted key could not be one of them."""
+    agent = os.environ.get("SSH_AUTH_SOCK")
+    if key_path is None:
+        return (f"authentication failed for {who} with the ssh-agent's keys and ~/.ssh/id_* "
+                "(set ssh.keyPath to name the key)")
+    key = key_path.expanduser()
+    if _encrypted(key):
+        where = "no ssh-agent is running (SSH_AUTH_SOCK is not set)" if not agent else \
+            "the ssh-agent does not hold it"
+        return (f"authentication failed for {who}: key {key} is passphrase-protected and "
+                f"{where}; add it with ssh-add {key}")
+    return (f"authentication failed for {who}: the host accepted neither key {key}"
+            + (" nor the ssh-agent's keys" if agent else "") + " (is its .pub in the user's "
+            "authorized_keys?)")
+
+
+def _encrypted(key: Path) -> bool:
+    """Whether a private key file needs a passphrase (PEM or OpenSSH format), read from its
+    header: paramiko's own errors for this differ by key type and version."""
+    try:
+        text = key.read_text(errors="replace")[:65536]
+    except OSError:
+        return False
+    if "ENCRYPTED" in text.split("\n\n", 1)[0]:
+        return True
+    if "BEGIN OPENSSH PRIVATE KEY" not in text:
+        return False
+    body = "".join(line for line in text.splitlines() if line and "-----" not in line)
+    try:
+        raw = base64.b64decode(body)
+    except ValueError:
+        return False
+    magic = b"openssh-key-v1\0"
+    if not raw.startswith(magic) or len(raw) < len(magic) + 4:
+        return False
+    size = int.from_bytes(raw[len(magic):len(magic) + 4], "big")
+    return raw[len(magic) + 4:len(magic) + 4 + size] != b"none"
 
 
 def _pin(client: paramiko.SSHClient, name: str, pinned: str) -> bool:

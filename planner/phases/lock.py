@@ -8,11 +8,12 @@ live run of someone else holds it (the plan can then already be out of date).
 from __future__ import annotations
 
 import getpass
+import shlex
 import socket
 from collections.abc import Sequence
 
 from ..context import HostState, PlanContext
-from ..facts.lock import LOCK, LOCK_PATH
+from ..facts.lock import LOCK, LOCK_PATH, LockState
 from .base import Phase, Resource
 
 
@@ -28,17 +29,31 @@ class AcquireLock(Phase):
 
     def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
         writes: set[Resource] = set()
+        live: dict[str, tuple[LockState, list[HostState]]] = {}
         # The lock file is world-readable by design: reading it needs no sudo, which
         # Validate hosts has not checked yet at this point.
         for host, (state,) in ctx.gather(self.title, lambda _: [LOCK], hosts=hosts):
             writes.add((host.config.index, "lock"))
             if state.live:
-                ctx.warn(self.title, host, f"{LOCK_PATH} is held by another run: "
-                                           f"{state.describe()}; an apply now would wait or "
-                                           "fail, and that run may be changing this host")
+                # One run locks every host with one id: one warning per lock, not per host.
+                key = str((state.holder or {}).get("id", "?"))
+                live.setdefault(key, (state, []))[1].append(host)
             elif state.holder is not None:
                 ctx.found(self.title, host, f"stale lock would be taken over: "
                                             f"{state.describe()}")
+        for lock_id, (state, held) in live.items():
+            where = held[0] if len(held) == 1 else None
+            names = ", ".join(h.label for h in held)
+            ctx.warn(self.title, where,
+                     f"{LOCK_PATH} is held by another run on {len(held)} host(s) ({names}): "
+                     f"{state.describe()}; an apply now would wait or fail, and that run may "
+                     f"be changing these hosts. If it crashed: "
+                     f"{unlock_command(str(ctx.config.path), lock_id)}")
         if writes:
             ctx.found(self.title, None, f"would lock {len(writes)} host(s) as {whoami()}")
         return writes
+
+
+def unlock_command(config_file: str, lock_id: str) -> str:
+    """The force-unlock command for a lock, as a user can paste it."""
+    return f"cargoship force-unlock -c {shlex.quote(config_file)} {shlex.quote(lock_id)}"

@@ -69,6 +69,8 @@ def _notice(names: dict[int, HostRef], finding: Finding) -> Notice:
 
 
 def _outcome(dry_run: DryRun, outcome: str) -> Outcome:
+    if outcome == "skipped":
+        return "skipped"
     if dry_run is not DryRun.REPORTED:
         return "ran"
     known: dict[str, Outcome] = {"planned": "planned", "no changes": "no changes",

@@ -47,14 +47,14 @@ def inline_secrets(config: ClusterConfig) -> list[str]:
     return found
 
 
-def from_desired(desired: dict[str, Any], salt: bytes, source: str, *,
-                 resolve_secrets: bool = True) -> ClusterConfig:
-    """The config a plan was made from, secrets resolved again and checked unchanged; or
-    (`resolve_secrets=False`) each secret a stand-in fit only to be shown masked."""
+def from_desired(desired: dict[str, Any], salt: bytes, source: str,
+                 secrets: bool = True) -> ClusterConfig:
+    """The config a plan was made from, secrets resolved again and checked unchanged
+    (`secrets=False`: left as digests, for commands that only connect, like force-unlock)."""
     hosts = tuple(_host(h) for h in desired["hosts"])
     options = desired["options"]
-    engine_config = _resolve_secrets(desired["engineConfig"], salt) if resolve_secrets \
-        else stand_in_secrets(desired["engineConfig"])
+    engine_config = _resolve_secrets(desired["engineConfig"], salt) if secrets else \
+        copy.deepcopy(desired["engineConfig"])
     return ClusterConfig(
         path=Path(source),
         name=desired["cluster"],

@@ -12,7 +12,7 @@ from typing import Any, Literal
 # major.minor: a reader refuses any other major. 2.0: typed actions, hosts as objects.
 FORMAT_VERSION = "2.0"
 
-Outcome = Literal["ran", "no changes", "planned", "reported", "unassessed"]
+Outcome = Literal["ran", "no changes", "planned", "reported", "unassessed", "skipped"]
 
 
 @dataclass(frozen=True, order=True)

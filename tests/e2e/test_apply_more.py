@@ -119,7 +119,10 @@ def test_force_unlock_removes_only_the_named_lock(lab_factory) -> None:
     assert wrong.returncode == 1 and "no host holds lock beef0002" in wrong.stderr
     bad = cargoship("force-unlock", "-c", lab.dir / "cluster.yaml", "x; rm -rf /")
     assert bad.returncode == 1 and "is not a lock id" in bad.stderr
-    done = cargoship("force-unlock", "-c", lab.dir / "cluster.yaml", "dead0001")
+    unasked = cargoship("force-unlock", "-c", lab.dir / "cluster.yaml", "dead0001")
+    assert unasked.returncode == 1 and "without --confirm" in unasked.stderr
+    assert lab.exec("wrk-1", "test -e /run/cargoship/lock", check=False).returncode == 0
+    done = cargoship("force-unlock", "-c", lab.dir / "cluster.yaml", "dead0001", "--confirm")
     assert done.returncode == 0 and "from 2 host(s)" in done.stdout
     for host in ("ctl-1", "wrk-1"):
         assert lab.exec(host, "test -e /run/cargoship/lock", check=False).returncode == 1

@@ -4,7 +4,6 @@ touch, release, force-unlock, and locking many hosts at once."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import time
@@ -240,21 +239,22 @@ def test_lockset_releases_what_it_took_when_one_host_is_held(
     assert lock_id(lab, "wrk-1") == other.id
 
 
-def test_lockset_waits_for_the_holder(lab: Lab, connect: Callable[[str], HostWriter],
-                                      caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="cargoship.executor")
+def test_lockset_waits_for_the_holder(lab: Lab, connect: Callable[[str], HostWriter]) -> None:
     other = new_lock_info("other")
     other_host = connect("ctl-2")
     acquire(other_host, other)
     mine = new_lock_info("mine")
-    locks = LockSet([connect("ctl-1"), connect("ctl-2")], mine, wait_timeout=30, poll=0.1)
+    waits: list[tuple[str | None, float]] = []
+    locks = LockSet([connect("ctl-1"), connect("ctl-2")], mine, wait_timeout=30, poll=0.1,
+                    on_wait=lambda held, left: waits.append((held.lock_id, left)))
     outcome: list[object] = []
     waiter = threading.Thread(target=lambda: outcome.append(locks.acquire_all()))
     waiter.start()
     try:
         # ctl-1 comes first; release the holder only once the set was refused on ctl-2
         # at least twice (so it really retried) and is still waiting.
-        poll(lambda: sum("waiting up to" in r.getMessage() for r in caplog.records) >= 2)
+        poll(lambda: len(waits) >= 2)
+        assert waits[0][0] == other.id and waits[-1][1] < waits[0][1] <= 30
         assert waiter.is_alive() and lock_id(lab, "ctl-1") == mine.id
         assert release(other_host, other)
         waiter.join(30)
@@ -300,15 +300,19 @@ def test_lockset_toucher_keeps_locks_fresh_and_notices_takeover(
 def test_lockset_reports_takeover_and_releases_on_interrupt(
         lab: Lab, connect: Callable[[str], HostWriter]) -> None:
     crashed = new_lock_info(None)
-    acquire(connect("ctl-2"), crashed)
-    age_lock(lab, "ctl-2", "-2 min")
+    for name in ("ctl-2", "wrk-1"):
+        acquire(connect(name), crashed)
+        age_lock(lab, name, "-2 min")
     mine = new_lock_info(None)
     with pytest.raises(KeyboardInterrupt):
-        with LockSet([connect("ctl-1"), connect("ctl-2")], mine) as locks:
-            assert locks.notes == [f"took over stale lock {crashed.id} on host ctl-2"]
+        with LockSet([connect("ctl-1"), connect("ctl-2"), connect("wrk-1")], mine) as locks:
+            # One note for the one crashed run, naming its hosts.
+            assert locks.notes == [f"took over stale lock {crashed.id} on 2 host(s): "
+                                   "ctl-2, wrk-1"]
             assert lock_id(lab, "ctl-1") == mine.id and lock_id(lab, "ctl-2") == mine.id
             raise KeyboardInterrupt
-    assert lock_content(lab, "ctl-1") is None and lock_content(lab, "ctl-2") is None
+    for name in ("ctl-1", "ctl-2", "wrk-1"):
+        assert lock_content(lab, name) is None
 
 
 def test_non_root_user_with_sudo(lab: Lab, connect: Callable[[str], HostWriter]) -> None:
@@ -326,20 +330,21 @@ def test_non_root_user_with_sudo(lab: Lab, connect: Callable[[str], HostWriter])
 
 
 
-def test_lockset_locks_in_label_order(lab: Lab, connect: Callable[[str], HostWriter],
-                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_lockset_locks_in_label_order(lab: Lab, connect: Callable[[str], HostWriter]) -> None:
     # A run waiting for ctl-1 must not sit on ctl-2 meanwhile, whatever order it was given
     # its hosts in: that is what keeps two runs from deadlocking each other.
-    caplog.set_level(logging.INFO, logger="cargoship.executor")
     other_host = connect("ctl-1")
     other = new_lock_info("other")
     acquire(other_host, other)
     mine = new_lock_info("mine")
-    locks = LockSet([connect("ctl-2"), connect("ctl-1")], mine, wait_timeout=30, poll=0.1)
+    waits: list[tuple[str | None, float]] = []
+    locks = LockSet([connect("ctl-2"), connect("ctl-1")], mine, wait_timeout=30, poll=0.1,
+                    on_wait=lambda held, left: waits.append((held.lock_id, left)))
     waiter = threading.Thread(target=locks.acquire_all)
     waiter.start()
     try:
-        poll(lambda: sum("waiting up to" in r.getMessage() for r in caplog.records) >= 2)
+        poll(lambda: len(waits) >= 2)
+        assert waits[0][0] == other.id and waits[-1][1] < waits[0][1] <= 30
         assert lock_content(lab, "ctl-2") is None
         assert release(other_host, other)
         waiter.join(30)

@@ -220,10 +220,15 @@ class Lab:
                     os.kill(host.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-        for host in self.hosts:
-            if host.pid:
-                _wait(f"{host.name} to stop", lambda h=host: not _alive(h.pid), timeout=10)
-        network.destroy(self.index, [h.netns for h in self.hosts])
+        try:
+            for host in self.hosts:
+                if host.pid:
+                    _wait(f"{host.name} to stop", lambda h=host: not _alive(h.pid), timeout=10)
+        finally:
+            # Even when a host was slow to stop: its network (and whatever still runs in
+            # it) goes, or the lab would outlive the run that made it.
+            network.destroy(self.index, [h.netns for h in self.hosts], self.tag,
+                            [h.index for h in self.hosts])
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.dir / "hosts")], check=False)
         (self.dir / "lab.json").unlink(missing_ok=True)
         network.release_index(self.index)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import secrets
 import subprocess
+import time
 from pathlib import Path
 
 REGISTRY = Path("/run/cargoship-lab")
@@ -108,9 +109,31 @@ def create_hosts(index: int, tag: str, hosts: list[tuple[str, str, int]]) -> Non
             f"route add default via {gateway(index)}\n"))
 
 
-def destroy(index: int, netns_names: list[str]) -> None:
+def destroy(index: int, netns_names: list[str], tag: str | None = None,
+            positions: list[int] | None = None) -> None:
+    """Remove a lab's network, and return only once its links are gone.
+
+    `ip netns del` only drops the namespace's name: the kernel tears the namespace (and the
+    veth pairs inside) down later, asynchronously, once its last process has exited. So
+    `down` used to return while the hosts' veth ends were still listed in the root
+    namespace. Deleting the root-side veth end removes both ends at once, synchronously;
+    then wait until no link of the lab is listed.
+    """
+    if tag is not None:
+        for position in positions or []:
+            run("ip", "link", "del", f"c{tag}h{position}", check=False)
     existing = set(run("ip", "netns", "list").split())
     for name in netns_names:
         if name in existing:
+            # Anything still running in the namespace (a stray `ip netns exec`, an sshd
+            # child not yet reaped) would keep it, and the lab, alive after `down`.
+            for pid in run("ip", "netns", "pids", name, check=False).split():
+                run("kill", "-9", pid, check=False)
             run("ip", "netns", "del", name, check=False)
     run("ip", "link", "del", bridge_name(index), check=False)
+    prefixes = [f" {bridge_name(index)}:"] + ([f" c{tag}h"] if tag is not None else [])
+    deadline = time.monotonic() + 10
+    while any(p in run("ip", "-o", "link", "show") for p in prefixes):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"lab {index}: links still listed 10 s after removing them")
+        time.sleep(0.05)

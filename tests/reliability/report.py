@@ -15,6 +15,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from tests.lab.lab import down_all
 from tests.reliability.conftest import OUT_ENV
 
 
@@ -43,9 +44,16 @@ def main(argv: list[str]) -> int:
         out = Path(tmp) / "results.jsonl"
         out.touch()
         env = {**os.environ, OUT_ENV: str(out)}
-        code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                "--basetemp", str(Path(tmp) / "pytest"),
-                                "tests/reliability", *argv], env=env)
+        try:
+            code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p",
+                                    "no:cacheprovider", "--basetemp", str(Path(tmp) / "pytest"),
+                                    "tests/reliability", *argv], env=env)
+        finally:
+            # Every lab of the run lives under tmp: none outlives the report, whatever
+            # happened to the tests' own teardown (or to pytest).
+            left = down_all(under=Path(tmp))
+            if left:
+                print(f"removed {left} lab(s) the tests left running", file=sys.stderr)
         lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
     if not lines:
         print("no reliability results were recorded", file=sys.stderr)

@@ -92,7 +92,7 @@ def test_lock_held_message_names_host_and_holder() -> None:
     assert error.host == "ctl-1" and error.lock_id == "beef"
     message = str(error)
     for part in ("ctl-1", "bob@box", "beef", "p-1", "2024-05-01T10:00:00+00:00",
-                 "touched 12s ago", "force-unlock beef"):
+                 "touched 12s ago", "force-unlock -c cluster.yaml beef"):
         assert part in message
     assert "\n" not in message
 

@@ -27,3 +27,21 @@ def test_live_block_redraws_one_line_per_host() -> None:
     assert text.count("\x1b[2F") == 1  # the two-line block was redrawn in place
     last = text.split("\x1b[2F")[-1]
     assert "wrk-1" in last and "stopped rke2-agent" in last and "wrk-2" in last
+
+
+def test_a_reader_gone_stops_the_lines_not_the_apply() -> None:
+    import io
+
+    from cargoship.progress import Progress
+
+    class Closed(io.StringIO):
+        writes = 0
+
+        def write(self, text: str) -> int:
+            Closed.writes += 1
+            raise BrokenPipeError
+
+    progress = Progress(out=Closed(), live=False)
+    progress("wrk-1", "draining")  # must not raise into the rollout
+    progress("wrk-1", "restarting")
+    assert Closed.writes == 1

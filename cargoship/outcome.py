@@ -1,0 +1,57 @@
+"""How an apply ends, for people: each host's outcome, then one summary line, and on a
+failure what every host of the plan is left with (so nobody has to work it out from the
+rollout's log). Kept apart from the CLI so any front end can print the same ending."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.render import printable
+
+# What a host whose rollout ended this way runs now.
+LEFT_WITH = {
+    "applied": "the new config",
+    "rolled back": "its previous config (rolled back), engine running",
+    "not started": "its previous config, untouched",
+}
+
+
+def apply_outcome_lines(result: Any, seconds: float) -> list[str]:
+    """`result`: an executor.apply.ApplyResult (plan, hosts as (HostRef, HostOutcome),
+    after_rollout, notes, warnings, ok, interrupted)."""
+    restarts = {c.host.key for c in result.plan.changes if c.restart and c.host is not None}
+    changed = [(ref, o) for ref, o in result.hosts if o.status != "unchanged"]
+    applied = [ref for ref, o in changed if o.status == "applied"]
+    lines = []
+    for ref, outcome in changed:
+        detail = f": {outcome.detail}" if outcome.detail else ""
+        lines.append(f"  {ref}: {outcome.status}{detail}")
+    for item in result.after_rollout:  # labels, the kubeconfig: not a host's outcome
+        what = getattr(item.item, "target", None) or "(unassessed in the plan)"
+        lines.append(f"  {item.item.host or 'local'}: {item.item.action} {what}: "
+                     f"{item.status}" + (f" ({item.detail})" if item.detail else ""))
+    lines += [f"  warning: {warning}" for warning in result.warnings]
+    restarted = sum(1 for ref in applied if ref.key in restarts)
+    counts = [f"{len(applied)} host(s) changed", f"{restarted} engine restart(s)"]
+    for status in ("rolled back", "failed", "not started"):
+        n = sum(1 for _, o in changed if o.status == status)
+        if n:
+            counts.append(f"{n} {status}")
+    unchanged = len(result.hosts) - len(changed)
+    if unchanged:
+        counts.append(f"{unchanged} unchanged")
+    verdict = "Apply complete" if result.ok else (
+        "Apply interrupted" if result.interrupted else "Apply FAILED")
+    lines.append("")
+    lines.append(f"{verdict} after {seconds:.1f}s: {', '.join(counts)}.")
+    if not result.ok:
+        lines.append("Each host is left with:")
+        for ref, outcome in result.hosts:
+            if outcome.status == "unchanged":
+                left = "its config as it was (nothing to change there)"
+            elif outcome.status in LEFT_WITH:
+                left = LEFT_WITH[outcome.status]
+            else:  # failed: the rollout's detail says what is where
+                left = outcome.detail or "unknown: check the host"
+            lines.append(f"  {ref}: {left}")
+    return [printable(line) for line in lines]
