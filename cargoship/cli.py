@@ -148,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="every host's preflight detail and the unified diffs")
     show.add_argument("--diff", action="store_true",
                       help="the unified diff under each change's summary by key")
+    show.add_argument("--allowed-signers", type=Path, metavar="FILE",
+                      help="say which signatures are valid and trusted: by whom, as this "
+                           "OpenSSH allowed_signers file names them")
     show.add_argument("--split-dir", type=Path, metavar="DIR",
                       help="with --markdown: write parts under 65,000 characters to "
                            "DIR/plan-N.md (one pull-request comment each)")
@@ -343,8 +346,9 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
     plan = codec.read(args.plan)  # refuse a bad plan before asking anything
     args.plan_id = plan.plan_id  # for a refusal's JSON: the path is never read twice
     # engine-config-sync --confirm comes here too, without the signature options.
+    signers: list[str] = []  # verified principals only; an unchecked signature is no signer
     if getattr(args, "require_signed_by", None) is not None:
-        _require_signatures(plan, args)
+        signers = _require_signatures(plan, args)
     if not args.confirm:
         if not sys.stdin.isatty():
             raise CargoshipError("refusing to apply without --confirm (stdin is not a "
@@ -362,7 +366,7 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
         # again.
         result = apply_plan(plan, args.plan, lock_timeout=args.lock_timeout,
                             progress=Progress(sys.stderr if as_json else sys.stdout),
-                            on_lock_wait=waiting)
+                            on_lock_wait=waiting, signers=signers)
     finally:
         waiting.done()
     if as_json:
@@ -371,7 +375,8 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
     print()
     print("\n".join(apply_outcome_lines(result, time.monotonic() - started)))
     verdict = "applied" if result.ok else ("interrupted" if result.interrupted else "FAILED")
-    print(f"Plan {result.plan.plan_id} {verdict}; record: {result.record}")
+    print(f"Plan {result.plan.plan_id} {verdict}; record: "
+          f"{result.record or 'not written here (see the warning above)'}")
     if result.interrupted:
         print(f"Hosts not reached are left as they were: run `cargoship apply {args.plan} "
               "--confirm` again to finish them (after the usual drift check).")
@@ -399,7 +404,9 @@ def _sign(args: argparse.Namespace) -> int:
     return 0
 
 
-def _require_signatures(plan: Plan, args: argparse.Namespace) -> None:
+def _require_signatures(plan: Plan, args: argparse.Namespace) -> list[str]:
+    """The principals (from the allowed-signers file) of the plan's valid signatures; refuses
+    the plan when there are fewer than --min-signatures."""
     if args.min_signatures < 1:
         raise CargoshipError("--min-signatures: expected a number >= 1")
     if not args.require_signed_by.exists():
@@ -419,6 +426,7 @@ def _require_signatures(plan: Plan, args: argparse.Namespace) -> None:
     # With --json, stdout carries only the JSON document.
     print(f"Signed by {', '.join(sorted(str(s) for s in signers))}: accepted", flush=True,
           file=sys.stderr if getattr(args, "json", False) else sys.stdout)
+    return sorted(str(s) for s in signers)
 
 
 def _as_record(raw: bytes) -> dict[str, Any] | None:
@@ -474,7 +482,11 @@ def _validate_json(path: Path) -> int:
     return 0
 
 
-def _signature_lines(plan: Plan, path: Path) -> list[str]:
+def _signature_lines(plan: Plan, path: Path, allowed: Path | None = None) -> list[str]:
+    """Each signature by its key, and whom it is from only where an allowed-signers file
+    says so: a key's comment is whatever its maker typed, never an identity."""
+    if allowed is not None and not allowed.is_file():
+        raise CargoshipError(f"{allowed}: no such allowed-signers file")
     digest = plan_digest(plan)
     # Detached signatures beside the plan count as much as embedded ones: show them too.
     found = plan.signatures + tuple(detached.read(plan, digest, path.parent))
@@ -482,10 +494,16 @@ def _signature_lines(plan: Plan, path: Path) -> list[str]:
         return ["Signatures: none"]
     lines = [f"Signatures ({len(found)}):"]
     for signature in found:
-        check = signing.check_signature(digest, signature)
-        verdict = "valid" if check.valid else f"INVALID: {check.reason}"
-        lines.append(f"  {signature.key} ({signature.comment or 'no comment'}), signed "
-                     f"{signature.signed_at}: {verdict}")
+        if allowed is None:
+            check = signing.check_signature(digest, signature)
+            verdict = ("well formed, by an unverified key (not checked against an "
+                       "allowed-signers file: show --allowed-signers FILE)") if check.valid \
+                else f"INVALID: {check.reason}"
+        else:
+            check = signing.verify(digest, signature, allowed)
+            verdict = f"valid and trusted: {check.principal} (per {allowed})" if check.valid \
+                else f"NOT TRUSTED: {check.reason}"
+        lines.append(f"  key {signature.key}, signed {signature.signed_at}: {verdict}")
     return lines
 
 
@@ -499,7 +517,7 @@ def _show(args: argparse.Namespace) -> int:
         sys.stdout.write(codec.dumps(plan))
     elif args.markdown and args.split_dir:
         text = render_markdown(plan, _view(args)) + "\n" + "\n".join(
-            _signature_lines(plan, args.plan)) + "\n"
+            _signature_lines(plan, args.plan, args.allowed_signers)) + "\n"
         _mkdir(args.split_dir)
         for number, part in enumerate(split_markdown(text), 1):
             atomic_write(args.split_dir / f"plan-{number}.md", part.encode())
@@ -510,7 +528,7 @@ def _show(args: argparse.Namespace) -> int:
     else:
         _print_plan(args, plan)
     if not args.json:
-        lines = _signature_lines(plan, args.plan)
+        lines = _signature_lines(plan, args.plan, args.allowed_signers)
         if args.markdown:
             lines = [f"- {line.strip()}" if line.startswith("  ") else line for line in lines]
         sys.stdout.write("\n" + "\n".join(lines) + "\n")

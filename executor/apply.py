@@ -18,7 +18,7 @@ import datetime
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -63,6 +63,7 @@ class ApplyResult:
     record: Path | None = None
     seconds: float = 0.0
     resumed: bool = False  # finished the hosts an interrupted apply of this plan left
+    signers: tuple[str, ...] = ()  # verified principals (apply --require-signed-by)
 
     @property
     def outcomes(self) -> list[HostOutcome]:
@@ -102,9 +103,11 @@ def check_plan(plan: Plan) -> None:
 
 def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
           progress: Callable[[str, str], None], accept_new_host_keys: bool = False,
-          on_lock_wait: Callable[[LockHeld, float], None] | None = None) -> ApplyResult:
+          on_lock_wait: Callable[[LockHeld, float], None] | None = None,
+          signers: Sequence[str] = ()) -> ApplyResult:
     """Apply `plan`, the one the caller read (once) and checked; `plan_file` only says where
-    the local record goes. Nothing here reads the plan file again."""
+    the local record goes. Nothing here reads the plan file again. `signers`: the
+    principals whose signatures the caller verified against an allowed-signers file."""
     started = time.monotonic()
     check_plan(plan)
     salt = bytes.fromhex(plan.salt)
@@ -114,7 +117,7 @@ def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
     changing = threading.Event()  # set once the rollout may change a host
     try:
         return _connect_lock_apply(plan, plan_file, config, options, salt, lock_timeout,
-                                   progress, on_lock_wait, started, changing)
+                                   progress, on_lock_wait, started, changing, tuple(signers))
     except KeyboardInterrupt:
         if changing.is_set():
             raise
@@ -129,7 +132,8 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
                         salt: bytes, lock_timeout: float,
                         progress: Callable[[str, str], None],
                         on_lock_wait: Callable[[LockHeld, float], None] | None,
-                        started: float, changing: threading.Event) -> ApplyResult:
+                        started: float, changing: threading.Event,
+                        signers: tuple[str, ...]) -> ApplyResult:
     connected = connect_all(config, options, pinned_keys(plan))
     failures = [str(c) for c in connected if isinstance(c, Exception)]
     writers = [c for c in connected if isinstance(c, HostWriter)]
@@ -143,7 +147,7 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
                 progress("lock", note)
             progress("lock", f"locked {len(writers)} host(s)")
             return _apply_locked(plan, plan_file, config, options, salt, writers, progress,
-                                 lock.lost, started, changing)
+                                 lock.lost, started, changing, signers)
     finally:
         for writer in writers:
             writer.close()
@@ -153,7 +157,7 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
                   salt: bytes, writers: list[HostWriter],
                   progress: Callable[[str, str], None],
                   locks_lost: Callable[[], set[str]], started: float,
-                  changing: threading.Event) -> ApplyResult:
+                  changing: threading.Event, signers: tuple[str, ...]) -> ApplyResult:
     ctx = PlanContext.create(config, options)
     keyed = {h.ref.key: w for h, w in zip(ctx.hosts, writers, strict=True)}
     earlier = _earlier_runs(plan, keyed)
@@ -169,7 +173,7 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
                            + "; ".join(drift))
     progress("drift", "hosts match the plan")
     env = ApplyEnv(plan, config, ctx, keyed, progress, locks_lost)
-    result = ApplyResult(plan, resumed=earlier.record is not None)
+    result = ApplyResult(plan, resumed=earlier.record is not None, signers=signers)
     staged = [c for c in plan.changes if HANDLERS[c.action].stage == "hosts"
               and change_key(c) not in earlier.done]
     jobs = host_jobs(env, staged)  # may refuse an edited plan: still nothing changed
@@ -299,15 +303,22 @@ def record_of(plan: Plan, result: ApplyResult) -> dict[str, Any]:
                      "planned": isinstance(i.item, Change),
                      "status": i.status, "detail": i.detail} for i in result.items],
         "notes": result.notes,
-        "signers": [s.comment or s.key for s in plan.signatures],
+        # Principals an allowed-signers file vouched for at this apply, nothing else: a
+        # signature's key comment is whatever its maker typed.
+        "signers": sorted(result.signers),
     }
 
 
 def _record(plan: Plan, plan_file: Path, env: ApplyEnv, result: ApplyResult) -> None:
     record = record_of(plan, result)
-    # The local record first: a host that can't take its record must not cost the others
-    # theirs, nor the operator the record of what happened.
-    result.record = records.write_local_record(plan_file, record)
+    # Records are never lost together: a local record that can't be written must not cost
+    # the hosts theirs (nor the operator the outcome), and a host that can't take its
+    # record must not cost the others or the local one.
+    try:
+        result.record = records.write_local_record(plan_file, record)
+    except CargoshipError as exc:
+        result.warnings.append(f"could not write the local apply record: {exc}; the hosts "
+                               "keep theirs (cargoship history)")
     missing = []
     for ref, outcome in result.hosts:
         try:
@@ -316,7 +327,10 @@ def _record(plan: Plan, plan_file: Path, env: ApplyEnv, result: ApplyResult) -> 
         except CargoshipError as exc:
             missing.append(_ref(ref))
             result.warnings.append(f"could not write the apply record on {ref}: {exc}")
-    if missing:
+    if missing and result.record is not None:
         record["warnings"] = result.warnings
         record["records_missing_on"] = missing
-        records.write_local_record(plan_file, record)
+        try:
+            records.write_local_record(plan_file, record)
+        except CargoshipError as exc:
+            result.warnings.append(f"could not update the local apply record: {exc}")

@@ -52,7 +52,9 @@ def test_signatures_gate_apply(lab_factory, tmp_path: Path) -> None:
     assert cargoship("sign", plan_file, "--key", bob).returncode == 0
     assert json.loads(plan_file.read_text())["digest"] == before  # signing changes nothing
     shown = cargoship("show", plan_file)
-    assert shown.stdout.count(": valid") == 3 and "(alice@example.com)" in shown.stdout
+    # Whose key it is, only an allowed-signers file says; the key's comment says nothing.
+    assert shown.stdout.count("well formed, by an unverified key") == 3, shown.stdout
+    assert "alice@example.com" not in shown.stdout
 
     revoked = tmp_path / "revoked"
     revoked.write_text(bob.with_suffix(".pub").read_text())
@@ -62,7 +64,7 @@ def test_signatures_gate_apply(lab_factory, tmp_path: Path) -> None:
 
     edited = tmp_path / "edited.json"
     data = json.loads(plan_file.read_text())
-    data["changes"][0]["diff"] = "(nothing to see)"
+    data["created_by"] = "alice@laptop"  # text the plan's own checks can't hold it to
     data["digest"] = digest_of(data)  # a careful forger keeps the digest consistent
     edited.write_text(json.dumps(data))
     forged = cargoship("apply", edited, "--confirm", "--require-signed-by", signers)
@@ -75,3 +77,49 @@ def test_signatures_gate_apply(lab_factory, tmp_path: Path) -> None:
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     assert "Signed by alice@example.com, bob@example.com: accepted" in accepted.stdout
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout != "mirrors: {}\n"
+
+
+def test_signers_are_principals_of_the_allowed_signers_file_never_key_comments(
+        lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=1)
+    lab.exec("wrk-1", f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    alice = key(tmp_path, "alice")
+    # Mallory's key says it is Alice's: a comment is whatever its maker typed.
+    mallory = tmp_path / "mallory"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "alice@example.com",
+                    "-f", str(mallory)], check=True)
+    trusted = tmp_path / "allowed_signers"
+    trusted.write_text(f"alice.ops {' '.join(alice.with_suffix('.pub').read_text().split()[:2])}"
+                       "\n")
+    for signer in (mallory, alice):
+        assert cargoship("sign", plan_file, "--key", signer).returncode == 0
+
+    shown = cargoship("show", plan_file)
+    assert "alice@example.com" not in shown.stdout and "alice.ops" not in shown.stdout
+    assert shown.stdout.count("well formed, by an unverified key") == 2, shown.stdout
+    checked = cargoship("show", plan_file, "--allowed-signers", trusted)
+    assert checked.stdout.count("valid and trusted: alice.ops") == 1, checked.stdout
+    assert checked.stdout.count("NOT TRUSTED") == 1 and "alice@example.com" not in checked.stdout
+    markdown = cargoship("show", plan_file, "--markdown", "--allowed-signers", trusted)
+    assert "valid and trusted: alice.ops" in markdown.stdout
+
+    applied = cargoship("apply", plan_file, "--confirm", "--require-signed-by", trusted,
+                        timeout=300)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    record = json.loads(plan_file.with_name("plan.applied.json").read_text())
+    assert record["signers"] == ["alice.ops"]  # Mallory's valid-but-untrusted one is not
+    history = cargoship("history", "-c", lab.dir / "cluster.yaml", "--json")
+    [entry] = [p for p in json.loads(history.stdout)["plans"]
+               if p["plan_id"] == record["plan_id"]]
+    assert entry["signers"] == ["alice.ops"]
+
+    # Applied without checking signatures: whoever signed, nobody is recorded as a signer.
+    lab.exec("wrk-1", f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
+    unchecked = tmp_path / "unchecked.json"
+    plan(lab, unchecked)
+    assert cargoship("sign", unchecked, "--key", alice).returncode == 0
+    assert cargoship("apply", unchecked, "--confirm", timeout=300).returncode == 0
+    assert json.loads(unchecked.with_name("unchecked.applied.json").read_text())[
+        "signers"] == []

@@ -182,3 +182,21 @@ def test_an_edited_old_side_of_a_diff_is_refused_at_apply(  # type: ignore[no-un
     assert "the diff shown for /etc/rancher/rke2/registries.yaml is not what this plan would " \
            "do" in applied.stderr
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == DRIFTED
+
+
+@pytest.mark.reliability("trust: records never lost together")
+def test_a_local_record_that_cannot_be_written_costs_no_host_its_record(  # type: ignore[no-untyped-def]
+        lab: Lab, tmp_path: Path, tally) -> None:
+    tally.case()
+    lab.exec("wrk-1", f"printf '{DRIFTED}' > {REGISTRIES}")
+    plan_file = tmp_path / "plan.json"
+    plan_id = plan(lab, plan_file)
+    (tmp_path / "plan.applied.json").mkdir()  # something in the way of the local record
+    applied = cargoship("apply", plan_file, "--confirm", timeout=300)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "could not write the local apply record" in applied.stdout
+    assert "wrk-1" in applied.stdout and ": applied" in applied.stdout  # outcomes printed
+    for host in ("ctl-1", "wrk-1"):
+        record = json.loads(lab.exec(host, f"cat /var/lib/cargoship/applied/{plan_id}.json")
+                            .stdout)
+        assert record["plan_id"] == plan_id and record["outcome"] == "applied"
