@@ -56,11 +56,15 @@ EXAMPLES = {
     "apply": "examples:\n  cargoship apply plan.json --confirm\n"
              "  cargoship apply plan.json --confirm --lock-timeout 600\n",
     "sign": "examples:\n  cargoship sign plan.json --key ~/.ssh/id_ed25519\n"
+            "  cargoship sign plan.json --key ~/.ssh/id_ed25519 --detached --sig-dir sigs/\n"
             "  cargoship apply plan.json --confirm --require-signed-by allowed_signers "
             "--min-signatures 2\n",
     "history": "example:\n  cargoship history -c cluster.yaml\n",
-    "completion": "example:\n  eval \"$(cargoship completion bash)\"\n",
-    "force-unlock": "example (the lock id is in the error that named the holder):\n"
+    "completion": "examples:\n  eval \"$(cargoship completion bash)\"\n"
+                  "  source <(cargoship completion zsh)\n"
+                  "  cargoship completion fish | source\n",
+    "force-unlock": "example (the lock id is in the error that named the holder; asks "
+                    "before removing, unless --confirm):\n"
                     "  cargoship force-unlock -c cluster.yaml 3f9c2a1b\n",
 }
 

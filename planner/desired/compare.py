@@ -90,8 +90,8 @@ def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | N
         return FileChange(desired.path, "update", before, after, diff, ("unparseable",),
                           key_changes(None, shown_after))
     except (UnicodeDecodeError, yaml.YAMLError):
-        note = f"# current content is not valid YAML ({len(live.content)} bytes, not shown)\n"
-        diff = _unified(desired.path, note, _dump(shown_after), "")
+        note = f"current content is not valid YAML ({len(live.content)} bytes, not shown)"
+        diff = _unified(desired.path, "", _dump(shown_after), note)
         # The current side is not shown, so neither are its keys: what it will hold is.
         return FileChange(desired.path, "update", before, after, diff, ("unparseable",),
                           key_changes(None, shown_after))

@@ -122,7 +122,7 @@ def test_a_man_in_the_middle_is_refused_at_plan(lab: Lab, tally, accept_new: boo
     before, logins = snapshots(lab, ["ctl-1", "evil"]), sessions(lab, "evil")
     with ManInTheMiddle(lab):
         flags = ["--accept-new-host-keys"] if accept_new else []
-        result = cargoship("plan", "-c", lab.dir / "cluster.yaml", *flags)
+        result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose", *flags)
     assert result.returncode == 1, result.stdout
     problems = [line for line in result.stdout.splitlines() if line.startswith("  x ")]
     assert len(problems) == 1, result.stdout

@@ -138,7 +138,9 @@ def test_a_lying_host_is_a_clear_per_host_error(lab: Lab, good_plan: Path, tally
     before = snapshots(lab, ["ctl-1", "wrk-1"])
     lab.exec("wrk-1", setup)
     try:
-        result = cargoship("plan", "-c", lab.dir / "cluster.yaml")
+        # --verbose: the truthful host's preflight detail too (compact plans show only the
+        # liar's).
+        result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
         assert result.returncode == 1, result.stdout + result.stderr
         found = problems(result.stdout)
         assert len(found) == 1, result.stdout  # the liar's, and nothing of ctl-1
@@ -166,7 +168,7 @@ def test_escape_sequences_in_os_release_are_shown_not_obeyed(lab: Lab, tally) ->
                                "owned\\007\\033[2J\\342\\200\\256Ubuntu\"\\n' > /etc/os-release")
     lab.exec("wrk-1", setup)
     try:
-        result = cargoship("plan", "-c", lab.dir / "cluster.yaml")
+        result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
     finally:
         lab.exec("wrk-1", undo)
     assert result.returncode == 0, result.stdout + result.stderr

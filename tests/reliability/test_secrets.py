@@ -139,7 +139,7 @@ def test_planted_secrets_appear_in_no_artifact(lab: Lab, tmp_path: Path, tally) 
     edit_config(only_kube, lambda d: d["spec"]["options"].update(kubeconfig={
         "enabled": True, "path": str(kubeconfig), "context": "lab"}))
     kube_plan = planted.run("plan (kubeconfig)", "plan", "-c", only_kube, "-out",
-                            tmp_path / "kube-plan.json")
+                            tmp_path / "kube-plan.json", "--diff")
     assert kube_plan.returncode == 0, kube_plan.stdout + kube_plan.stderr
     assert "would merge context lab" in kube_plan.stdout and "id-token: '***'" in \
         kube_plan.stdout, kube_plan.stdout
