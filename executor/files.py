@@ -25,6 +25,7 @@ so what a recovery may restore is never pruned.
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass
 
 from planner.hosts.batch import quote
@@ -32,6 +33,7 @@ from planner.hosts.batch import quote
 from .remote import HostWriter
 
 BACKUP_ROOT = "/var/lib/cargoship/backups"
+RECORD_PREFIX = "/var/lib/cargoship/"  # what a backup holds under here is not engine config
 KEEP_BACKUPS = 5
 NOT_REGULAR_EXIT = 3
 
@@ -156,3 +158,38 @@ if [ -e {p} ]; then
 fi
 """)
     return Written(path, backup_path(plan_id, path))
+
+
+def restore_tree(host: HostWriter, backup_dir: str) -> int:
+    """Put back every file a plan backed up on this host (and remove the ones that did not
+    exist before it: their `.absent` markers); how many paths were restored. For a host an
+    apply was killed while rolling back: its backups are the state before that apply."""
+    if not re.fullmatch(rf"{re.escape(BACKUP_ROOT)}/[0-9a-f]{{32}}", backup_dir):
+        raise ValueError(f"not a backup directory of cargoship's: {backup_dir!r}")
+    b = quote(backup_dir)
+    result = host.run_root(f"""set -eu
+umask 077
+{_refuse_linked_dirs(posixpath.dirname(BACKUP_ROOT), BACKUP_ROOT, backup_dir)}
+n=0
+cd {b}
+for saved in $(find . -xdev \\( -type f -o -type l \\) ! -name '*.tmp' | sort); do
+  target=${{saved#.}}
+  case "$target" in
+    {RECORD_PREFIX}*) continue ;;  # apply records are history, not config
+    *.absent) rm -f -- "${{target%.absent}}" ;;
+    *)
+      if [ -L "$saved" ] || [ -L "$target" ] || {{ [ -e "$target" ] && [ ! -f "$target" ]; }}
+      then echo "$target: a link or not a regular file: not restored" >&2; exit 3; fi
+      dir=$(dirname "$target")
+      tmp=$(mktemp "$dir/.cargoship.XXXXXX")
+      cp -P --preserve=mode,ownership,timestamps "$saved" "$tmp"
+      sync "$tmp"
+      mv -f "$tmp" "$target"
+      sync "$dir" ;;
+  esac
+  n=$((n + 1))
+done
+echo "$n"
+""")
+    out = result.stdout.decode().strip()
+    return int(out) if out.isdigit() else 0

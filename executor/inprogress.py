@@ -15,9 +15,14 @@ from planner.hosts.batch import quote
 from .remote import HostWriter
 
 
-def mark(host: HostWriter, plan_id: str) -> None:
+def mark(host: HostWriter, plan_id: str, step: str = "in progress",
+         backups: str | None = None) -> None:
+    """`step`: how far the apply got ("in progress", or "rolling back" once a failed
+    change is being undone); `backups`: where the files from before it are, so that a run
+    killed while rolling back leaves the next plan enough to restore them rather than
+    restart the engine on the files that just failed."""
     since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    body = json.dumps({"plan_id": plan_id, "since": since})
+    body = json.dumps({"plan_id": plan_id, "since": since, "step": step, "backups": backups})
     m = quote(MARKER)
     host.run_root(f"mkdir -p {quote(posixpath.dirname(MARKER))} && "
                   f"printf '%s\\n' {quote(body)} > {m}.tmp && mv -f {m}.tmp {m}")

@@ -26,7 +26,7 @@ from planner.errors import CargoshipError
 
 from . import inprogress, service
 from .drain import DrainError, DrainOptions, NodeOps
-from .files import BACKUP_ROOT, Written, remove_file, restore_file, write_file
+from .files import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
 from .readiness import Waiter
 from .remote import HostWriter
 
@@ -47,6 +47,8 @@ class HostJob:
     controller: bool = False
     # A controller's own API server: (ready, why not) from its /readyz.
     readyz: Callable[[], tuple[bool, str]] | None = None
+    # restore-backup: put back the files an interrupted apply backed up here, then restart.
+    restore_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,9 @@ class Rollout:
                 self._note(job.label, f"drained ({len(report.evicted)} pod(s) evicted)")
                 stopped = True  # from the moment we ask: a lost answer may hide a stop
                 waiter = self._stop(job)
+            if job.restore_from is not None:
+                restored = restore_tree(job.writer, job.restore_from)
+                self._note(job.label, f"restored {restored} file(s) from {job.restore_from}")
             for desired in job.files:
                 written.append(write_file(job.writer, desired.path,
                                           desired.content().encode(), mode=desired.mode,
@@ -221,6 +226,10 @@ class Rollout:
                    cause: Exception) -> HostOutcome:
         self._note(job.label, f"FAILED: {cause}; rolling back")
         try:
+            if job.restart and written:
+                # A run killed from here on must not leave the failed files looking done.
+                inprogress.mark(job.writer, self.plan_id, "rolling back",
+                                f"{BACKUP_ROOT}/{self.plan_id}")
             waiter = None
             if job.restart:
                 # The engine may be up with the new config (running, never Ready): it reads

@@ -10,7 +10,9 @@ planned its changes:
 
 from __future__ import annotations
 
+import socket
 import threading
+import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -60,21 +62,37 @@ class ApplyEnv:
         return next(h for h in self.ctx.hosts if h.ref.key == ref.key)
 
     def admin(self) -> dict[str, Any] | None:
-        """The admin kubeconfig of the first controller, read now (a restart may have
-        rewritten it)."""
+        """The admin kubeconfig of the first controller whose API server answers, read now
+        (a restart may have rewritten it). The first controller's may be down: it may be
+        the very host an interrupted apply left stopped."""
+        found: dict[str, Any] | None = None
         for host in self.ctx.hosts:
-            if host.config.role == "controller":
-                path = admin_kubeconfig_path(self.config.engine.distro)
-                writer = self.writers[host.ref.key]
-                return parse_admin(writer.run_root(f"cat {path}").stdout.decode(),
-                                   host.config.ssh.address)
-        return None
+            if host.config.role != "controller":
+                continue
+            path = admin_kubeconfig_path(self.config.engine.distro)
+            writer = self.writers[host.ref.key]
+            admin = parse_admin(writer.run_root(f"cat {path}").stdout.decode(),
+                                host.config.ssh.address)
+            if _answers(admin):
+                return admin
+            found = found or admin  # none answers: the first one's errors say why
+        return found
 
     def api(self) -> Any | None:
         if self._api is None:
             admin = self.admin()
             self._api = self.ctx.kube_api(admin) if admin else None
         return self._api
+
+
+def _answers(admin: dict[str, Any]) -> bool:
+    """Whether the API server the kubeconfig points at accepts a connection (2 s)."""
+    server = urllib.parse.urlsplit(str(admin["clusters"][0]["cluster"].get("server", "")))
+    try:
+        with socket.create_connection((server.hostname or "", server.port or 443), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 class Handler(ABC):

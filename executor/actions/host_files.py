@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 from planner.desired.files import DesiredFile
+from planner.facts.interrupted import BACKUPS as BACKUP_DIR
 from planner.plan.actions import (
     DELETE_FILE,
     DELETE_FILE_IN_PLACE,
     RECOVER,
+    RESTORE_BACKUP,
     WRITE_FILE,
     WRITE_FILE_IN_PLACE,
 )
@@ -56,6 +58,20 @@ class DeleteFileInPlace(DeleteFile):
     action = DELETE_FILE_IN_PLACE
     restart = False
     needs_api = False
+
+
+class RestoreBackup(HostHandler):
+    """Put back the files from before an apply killed while rolling back, then restart."""
+
+    action = RESTORE_BACKUP
+    needs_api = True
+
+    def shape(self, job: HostJob, change: Change, wanted: dict[str, DesiredFile]) -> None:
+        if not BACKUP_DIR.fullmatch(change.target):
+            raise ApplyRefused(f"{change.host}: {change.action} {change.target}: not a backup "
+                               "directory of cargoship's; nothing was changed")
+        job.restore_from = change.target
+        job.restart = True
 
 
 class Recover(HostHandler):

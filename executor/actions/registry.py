@@ -6,11 +6,19 @@ from planner.plan.model import Plan
 
 from .base import ApplyRefused, Handler
 from .cluster import LabelNode, MergeKubeconfig
-from .host_files import DeleteFile, DeleteFileInPlace, Recover, WriteFile, WriteFileInPlace
+from .host_files import (
+    DeleteFile,
+    DeleteFileInPlace,
+    Recover,
+    RestoreBackup,
+    WriteFile,
+    WriteFileInPlace,
+)
 
 # Order matters for the cluster stage: the kubeconfig first, then labels.
 HANDLERS: dict[str, Handler] = {h.action: h for h in (
     WriteFile(), WriteFileInPlace(), DeleteFile(), DeleteFileInPlace(), Recover(),
+    RestoreBackup(),
     MergeKubeconfig(), LabelNode(),
 )}
 

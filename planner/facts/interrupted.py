@@ -9,6 +9,7 @@ cordoned, whatever the files say, so the sync phase plans to recover the host.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from ..hosts.batch import Fact, Output, quote
@@ -16,10 +17,19 @@ from ..hosts.batch import Fact, Output, quote
 MARKER = "/var/lib/cargoship/in-progress.json"
 
 
+BACKUPS = re.compile(r"/var/lib/cargoship/backups/[0-9a-f]{32}")
+
+
 @dataclass(frozen=True)
 class Interrupted:
     plan_id: str  # the plan whose apply left the marker ("unknown" if unreadable)
     since: str
+    step: str = "in progress"  # "rolling back": the files in place are the ones that failed
+    backups: str | None = None  # where that apply kept the files from before it
+
+    @property
+    def rolling_back(self) -> bool:
+        return self.step == "rolling back" and self.backups is not None
 
 
 def _parse(out: Output) -> Interrupted | None:
@@ -28,7 +38,12 @@ def _parse(out: Output) -> Interrupted | None:
         return None
     try:
         data = json.loads(text)
-        return Interrupted(str(data["plan_id"])[:64], str(data["since"])[:40])
+        backups = data.get("backups")
+        return Interrupted(str(data["plan_id"])[:64], str(data["since"])[:40],
+                           str(data.get("step") or "in progress")[:40],
+                           # Only a directory of ours: a marker is a host's word.
+                           backups if isinstance(backups, str) and BACKUPS.fullmatch(backups)
+                           else None)
     except (ValueError, KeyError, TypeError):
         # Unreadable still means a run stopped midway: recover rather than trust the files.
         return Interrupted("unknown", "unknown")

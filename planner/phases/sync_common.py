@@ -17,12 +17,13 @@ from ..facts.applied import APPLIED
 from ..facts.applied import TARGET as APPLIED_TARGET
 from ..facts.distro import LAYOUTS
 from ..facts.files import files_fact
-from ..facts.interrupted import INTERRUPTED, MARKER
+from ..facts.interrupted import INTERRUPTED, MARKER, Interrupted
 from ..kube import admin_kubeconfig_path
 from ..plan.actions import (
     DELETE_FILE,
     DELETE_FILE_IN_PLACE,
     RECOVER,
+    RESTORE_BACKUP,
     WRITE_FILE,
     WRITE_FILE_IN_PLACE,
 )
@@ -79,6 +80,9 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
                                      "special files; make it a regular file (or remove it)")
         if irregular:
             continue
+        if interrupted is not None and interrupted.rolling_back:
+            writes |= _plan_restore(ctx, phase, host, interrupted, live)
+            continue
         changes = _file_changes(ctx, host, wanted, live, listings, dirs)
         needs_restart = {f.path for f in wanted if f.restart}
         restart = False
@@ -107,6 +111,30 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
             writes |= {(host.config.index, "node"),
                        (host.config.index, f"file:{admin_kubeconfig_path(layout.distro)}")}
     return writes
+
+
+def _plan_restore(ctx: PlanContext, phase: str, host: HostState, interrupted: Interrupted,
+                  live: dict[str, LiveFile]) -> set[Resource]:
+    """A run was killed while rolling back a failed change: the files in place may be the
+    ones that failed, so restarting on them (recover) would fail again. Offer to restore
+    the files from before that apply instead; the desired files are compared afterwards."""
+    assert interrupted.backups is not None
+    for path, current in live.items():
+        ctx.record_read(host, path, file_digest(current.content, ctx.salt)
+                        if current.exists else "absent")
+    ctx.record_read(host, MARKER, f"plan {interrupted.plan_id}, {interrupted.step}")
+    ctx.change(PlannedChange(
+        phase, host.config.index, RESTORE_BACKUP, interrupted.backups, None, None,
+        f"an apply of plan {interrupted.plan_id} was killed on this host while rolling back a "
+        f"failed change (since {interrupted.since}): the files in place may be the ones that "
+        f"failed; would drain, stop the engine, restore the files backed up in "
+        f"{interrupted.backups} (those from before that apply), start it and uncordon\n"))
+    ctx.warn(phase, host, "its files are compared with the desired ones once the restore "
+                          "is applied: plan again after it")
+    index = host.config.index
+    return {(index, f"file:{p}") for p in live} | {
+        (index, f"file:{MARKER}"), (index, "node"),
+        (index, f"file:{admin_kubeconfig_path(ctx.config.engine.distro)}")}
 
 
 def _action(kind: str, restart: bool) -> str:

@@ -32,6 +32,7 @@ WRITE_FILE_IN_PLACE = "write-file-in-place"
 DELETE_FILE = "delete-file"
 DELETE_FILE_IN_PLACE = "delete-file-in-place"
 RECOVER = "recover"
+RESTORE_BACKUP = "restore-backup"
 MERGE_KUBECONFIG = "merge-kubeconfig"
 LABEL_NODE = "label-node"
 
@@ -50,6 +51,10 @@ ACTIONS: dict[str, ActionSpec] = {a.name: a for a in (
     ActionSpec(RECOVER, "host", True, True, (),
                "finish a host an interrupted apply left (target: its in-progress marker): "
                "drain, restart the engine, uncordon"),
+    ActionSpec(RESTORE_BACKUP, "host", True, True, (),
+               "undo what an apply killed while rolling back left (target: its backup "
+               "directory): drain, stop the engine, put back the files from before that "
+               "apply, start, wait Ready, uncordon"),
     ActionSpec(MERGE_KUBECONFIG, "cluster", False, False, ("context",),
                "merge the cluster's admin credentials into the local kubeconfig (target: "
                "its path) as a named context, other contexts kept"),

@@ -17,6 +17,7 @@ from ..plan.actions import (
     LABEL_NODE,
     MERGE_KUBECONFIG,
     RECOVER,
+    RESTORE_BACKUP,
     WRITE_FILE,
     WRITE_FILE_IN_PLACE,
 )
@@ -135,7 +136,7 @@ def summary_line(plan: Plan) -> str:
     text = (f"Plan: {_count(len(files), 'file')} to change on {_count(len(hosts), 'host')}, "
             f"{_count(len(restarts), 'restart')}, {_count(len(labels), 'label')}, "
             f"{len(plan.unassessed)} unassessed")
-    recover = sum(c.action == RECOVER for c in plan.changes)
+    recover = sum(c.action in (RECOVER, RESTORE_BACKUP) for c in plan.changes)
     if recover:
         text += f", {_count(recover, 'interrupted apply')} to finish"
     if any(c.action == MERGE_KUBECONFIG for c in plan.changes):

@@ -23,7 +23,8 @@ def test_every_documented_action_has_exactly_one_handler_of_its_scope() -> None:
     assert all(HANDLERS[name].action == name for name in ACTIONS)
     # Files and restarts in the rollout; what needs the cluster back in service after it.
     assert [n for n, h in HANDLERS.items() if isinstance(h, HostHandler)] == [
-        "write-file", "write-file-in-place", "delete-file", "delete-file-in-place", "recover"]
+        "write-file", "write-file-in-place", "delete-file", "delete-file-in-place", "recover",
+        "restore-backup"]
     assert [n for n, h in HANDLERS.items() if isinstance(h, ClusterHandler)] == [
         "merge-kubeconfig", "label-node"]
     readme = (ROOT / "README.md").read_text()
