@@ -25,14 +25,14 @@ def on_a_terminal(*args: str, env: dict[str, str] | None = None) -> str:
 
 def test_colour_only_where_a_person_looks(tmp_path: Path) -> None:
     plan_file = tmp_path / "plan.json"
-    base = sample_plan()
-    change = replace(base.changes[0], diff="--- a\n+++ b\n-old: 1\n+new: 2\n")
+    base = sample_plan()  # its diff: -mirrors: {} +configs: ...
+    change = base.changes[0]
     codec.write(replace(base, changes=(change,), phases=(PhaseOutcome(
         7, change.phase, "reported, not run", "planned"),)), plan_file)
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     coloured = on_a_terminal("show", str(plan_file), env=env)
-    assert "\x1b[32m          +new: 2\x1b[0m" in coloured
-    assert "\x1b[31m          -old: 1\x1b[0m" in coloured
+    assert "\x1b[32m          +configs:\x1b[0m" in coloured, coloured
+    assert "\x1b[31m          -mirrors: {}\x1b[0m" in coloured
     assert "\x1b[" not in on_a_terminal("show", str(plan_file), env={**env, "NO_COLOR": "1"})
     assert "\x1b[" not in on_a_terminal("--no-color", "show", str(plan_file), env=env)
     piped = cargoship("show", plan_file)
