@@ -231,11 +231,11 @@ class Waiter:
                       self.node, exc)
 
     def wait(self, timeout: float, note: Callable[[str], None],
-             nudge: Callable[[], object] | None = None) -> None:
-        """Until the host is back; `nudge` asks for the start again when the service is
-        plainly down (runit can drop an `sv up` that arrives during its restart back-off;
-        starting is idempotent everywhere)."""
-        started = self.clock()
+             nudge: Callable[[], object] | None = None, since: float | None = None) -> None:
+        """Until the host is back, at most `timeout` from `since` (now); `nudge` asks for
+        the start again when the service is plainly down (runit can drop an `sv up` that
+        arrives during its restart back-off; starting is idempotent everywhere)."""
+        started = self.clock() if since is None else since
         next_nudge = started + NUDGE_EVERY
         deadline = started + timeout
         start_state = self.before

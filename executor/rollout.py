@@ -193,9 +193,8 @@ class Rollout:
         command = service.start_command(job.init, job.service)
         job.writer.run_root(command)
         self._note(job.label, f"started {job.service}, waiting until it is freshly back")
-        left = max(1.0, self.ready_timeout - (time.monotonic() - started))
-        waiter.wait(left, lambda what: self._note(job.label, what),
-                    nudge=lambda: job.writer.run_root(command))
+        waiter.wait(self.ready_timeout, lambda what: self._note(job.label, what),
+                    nudge=lambda: job.writer.run_root(command), since=started)
         self._note(job.label, "back: new engine, fresh node status"
                    + (", API server ready" if job.controller and job.readyz else ""))
 
