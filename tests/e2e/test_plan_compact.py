@@ -198,7 +198,7 @@ def test_diff_colours_follow_the_diff_column(drifted) -> None:
 def test_json_carries_changes_by_key_and_the_diff(drifted) -> None:
     _, plan, _ = drifted
     data = json.loads(cargoship("show", plan, "--json").stdout)
-    by_host = {c["host"].split()[0]: c for c in data["changes"]}
+    by_host = {c["host"]["name"]: c for c in data["changes"]}
     assert sorted(by_host) == ["ctl-1", *STALE, "wrk-8"]
     assert by_host["wrk-8"]["key_changes"] == [
         {"op": "remove", "path": 'mirrors."docker.io".endpoint[1]',
