@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import logging
 import os
 import re
@@ -104,18 +105,20 @@ def setup_logging(verbose: bool, log_file: Path | None) -> logging.Handler | Non
 def check_writable(path: Path) -> None:
     """Refuse an output file that cannot be written, before any host is contacted: a probe
     file created and removed in its directory (os.access says yes to root everywhere)."""
+    def refuse(why: str) -> CargoshipError:
+        return CargoshipError(f"cannot write {path}: {why}")
+
     if path.is_dir():
-        raise CargoshipError(f"-out {path}: is a directory")
-    parent = path.parent if str(path.parent) else Path(".")
+        raise refuse(os.strerror(errno.EISDIR))
+    parent = path.parent
     if not parent.is_dir():
-        raise CargoshipError(f"-out {path}: directory {parent} does not exist")
+        raise refuse(os.strerror(errno.ENOENT))
     probe = parent / f".{path.name}.cargoship-probe-{os.getpid()}"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
-        raise CargoshipError(f"-out {path}: cannot write in {parent}: "
-                             f"{exc.strerror or exc}") from None
+        raise refuse(exc.strerror or str(exc)) from None
     os.close(fd)
     os.unlink(probe)
     if path.exists() and not os.access(path, os.W_OK):
-        raise CargoshipError(f"-out {path}: the file is not writable")
+        raise refuse(os.strerror(errno.EACCES))

@@ -42,12 +42,13 @@ class AcquireLock(Phase):
                 ctx.found(self.title, host, f"stale lock would be taken over: "
                                             f"{state.describe()}")
         for lock_id, (state, held) in live.items():
+            # One host: the warning is filed under it. Several: one warning naming them.
             where = held[0] if len(held) == 1 else None
-            names = ", ".join(h.label for h in held)
+            on = "" if where else f" on {len(held)} hosts ({', '.join(h.label for h in held)})"
             ctx.warn(self.title, where,
-                     f"{LOCK_PATH} is held by another run on {len(held)} host(s) ({names}): "
-                     f"{state.describe()}; an apply now would wait or fail, and that run may "
-                     f"be changing these hosts. If it crashed: "
+                     f"{LOCK_PATH} is held by another run{on}: {state.describe()}; an apply "
+                     f"now would wait or fail, and that run may be changing "
+                     f"{'this host' if where else 'these hosts'}. If it crashed: "
                      f"{unlock_command(str(ctx.config.path), lock_id)}")
         if writes:
             ctx.found(self.title, None, f"would lock {len(writes)} host(s) as {whoami()}")

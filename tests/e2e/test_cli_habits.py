@@ -104,9 +104,9 @@ def test_against_a_lab_pipe_verbose_and_out(healthy_lab: Lab, tmp_path: Path) ->
         assert noise not in verbose.stderr
 
     # Bad -out targets are refused with one line, and no plan is made.
-    for out, why in ((tmp_path / "missing" / "plan.json", "does not exist"),
-                     (tmp_path, "is a directory"),
-                     (Path("/proc/plan.json"), "cannot write in /proc")):
+    for out, why in ((tmp_path / "missing" / "plan.json", "No such file or directory"),
+                     (tmp_path, "Is a directory"),
+                     (Path("/proc/plan.json"), "cannot write /proc/plan.json: ")):
         refused = run("plan", "-c", config, "-out", out)
         assert refused.returncode == 1 and why in refused.stderr, refused.stderr
         assert len(refused.stderr.splitlines()) == 1
@@ -132,7 +132,7 @@ def test_unwritable_out_is_refused_before_any_host_is_contacted(healthy_lab: Lab
     edit_config(config, point_at_listener)
     try:
         refused = run("plan", "-c", config, "-out", tmp_path / "no" / "plan.json")
-        assert refused.returncode == 1 and "does not exist" in refused.stderr
+        assert refused.returncode == 1 and "No such file or directory" in refused.stderr
         with pytest.raises(BlockingIOError):
             listener.accept()
     finally:

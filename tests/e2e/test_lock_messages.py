@@ -57,7 +57,7 @@ def test_locks_speak(lab_factory, tmp_path: Path) -> None:
     planned = cargoship("plan", "-c", config)
     assert planned.returncode == 0, planned.stderr
     assert planned.stdout.count("is held by another run") == 1, planned.stdout
-    assert "on 3 host(s)" in planned.stdout
+    assert "held by another run on 3 hosts (" in planned.stdout
     assert f"cargoship force-unlock -c {config} b0b0b0b0" in planned.stdout
 
     # A waiting apply, without -v: holder, since when, and seconds left going down.
