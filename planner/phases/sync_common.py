@@ -80,9 +80,10 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
                                      "special files; make it a regular file (or remove it)")
         if irregular:
             continue
-        if interrupted is not None and interrupted.rolling_back:
-            writes |= _plan_restore(ctx, phase, host, interrupted, live)
-            continue
+        restoring = interrupted is not None and interrupted.rolling_back
+        if restoring:
+            assert interrupted is not None
+            writes |= _plan_restore(ctx, phase, host, interrupted)
         changes = _file_changes(ctx, host, wanted, live, listings, dirs)
         needs_restart = {f.path for f in wanted if f.restart}
         restart = False
@@ -95,7 +96,7 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
                                      change.path, change.before, change.after, change.diff,
                                      key_changes=change.keys))
             writes.add((host.config.index, f"file:{change.path}"))
-        if interrupted is not None:
+        if interrupted is not None and not restoring:
             # Files may be right and the host still not: its engine may be stopped and its
             # node cordoned. Restarting and uncordoning it is what finishes that job.
             ctx.record_read(host, MARKER, f"plan {interrupted.plan_id}")
@@ -113,15 +114,13 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
     return writes
 
 
-def _plan_restore(ctx: PlanContext, phase: str, host: HostState, interrupted: Interrupted,
-                  live: dict[str, LiveFile]) -> set[Resource]:
+def _plan_restore(ctx: PlanContext, phase: str, host: HostState,
+                  interrupted: Interrupted) -> set[Resource]:
     """A run was killed while rolling back a failed change: the files in place may be the
-    ones that failed, so restarting on them (recover) would fail again. Offer to restore
-    the files from before that apply instead; the desired files are compared afterwards."""
+    ones that failed, so restarting on them (recover) would fail again. Restore the files
+    from before that apply first; the desired files, compared as usual, are written after
+    it in the same job (if the config still holds the failed change, nothing is)."""
     assert interrupted.backups is not None
-    for path, current in live.items():
-        ctx.record_read(host, path, file_digest(current.content, ctx.salt)
-                        if current.exists else "absent")
     ctx.record_read(host, MARKER, f"plan {interrupted.plan_id}, {interrupted.step}")
     ctx.change(PlannedChange(
         phase, host.config.index, RESTORE_BACKUP, interrupted.backups, None, None,
@@ -129,12 +128,9 @@ def _plan_restore(ctx: PlanContext, phase: str, host: HostState, interrupted: In
         f"failed change (since {interrupted.since}): the files in place may be the ones that "
         f"failed; would drain, stop the engine, restore the files backed up in "
         f"{interrupted.backups} (those from before that apply), start it and uncordon\n"))
-    ctx.warn(phase, host, "its files are compared with the desired ones once the restore "
-                          "is applied: plan again after it")
     index = host.config.index
-    return {(index, f"file:{p}") for p in live} | {
-        (index, f"file:{MARKER}"), (index, "node"),
-        (index, f"file:{admin_kubeconfig_path(ctx.config.engine.distro)}")}
+    return {(index, f"file:{MARKER}"), (index, "node"),
+            (index, f"file:{admin_kubeconfig_path(ctx.config.engine.distro)}")}
 
 
 def _action(kind: str, restart: bool) -> str:

@@ -18,7 +18,12 @@ def test_history_lists_plans_current_and_superseded(lab_factory, tmp_path: Path)
     first = tmp_path / "first.json"
     plan(lab, first)
     assert cargoship("sign", first, "--key", key).returncode == 0
-    assert cargoship("apply", first, "--confirm", timeout=300).returncode == 0
+    # A signer is the principal the allowed-signers file names (not the key's comment).
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text("alice.ops " + " ".join(
+        key.with_suffix(".pub").read_text().split()[:2]) + "\n")
+    assert cargoship("apply", first, "--confirm", "--require-signed-by", allowed,
+                     timeout=300).returncode == 0
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
         charts={"rke2-ingress-nginx": {"values": {"controller": {"replicaCount": 2}}}}))
     second = tmp_path / "second.json"
@@ -33,7 +38,7 @@ def test_history_lists_plans_current_and_superseded(lab_factory, tmp_path: Path)
     head = [line for line in lines if line.startswith("plan ")]
     assert head[0].startswith(f"plan {second_id}  applied (current)")
     assert head[1].startswith(f"plan {first_id}  superseded")
-    assert "signed by alice@example.com" in head[1]
+    assert "signed by alice.ops" in head[1]
     assert any(line.strip().startswith("wrk-1 (") and line.endswith(": applied")
                for line in lines)
     assert "The hosts match the desired config now." in result.stdout
@@ -45,4 +50,4 @@ def test_history_lists_plans_current_and_superseded(lab_factory, tmp_path: Path)
     shown = cargoship("show", tmp_path / "first.applied.json")
     assert shown.returncode == 0
     assert shown.stdout.startswith(f"apply record of plan {first_id}")
-    assert "signed by alice@example.com" in shown.stdout
+    assert "signed by alice.ops" in shown.stdout

@@ -53,7 +53,7 @@ def test_two_hosts_on_one_address_are_drift_checked_separately(
     for name in ("wrk-1", "wrk-2"):
         lab.exec(name, f"printf '{DRIFTED}' > {REGISTRIES}")
     plan_file = tmp_path / "plan.json"
-    planned = cargoship("plan", "-c", config, "-out", plan_file)
+    planned = cargoship("plan", "-c", config, "-out", plan_file, "--verbose")
     assert planned.returncode == 0, planned.stdout + planned.stderr
     plan = json.loads(plan_file.read_text())
     assert [c["host"] for c in plan["changes"]] == [

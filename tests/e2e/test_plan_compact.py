@@ -81,10 +81,10 @@ def drifted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Pat
 def test_identical_changes_print_once_with_their_hosts(drifted) -> None:
     _, _, out = drifted
     worker = phase_block(out, "Sync Registry Config Worker")
-    assert worker.count(f"update {REGISTRIES} (drain + restart)") == 2
-    assert (f"update {REGISTRIES} (drain + restart) on wrk-1..wrk-4, wrk-6 (same change on 5 "
+    assert worker.count(f"write-file {REGISTRIES} (drain + restart)") == 2
+    assert (f"write-file {REGISTRIES} (drain + restart) on wrk-1..wrk-4, wrk-6 (same change on 5 "
             "hosts)") in worker
-    assert f"update {REGISTRIES} (drain + restart) on wrk-8\n" in worker + "\n"
+    assert f"write-file {REGISTRIES} (drain + restart) on wrk-8\n" in worker + "\n"
     # Led by the change by key; the unified diff is one flag away.
     assert (f'~ mirrors."docker.io".endpoint[0]: "https://stale.example" -> "{MIRROR}"'
             in worker)
@@ -116,7 +116,7 @@ def test_chart_values_have_their_own_heading(drifted) -> None:
     charts = charts.split("\n\n", 1)[0]
     # ctl-2 has the same values in another key order and formatting: no change there.
     assert charts.splitlines() == [
-        f"      update {CHART} (in place) on ctl-1",
+        f"      write-file-in-place {CHART} (in place) on ctl-1",
         "          ~ spec.valuesContent.controller.replicaCount: 2 -> 3"]
 
 
@@ -155,12 +155,12 @@ def test_no_changes_comes_first(drifted, tmp_path: Path) -> None:
 def test_markdown_is_compacted_the_same_way(drifted, tmp_path: Path) -> None:
     _, plan, _ = drifted
     markdown = cargoship("show", plan, "--markdown").stdout
-    assert markdown.count(f"**update** `{REGISTRIES}`") == 2
+    assert markdown.count(f"**write-file** `{REGISTRIES}`") == 2
     assert "on wrk-1..wrk-4, wrk-6 (same change on 5 hosts)" in markdown
     assert f"```diff\n! mirrors.\"docker.io\".endpoint[0]: \"https://stale.example\" -> " \
            f"\"{MIRROR}\"\n```" in markdown
     after = markdown.split("#### Chart values (HelmChartConfig, written in place)\n", 1)[1]
-    assert after.lstrip().startswith(f"**update** `{CHART}` (in place) on ctl-1")
+    assert after.lstrip().startswith(f"**write-file-in-place** `{CHART}` (in place) on ctl-1")
     assert "@@" not in markdown and markdown.count("connected as root") == 1
     assert "Preflight detail of hosts with problems or warnings" in markdown
     assert SUMMARY in markdown
