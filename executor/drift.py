@@ -73,7 +73,8 @@ def _edited_text(saved: Plan, fresh: Plan) -> list[str]:
     """What a reviewer read must be what this apply would show now: the same changes with
     other diffs mean the plan's text was edited (its digest recomputed), so a harmless-
     looking diff may stand for another change. Never apply past that."""
-    shown = {change_key(c): c.diff for c in fresh.changes}
+    shown = {change_key(c): (c.diff, c.key_changes) for c in fresh.changes}
     return [f"{c.host or 'local'}: the diff shown for {c.target} is not what this plan "
             "would do (the plan was edited after it was made); re-plan"
-            for c in saved.changes if shown.get(change_key(c), c.diff) != c.diff]
+            for c in saved.changes
+            if shown.get(change_key(c), (c.diff, c.key_changes)) != (c.diff, c.key_changes)]

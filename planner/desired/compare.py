@@ -67,7 +67,12 @@ def normalize(kind: str, text: str) -> Any:
 def shown_desired(desired: DesiredFile) -> str:
     """The desired file as every diff shows it (secrets masked): the text a reviewer's "+"
     lines must come from, whoever checks them (planner.plan.verify)."""
-    return _dump(_masked(_structured(desired.kind, desired.data), None))
+    return _dump(shown_structure(desired))
+
+
+def shown_structure(desired: DesiredFile) -> Any:
+    """The structure behind shown_desired: what key changes' "after" values come from."""
+    return _masked(_structured(desired.kind, desired.data), None)
 
 
 def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | None:

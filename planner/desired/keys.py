@@ -46,6 +46,13 @@ def key_changes(before: Any, after: Any) -> tuple[KeyChange, ...]:
     return tuple(found[p] for p in sorted(found, key=_sort_key))
 
 
+def leaves(data: Any) -> dict[str, str]:
+    """Every leaf of `data` by its formatted path, with its value as key changes show it."""
+    found: dict[Path, KeyChange] = {}
+    _leaves(found, (), data, "add")
+    return {change.path: change.after or "" for change in found.values()}
+
+
 def format_path(path: Path) -> str:
     """`mirrors."docker.io".endpoint[0]`: bare names where they read unambiguously."""
     text = ""

@@ -17,14 +17,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..config.model import ClusterConfig, Engine
-from ..desired.compare import deletion, shown_desired
+from ..desired.compare import deletion, shown_desired, shown_structure
 from ..desired.files import DesiredFile, desired_files
+from ..desired.keys import leaves
 from .actions import DELETE_FILE, DELETE_FILE_IN_PLACE, WRITE_FILE, WRITE_FILE_IN_PLACE
 from .desired import stand_in_secrets
 from .model import Change, Plan
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _MASKS = re.compile(r"'\*\*\* \(changed\)'")
+_MASKS_JSON = re.compile(r'"\*\*\* \(changed\)"')
 FILE_WRITES = (WRITE_FILE, WRITE_FILE_IN_PLACE)
 FILE_DELETES = (DELETE_FILE, DELETE_FILE_IN_PLACE)
 
@@ -49,7 +51,7 @@ def problems(plan: Plan) -> Iterator[str]:
             if wanted is None:
                 yield f"{where}: the plan's desired state writes no such file there"
                 continue
-            reason = _diff_problem(change, wanted)
+            reason = _diff_problem(change, wanted) or _keys_problem(change, wanted)
             if reason:
                 yield f"{where}: {reason}"
 
@@ -95,6 +97,21 @@ def _diff_problem(change: Change, wanted: DesiredFile) -> str | None:
         problem = _note_problem(note, wanted)
         if problem:
             return problem
+    return None
+
+
+def _keys_problem(change: Change, wanted: DesiredFile) -> str | None:
+    """Each key change a compact plan leads with must say what the desired state holds:
+    an added or changed key its value there, a removed key gone from it. (That none was
+    left out only the host can tell: apply compares them with what it finds.)"""
+    after = leaves(shown_structure(wanted))
+    for key in change.key_changes:
+        value = after.get(key.path)
+        if key.op == "remove" and value is not None:
+            return f"its key change says {key.path} is removed; the plan keeps it"
+        if key.op != "remove" and (value is None or _MASKS_JSON.sub('"***"', key.after or "")
+                                   != value):
+            return f"its key change for {key.path} is not what the plan would write"
     return None
 
 

@@ -200,3 +200,32 @@ def test_a_local_record_that_cannot_be_written_costs_no_host_its_record(  # type
         record = json.loads(lab.exec(host, f"cat /var/lib/cargoship/applied/{plan_id}.json")
                             .stdout)
         assert record["plan_id"] == plan_id and record["outcome"] == "applied"
+
+
+@pytest.mark.reliability("trust: what is shown is what is applied")
+def test_key_changes_a_compact_plan_leads_with_are_the_plans_own(  # type: ignore[no-untyped-def]
+        lab: Lab, tmp_path: Path, tally) -> None:
+    tally.case(2)
+    lab.exec("wrk-1", f"printf '{DRIFTED}' > {REGISTRIES}")
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    [change] = json.loads(plan_file.read_text())["changes"]
+    assert change["key_changes"], change  # the compact view shows these, not the diff
+    lying, hiding = tmp_path / "lying.json", tmp_path / "hiding.json"
+    for path, edit in ((lying, "lie"), (hiding, "hide")):
+        path.write_text(plan_file.read_text())
+
+        def edit_keys(data: dict, edit: str = edit) -> None:  # type: ignore[type-arg]
+            keys = data["changes"][0]["key_changes"]
+            if edit == "lie":
+                keys[0]["after"] = '"https://harmless.example"'
+            else:
+                keys.pop()
+        _edit_plan(path, edit_keys)
+    shown = cargoship("show", lying)
+    assert shown.returncode == 1 and "is not what the plan would write" in shown.stderr
+    # A key change left out: only the host can tell, so apply does.
+    assert cargoship("show", hiding).returncode == 0
+    applied = cargoship("apply", hiding, "--confirm", timeout=300)
+    assert applied.returncode == 1 and "is not what this plan would do" in applied.stderr
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == DRIFTED

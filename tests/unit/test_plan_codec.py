@@ -13,6 +13,7 @@ from planner.plan.model import (
     Change,
     HostIdentity,
     HostRef,
+    KeyChange,
     Note,
     Notice,
     PhaseOutcome,
@@ -197,3 +198,22 @@ def test_a_create_must_show_the_whole_file() -> None:
 def test_a_change_of_a_file_the_desired_state_does_not_write_is_refused() -> None:
     with pytest.raises(codec.PlanFileError, match="writes no such file there"):
         codec.loads(_with_diff(DIFF, target="/etc/rancher/rke2/config.yaml"), "plan.json")
+
+
+def _with_keys(*keys: KeyChange) -> str:
+    plan = sample_plan()
+    return codec.dumps(replace(plan, changes=(replace(plan.changes[0], key_changes=keys),)))
+
+
+def test_key_changes_must_say_what_the_desired_state_holds() -> None:
+    path = 'configs."r.io".auth.password'
+    codec.loads(_with_keys(KeyChange("change", path, '"***"', '"*** (changed)"')), "p.json")
+    codec.loads(_with_keys(KeyChange("remove", "mirrors", '{}', None)), "p.json")
+    for lie, says in [
+            (KeyChange("add", 'mirrors."docker.io".endpoint[0]', None, '"https://ok"'),
+             "is not what the plan would write"),
+            (KeyChange("change", path, '"***"', '"hunter2"'), "is not what the plan would"),
+            (KeyChange("remove", path, '"***"', None), "says configs"),
+    ]:
+        with pytest.raises(codec.PlanFileError, match=says):
+            codec.loads(_with_keys(lie), "p.json")
