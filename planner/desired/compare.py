@@ -89,13 +89,9 @@ def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | N
     before = file_digest(live.content, salt)
     try:
         current = normalize(desired.kind, live.content.decode())
-    except YamlTooLarge as exc:
-        note = f"# current content refused: {exc} ({len(live.content)} bytes, not shown)\n"
-        diff = _unified(desired.path, note, _dump(shown_after), "")
-        return FileChange(desired.path, "update", before, after, diff, ("unparseable",),
-                          key_changes(None, shown_after))
-    except (UnicodeDecodeError, yaml.YAMLError):
-        note = f"current content is not valid YAML ({len(live.content)} bytes, not shown)"
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        why = f"refused: {exc}" if isinstance(exc, YamlTooLarge) else "is not valid YAML"
+        note = f"current content {why} ({len(live.content)} bytes, not shown)"
         diff = _unified(desired.path, "", _dump(shown_after), note)
         # The current side is not shown, so neither are its keys: what it will hold is.
         return FileChange(desired.path, "update", before, after, diff, ("unparseable",),
