@@ -25,9 +25,9 @@ so what a recovery may restore is never pruned.
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass
 
+from planner.facts.interrupted import BACKUPS
 from planner.hosts.batch import quote
 
 from .remote import HostWriter
@@ -164,7 +164,7 @@ def restore_tree(host: HostWriter, backup_dir: str) -> int:
     """Put back every file a plan backed up on this host (and remove the ones that did not
     exist before it: their `.absent` markers); how many paths were restored. For a host an
     apply was killed while rolling back: its backups are the state before that apply."""
-    if not re.fullmatch(rf"{re.escape(BACKUP_ROOT)}/[0-9a-f]{{32}}", backup_dir):
+    if not BACKUPS.fullmatch(backup_dir):
         raise ValueError(f"not a backup directory of cargoship's: {backup_dir!r}")
     b = quote(backup_dir)
     result = host.run_root(f"""set -eu
