@@ -35,10 +35,11 @@ def big_plan(hosts: int, mirrors: int):  # type: ignore[no-untyped-def]
     refs = [HostRef(f"wrk-{h}", f"10.1.0.{h}") for h in range(hosts)]
     identities = tuple(HostIdentity(r.name, r.address, 22, "worker", None, None, None, None,
                                     None) for r in refs)
+    # What the desired state holds (a plan's key changes are verified like its diffs).
+    first = KeyChange("add", 'mirrors."line-0.example".endpoint[0]', None,
+                      '"https://' + "x" * 60 + '"')
     changes = tuple(Change(ref, PHASE, "write-file", path, "b", "a", diff(h), True, True,
-                           key_changes=(KeyChange(
-                               "change", 'mirrors."docker.io".endpoint[0]', '"https://a"',
-                               f'"https://m{h}"'),)) for h, ref in enumerate(refs))
+                           key_changes=(first,)) for h, ref in enumerate(refs))
     return replace(plan, hosts=identities, changes=changes, unassessed=(),
                    phases=(PhaseOutcome(8, PHASE, "reported, not run", "planned"),))
 
