@@ -87,7 +87,8 @@ def parse_probe(text: str) -> EngineState:
         if word == "state":
             state = parse_service_state(rest)
             found = re.search(r"\(pid (\d+)\)", rest)
-            pid = int(found.group(1)) if found and state == "running" else pid
+            pid = int(found.group(1)) if found and state in ("running", "starting") \
+                else pid
             # runit between two attempts: "down: /etc/service/x: 0s, normally up, want up"
             auto = auto or (state == "stopped" and "want up" in rest)
         elif word == "show":

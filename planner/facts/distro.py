@@ -59,8 +59,12 @@ def status_snippet(init: str, service: str) -> str:
     if init == "runit":
         return (f"s=; for d in /etc/service /var/service /service; do "
                 f"[ -e \"$d\"/{svc} ] && {{ s=\"$d\"/{svc}; break; }}; done; "
-                f"if [ -n \"$s\" ]; then "
-                f"echo \"state runit $(sv status \"$s\" 2>&1 | head -n 1)\"; "
+                f"if [ -n \"$s\" ]; then st=$(sv status \"$s\" 2>&1 | head -n 1); "
+                # runit's `check` is its Type=notify: a process that runs but has not
+                # passed it is starting, as systemd says "activating" until READY.
+                f"case \"$st\" in run:*) if [ -x \"$s\"/check ] && "
+                f"! (cd \"$s\" && ./check) >/dev/null 2>&1; then st=\"starting: $st\"; fi;; "
+                f"esac; echo \"state runit $st\"; "
                 f"else echo state absent; fi")
     if init == "openrc":
         return (f"if [ -e /etc/init.d/{svc} ]; then "
@@ -105,7 +109,8 @@ def _parse_engine(out: Output) -> EngineFacts:
 
 
 def parse_service_state(text: str) -> str:
-    """`systemd active`, `runit run: /etc/service/x: (pid 1) 5s`, `openrc * status: started`."""
+    """`systemd active`, `runit run: /etc/service/x: (pid 1) 5s` (`runit starting: run: ...`
+    while its check script fails), `openrc * status: started`."""
     kind, _, rest = text.strip().partition(" ")
     rest = rest.strip()
     if kind == "absent":
@@ -116,6 +121,8 @@ def parse_service_state(text: str) -> str:
     if kind == "runit":
         if rest.startswith("run:"):
             return "running"
+        if rest.startswith("starting:"):
+            return "starting"
         if rest.startswith("down:"):
             return "stopped"
         if rest.startswith("fail:") or rest.startswith("warning:"):

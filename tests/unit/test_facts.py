@@ -150,6 +150,7 @@ def test_version_ordering() -> None:
         ("systemd inactive", "stopped"),
         ("systemd failed", "failed"),
         ("runit run: /etc/service/rke2-server: (pid 120) 35s", "running"),
+        ("runit starting: run: /etc/service/rke2-server: (pid 120) 0s", "starting"),
         ("runit down: /etc/service/rke2-server: 3s, normally up", "stopped"),
         ("runit fail: /etc/service/rke2-server: runsv not running", "failed"),
         ("openrc  * status: started", "running"),

@@ -107,6 +107,16 @@ def test_engine_restarting_on_its_own_is_a_crash_loop_with_its_log() -> None:
     assert "engine log: level=fatal msg=boom" in str(exc.value)
 
 
+def test_engine_dying_before_ready_is_a_crash_loop() -> None:
+    # runit with a check script: the process runs but never passes it, then dies.
+    starting = "state runit starting: run: /etc/service/x: (pid {}) 0s"
+    down = "state runit down: /etc/service/x: 0s, normally up"
+    w = waiter([starting.format(20), down, starting.format(21), down, starting.format(22)],
+               [RuntimeError("connection refused")])
+    with pytest.raises(CrashLoopError, match="rke2-server is crash-looping"):
+        w.wait(600, lambda _: None)
+
+
 def test_systemd_restart_counter_and_auto_restart() -> None:
     state = parse_probe("state systemd activating\nshow MainPID=0 NRestarts=7 "
                         "SubState=auto-restart ")
