@@ -8,4 +8,7 @@ RUN_TMP=$(mktemp -d /tmp/cargoship-test.XXXXXX)
 trap '.venv/bin/python -m tests.lab down --all --under "$RUN_TMP" >/dev/null 2>&1 || true; rm -rf "$RUN_TMP"' EXIT
 .venv/bin/ruff check .
 .venv/bin/mypy planner executor cargoship schemas
-.venv/bin/python -m pytest -q --basetemp="$RUN_TMP/pytest" "$@"
+# Test files side by side (most lab time is waiting on hosts); one file's tests stay in one
+# worker, in order. CARGOSHIP_TEST_WORKERS=0 runs everything in this process.
+.venv/bin/python -m pytest -q --basetemp="$RUN_TMP/pytest" \
+  -n "${CARGOSHIP_TEST_WORKERS:-3}" --dist loadfile "$@"

@@ -59,16 +59,21 @@ def test_cli_contract_up_exec_ls_down(tmp_path: Path) -> None:
                                  text=True, check=True)
         assert listing.stdout == up.stdout
     finally:
-            tag = Lab.load(lab_dir).tag
+        tag = Lab.load(lab_dir).tag
+    index = up.stdout.split()[2].split(".")[1]
+    # The bridge by its ifindex: the kernel never hands that out again soon, while the
+    # bridge's name (by lab index) may be claimed by a lab of a test running alongside.
+    bridge = subprocess.run(["ip", "-o", "link", "show", f"cslab{int(index) - 200}"],
+                            capture_output=True, text=True, check=True).stdout
+    ifindex = bridge.split(":", 1)[0]
     down = subprocess.run([*LAB, "down", "--dir", str(lab_dir)], capture_output=True,
-                              text=True)
+                          text=True)
     assert down.returncode == 0, down.stderr
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     lab_json_gone = not (lab_dir / "lab.json").exists()
-    index = up.stdout.split()[2].split(".")[1]
     assert f"cs{tag}-" not in netns and f"c{tag}h" not in links
-    assert f"cslab{int(index) - 200}:" not in links
+    assert not [ln for ln in links.splitlines() if ln.startswith(f"{ifindex}: ")]
     assert lab_json_gone and not (lab_dir / "hosts").exists()
 
 
