@@ -40,6 +40,9 @@ def apply_outcome_lines(result: Any, seconds: float) -> list[str]:
     unchanged = len(result.hosts) - len(changed)
     if unchanged:
         counts.append(f"{unchanged} unchanged")
+    # A cluster step failing after the rollout: the hosts were changed all the same.
+    counts += [f"step {action} failed" for action in dict.fromkeys(
+        i.item.action for i in result.after_rollout if i.status == "failed")]
     verdict = "Apply complete" if result.ok else (
         "Apply interrupted" if result.interrupted else "Apply FAILED")
     lines.append("")

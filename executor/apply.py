@@ -259,9 +259,13 @@ def _cluster_stage(plan: Plan, env: ApplyEnv, *, run: bool) -> list[ItemResult]:
             continue
         try:
             results += handler.run(items, env)
-        except CargoshipError as exc:
-            results += [ItemResult(i, "failed", str(exc)) for i in items]
-            env.progress("apply", f"{action} failed: {exc}")
+        except Exception as exc:  # noqa: BLE001 - whatever a step raises, the hosts changed
+            # already and must get their records: the step is failed, the apply goes on
+            # to record it (an unexpected error type is still one line, never a traceback).
+            why = str(exc) if isinstance(exc, CargoshipError) else \
+                f"{type(exc).__name__}: {exc}"
+            results += [ItemResult(i, "failed", why) for i in items]
+            env.progress("apply", f"{action} failed: {why}")
     return results
 
 

@@ -140,9 +140,11 @@ class Rollout:
                 assert self.ops is not None
                 inprogress.mark(job.writer, self.plan_id)
                 cordoned = self.ops.cordon(job.node, owner=self.plan_id)
-                self._note(job.label, "cordoned" if cordoned else "was already cordoned")
+                self._note(job.label, f"cordoned node {job.node}" if cordoned
+                           else f"node {job.node} was already cordoned")
                 report = self.ops.drain(job.node, self.drain)
-                self._note(job.label, f"drained ({len(report.evicted)} pod(s) evicted)")
+                self._note(job.label, f"drained node {job.node} "
+                                      f"({len(report.evicted)} pod(s) evicted)")
                 stopped = True  # from the moment we ask: a lost answer may hide a stop
                 waiter = self._stop(job)
             if job.restore_from is not None:

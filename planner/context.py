@@ -17,6 +17,7 @@ from .config.model import ClusterConfig, HostConfig
 from .configurers import Configurer
 from .errors import HostError
 from .facts.distro import EngineFacts
+from .facts.engine_config import EngineSettings
 from .facts.network import Network
 from .facts.os_release import Kernel, OsRelease
 from .facts.system import Privilege
@@ -43,6 +44,8 @@ class HostState:
     private_address: str | None = None
     privilege: Privilege | None = None
     engine: EngineFacts | None = None
+    engine_settings: EngineSettings | None = None  # its config.yaml(.d), merged
+    node_name: str | None = None  # the Kubernetes node, named as the engine names it
     host_key: str | None = None  # SHA256 fingerprint seen at connect
     error: str | None = None  # set when the host dropped out of the run
 
@@ -52,6 +55,12 @@ class HostState:
         ssh = self.config.ssh
         return HostRef(self.hostname or self.config.hostname or ssh.address, ssh.address,
                        ssh.port or 22)
+
+    @property
+    def node(self) -> str:
+        """The Kubernetes node to drain and label: as the engine names it (its node-name,
+        else the lowercased hostname), known once the distro facts were gathered."""
+        return self.node_name or (self.hostname or self.config.label).lower()
 
     @property
     def label(self) -> str:

@@ -1,9 +1,9 @@
 """The cluster's admin credentials and the Kubernetes API client built from them.
 
 The engine writes an admin kubeconfig on every controller, pointing at 127.0.0.1; cargoship
-reads it from the first reachable controller (over SSH, read-only) and points it at that
-controller's address. The official client is created through a factory held by the plan
-context, so tests can hand in another transport.
+reads it from the first reachable controller (over SSH, read-only) and points it at an
+address the API certificate covers (api_server). The official client is created through a
+factory held by the plan context, so tests can hand in another transport.
 """
 
 from __future__ import annotations
@@ -50,24 +50,66 @@ class KubeconfigError(ValueError):
     pass
 
 
-def parse_admin(text: str, address: str) -> dict[str, Any]:
-    """The admin kubeconfig with its server rewritten to a reachable controller."""
+def parse_admin(text: str) -> dict[str, Any]:
+    """The admin kubeconfig as the engine wrote it, checked to have what cargoship uses."""
     try:
         data = safe_load(text)
     except yaml.YAMLError:
         raise KubeconfigError("admin kubeconfig is not valid YAML") from None
     try:
-        cluster = data["clusters"][0]["cluster"]
-        server = urllib.parse.urlsplit(cluster["server"])
+        urllib.parse.urlsplit(data["clusters"][0]["cluster"]["server"])
         data["users"][0]["user"]
         data["contexts"][0]["context"]
-    except (KeyError, IndexError, TypeError):
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         raise KubeconfigError("admin kubeconfig lacks a cluster, user or context") from None
-    host = f"[{address}]" if ":" in address else address
-    if server.hostname in ("127.0.0.1", "localhost", "::1"):
-        netloc = f"{host}:{server.port}" if server.port else host
-        cluster["server"] = urllib.parse.urlunsplit(server._replace(netloc=netloc))
     return dict(data)
+
+
+def _is_loopback(host: str | None) -> bool:
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+def own_address(ssh_address: str, addresses: list[str], node_ips: list[str],
+                private_address: str | None) -> str:
+    """A controller's own address, one its API certificate covers (the engines list the
+    node's addresses in it): the SSH address when it is one of the host's, else the
+    engine's node-ip, else the private address. An SSH address the host does not have (a
+    NAT, a port forward, a loopback) is never taken for the API's."""
+    if ssh_address in addresses and not _is_loopback(ssh_address):
+        return ssh_address
+    if node_ips:
+        return node_ips[0]
+    return private_address or ssh_address
+
+
+def api_server(admin: dict[str, Any], configured: str | None, tls_sans: list[str],
+               own: str) -> tuple[str, str]:
+    """The API server URL to use for the cluster, and where it came from.
+
+    The admin kubeconfig says https://127.0.0.1:6443: right on the controller, wrong
+    anywhere else. Its certificate covers the tls-san entries and the node's own
+    addresses, so the URL is (in this order) the configured one, the admin kubeconfig's
+    when it is not a loopback address, the first tls-san, the controller's own address."""
+    if configured:
+        return configured.rstrip("/"), "options.kubeconfig.server"
+    server = urllib.parse.urlsplit(str(admin["clusters"][0]["cluster"]["server"]))
+    if not _is_loopback(server.hostname):
+        return urllib.parse.urlunsplit(server), "the admin kubeconfig"
+    if tls_sans:
+        return _with_host(server, tls_sans[0]), "the engine's tls-san"
+    return _with_host(server, own), "the controller's own address"
+
+
+def _with_host(server: urllib.parse.SplitResult, host: str) -> str:
+    host = f"[{host}]" if ":" in host else host
+    netloc = f"{host}:{server.port}" if server.port else host
+    return urllib.parse.urlunsplit(server._replace(netloc=netloc))
+
+
+def with_server(admin: dict[str, Any], server: str) -> dict[str, Any]:
+    config = copy.deepcopy(admin)
+    config["clusters"][0]["cluster"]["server"] = server
+    return config
 
 
 # Values of a user entry shown as they are. Everything else in a user entry is masked:

@@ -88,3 +88,21 @@ def safe_load(text: str | bytes) -> Any:
         raise YamlTooLarge("nested too deeply") from None
     finally:
         loader.dispose()
+
+
+def safe_load_all(text: str | bytes) -> list[Any]:
+    """yaml.safe_load_all (a multi-document stream, as manifests are), each document
+    bounded as safe_load bounds one."""
+    loader = _Loader(text)
+    documents: list[Any] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None:
+                expanded_size(node)
+                documents.append(loader.construct_document(node))
+        return documents
+    except RecursionError:
+        raise YamlTooLarge("nested too deeply") from None
+    finally:
+        loader.dispose()

@@ -22,7 +22,8 @@ from planner.config.model import ClusterConfig
 from planner.context import HostState, PlanContext
 from planner.desired.files import DesiredFile
 from planner.errors import CargoshipError
-from planner.kube import admin_kubeconfig_path, parse_admin
+from planner.kube import admin_kubeconfig_path, parse_admin, with_server
+from planner.phases.admin_access import server_for
 from planner.plan.model import Change, HostRef, Plan, Unassessed
 
 from ..remote import HostWriter
@@ -71,8 +72,8 @@ class ApplyEnv:
                 continue
             path = admin_kubeconfig_path(self.config.engine.distro)
             writer = self.writers[host.ref.key]
-            admin = parse_admin(writer.run_root(f"cat {path}").stdout.decode(),
-                                host.config.ssh.address)
+            admin = parse_admin(writer.run_root(f"cat {path}").stdout.decode())
+            admin = with_server(admin, server_for(self.ctx, host, admin)[0])
             if _answers(admin):
                 return admin
             found = found or admin  # none answers: the first one's errors say why

@@ -47,7 +47,7 @@ class LabelNode(ClusterHandler):
             if isinstance(item, Change) and item.node and item.label:
                 node, key = item.node, item.label
             else:  # unassessed: the node is back now; what to set comes from the config
-                node = host.hostname or host.config.label
+                node = host.node
                 key = f"{LABEL_PREFIX}{profile}" if profile else ""
             if api is None or not key:
                 results.append(ItemResult(item, "not done", "no Kubernetes API or profile"))

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from planner.desired.files import desired_files
 from planner.facts.distro import LAYOUTS
+from planner.phases.admin_access import host_address
 from planner.plan.model import Change
 
 from ..drain import DrainOptions, NodeOps
@@ -28,7 +29,7 @@ def host_jobs(env: ApplyEnv, changes: Sequence[Change]) -> dict[str, list[HostJo
         if not mine:
             continue
         role = host.config.role
-        job = HostJob(label=host.label, node=host.hostname or host.config.label,
+        job = HostJob(label=host.label, node=host.node,
                       writer=env.writers[host.ref.key], init=host.init_system or "unknown",
                       service=layout.service(role), controller=role == "controller")
         wanted = {f.path: f for f in desired_files(env.config, role)}
@@ -48,7 +49,8 @@ def _probe_api_servers(env: ApplyEnv, controllers: Sequence[HostJob]) -> None:
     admin = env.admin() if restarting else None
     if admin is None:
         return
-    address = {host.label: host.config.ssh.address for host in env.ctx.hosts}
+    # Each controller's own API server, at an address its certificate covers.
+    address = {host.label: host_address(host) for host in env.ctx.hosts}
     for job in restarting:
         job.readyz = readyz_probe(admin, address[job.label])
 

@@ -36,7 +36,9 @@ def check_handled(plan: Plan) -> None:
     for item in plan.unassessed:
         handler = HANDLERS.get(item.action or "")
         if handler is None or not handler.finishes_unassessed:
+            what = f"action {item.action!r}, which this cargoship can't finish at apply " \
+                "time" if item.action else "no action anything could finish at apply time"
             raise ApplyRefused(
-                f"plan {plan.plan_id}: unassessed item {item.action or '(no action)'!r} on "
-                f"{item.host or 'the cluster'} is an action this cargoship can't finish at "
-                "apply time; nothing was changed (re-plan once it can be assessed)")
+                f"plan {plan.plan_id}: an item unassessed on {item.host or 'the cluster'} "
+                f"({item.reason}) has {what}; nothing was changed (re-plan once it can be "
+                "assessed)")

@@ -225,6 +225,7 @@ def _options(path: Path, raw: dict[str, Any]) -> Options:
         kubeconfig_enabled=kube.get("enabled", False),
         kubeconfig_path=_local_path(path, kube.get("path", "~/.kube/config")),
         kubeconfig_context=kube.get("context"),
+        kubeconfig_server=kube.get("server"),
         label_profiles=raw.get("labelProfiles", False),
     )
 

@@ -73,6 +73,7 @@ class Options:
     kubeconfig_enabled: bool = False
     kubeconfig_path: Path = Path("~/.kube/config")
     kubeconfig_context: str | None = None
+    kubeconfig_server: str | None = None  # https URL; None: derived (planner/kube.py)
     label_profiles: bool = False
 
 

@@ -103,14 +103,15 @@ def _dropin(layout: DistroLayout, args: dict[str, str]) -> dict[str, Any]:
         if "pod-security" in args:
             data["pod-security-admission-config-file"] = args["pod-security"]
         return data
-    # k3s has no dedicated keys: the flags go to the API server.
+    # k3s has no dedicated keys: the flags go to the API server, appended (`+`) to those
+    # config.yaml or an earlier drop-in gives it; a plain key would replace them all.
     flags = []
     if "audit-policy-file" in args:
         flags += [f"audit-policy-file={args['audit-policy-file']}",
                   f"audit-log-path={layout.data_dir}/server/logs/audit.log"]
     if "pod-security" in args:
         flags.append(f"admission-control-config-file={args['pod-security']}")
-    return {"kube-apiserver-arg": flags}
+    return {"kube-apiserver-arg+": flags}
 
 
 def _helm_chart_config(chart: str, values: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from .host_facts import GatherHostFacts
 from .kubeconfig import UpdateKubeconfig
 from .label_nodes import LabelNodes
 from .lock import AcquireLock
+from .plugins import plugin_phases
 from .release_lock import ReleaseLock
 from .sync_controllers import SyncControllers
 from .sync_workers import SyncWorkers
@@ -18,7 +19,8 @@ from .validate import ValidateHosts
 
 
 def engine_config_sync() -> list[Phase]:
-    """The twelve phases of engine-config-sync, in order (fresh instances per run)."""
+    """The twelve phases of engine-config-sync, in order (fresh instances per run), with
+    any plugin phases before the lock is released."""
     return [
         Connect(),
         DetectOs(),
@@ -30,6 +32,7 @@ def engine_config_sync() -> list[Phase]:
         SyncWorkers(),
         UpdateKubeconfig(),
         LabelNodes(),
+        *plugin_phases(),  # opt-in hooks (plugins.py); none are installed by default
         ReleaseLock(),
         Disconnect(),
     ]

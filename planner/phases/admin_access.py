@@ -1,5 +1,6 @@
 """Reading the admin kubeconfig from the first controller: shared by the kubeconfig and
-label phases (one round trip, as root, read-only)."""
+label phases (one round trip, as root, read-only), and pointing it at an address the API
+certificate covers (planner/kube.py api_server)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ from typing import Any
 from ..context import HostState, PlanContext
 from ..desired.compare import file_digest
 from ..facts.files import files_fact
-from ..kube import KubeconfigError, admin_kubeconfig_path, parse_admin
+from ..kube import (
+    KubeconfigError,
+    admin_kubeconfig_path,
+    api_server,
+    own_address,
+    parse_admin,
+    with_server,
+)
 
 
 def first_controller(ctx: PlanContext) -> HostState | None:
@@ -16,6 +24,14 @@ def first_controller(ctx: PlanContext) -> HostState | None:
 
 
 def read_admin(ctx: PlanContext, phase: str, host: HostState) -> dict[str, Any] | None:
+    found = read_admin_from(ctx, phase, host)
+    return found[0] if found else None
+
+
+def read_admin_from(ctx: PlanContext, phase: str,
+                    host: HostState) -> tuple[dict[str, Any], str] | None:
+    """The admin kubeconfig pointed at the cluster's API server, and where that URL
+    came from."""
     path = admin_kubeconfig_path(ctx.config.engine.distro)
     gathered = ctx.gather(phase, lambda _: [files_fact([path])], as_root=True, hosts=[host])
     if not gathered:
@@ -26,7 +42,22 @@ def read_admin(ctx: PlanContext, phase: str, host: HostState) -> dict[str, Any] 
         return None
     ctx.record_read(host, path, file_digest(live.content, ctx.salt))
     try:
-        return parse_admin(live.content.decode("utf-8", "replace"), host.config.ssh.address)
+        admin = parse_admin(live.content.decode("utf-8", "replace"))
     except KubeconfigError as exc:
         ctx.problem(phase, host, f"{path}: {exc}")
         return None
+    server, source = server_for(ctx, host, admin)
+    return with_server(admin, server), source
+
+
+def server_for(ctx: PlanContext, host: HostState, admin: dict[str, Any]) -> tuple[str, str]:
+    """The cluster's API server URL, read from this controller, and where it came from."""
+    sans = host.engine_settings.list_of("tls-san") if host.engine_settings else []
+    return api_server(admin, ctx.config.options.kubeconfig_server, sans, host_address(host))
+
+
+def host_address(host: HostState) -> str:
+    """The controller's own address for its own API server (covered by its certificate)."""
+    addresses = [a.address for a in host.network.addresses] if host.network else []
+    node_ips = host.engine_settings.list_of("node-ip") if host.engine_settings else []
+    return own_address(host.config.ssh.address, addresses, node_ips, host.private_address)

@@ -1,13 +1,16 @@
 """6. Gathering facts about the distro installed: engine present? which version? running?
+And the engine's own config (config.yaml + config.yaml.d), for the node's name.
 
-The version decides install vs upgrade vs no-op, and a downgrade is refused here, before
-any run could start one.
+cargoship configures an installed engine; it never installs, upgrades or downgrades one. An
+engine that is missing, or at another version than the config pins, is a problem for that
+host, said as such, before any run could start anything.
 """
 
 from __future__ import annotations
 
-from ..context import PlanContext
+from ..context import HostState, PlanContext
 from ..facts.distro import LAYOUTS, EngineFacts, engine_fact
+from ..facts.engine_config import EngineSettings, engine_config_fact
 from ..facts.engine_version import EngineVersion
 from .base import DryRun, Phase
 
@@ -23,16 +26,30 @@ class GatherDistroFacts(Phase):
         # Hosts without root access already dropped out in Validate hosts.
         gathered = ctx.gather(
             self.title,
-            lambda h: [engine_fact(layout, h.config.role, h.init_system or "unknown")],
+            lambda h: [engine_fact(layout, h.config.role, h.init_system or "unknown"),
+                       engine_config_fact(layout)],
             as_root=True,
         )
-        for host, (facts,) in gathered:
+        for host, (facts, settings) in gathered:
             host.engine = facts
+            host.engine_settings = settings
             verdict, problem = _compare(facts, pinned, engine.distro)
+            problem = problem or _settings_problem(host, settings)
             if problem:
                 ctx.fail_host(self.title, host, problem)
-            else:
-                ctx.found(self.title, host, verdict)
+                continue
+            host.node_name = settings.node_name(host.hostname or host.config.label)
+            ctx.found(self.title, host, f"{verdict}, node {host.node_name}")
+
+
+def _settings_problem(host: HostState, settings: EngineSettings) -> str | None:
+    if settings.problems:
+        return "the engine's config cannot be read as the engine would: " \
+            + "; ".join(settings.problems)
+    if settings.node_name(host.hostname or host.config.label) is None:
+        return ("with-node-id is set: the node's name has a random suffix cargoship cannot "
+                "derive, so it cannot drain or label the right node (set node-name)")
+    return None
 
 
 def _compare(facts: EngineFacts, pinned: EngineVersion, distro: str) -> tuple[str, str | None]:
@@ -40,13 +57,17 @@ def _compare(facts: EngineFacts, pinned: EngineVersion, distro: str) -> tuple[st
         return "", (f"{facts.other_distro} is installed but the config pins {distro}; "
                     "switching engines is not something cargoship does")
     if not facts.installed:
-        return f"{distro} not installed: would install {pinned}", None
+        return "", (f"{distro} is not installed: cargoship configures an installed engine "
+                    f"and does not install one (install {distro} {pinned} first)")
     if facts.version is None:
         return "", f"{distro} at {facts.binary}: {facts.version_error}"
     state = f"service {facts.service_state}"
     if facts.version > pinned:
         return "", (f"{distro} {facts.version} is newer than the pinned {pinned}: "
-                    "downgrades are refused")
+                    f"cargoship does not downgrade engines (pin {facts.version} in "
+                    "engine.version if that is the version you run)")
     if facts.version < pinned:
-        return f"{distro} {facts.version} installed, {state}: upgrade to {pinned}", None
+        return "", (f"{distro} {facts.version} is older than the pinned {pinned}: "
+                    f"cargoship does not upgrade engines (upgrade it to {pinned} first, or "
+                    f"pin {facts.version})")
     return f"{distro} {facts.version} installed (as pinned), {state}", None

@@ -1,8 +1,9 @@
 """9. Updating kubeconfig file with the current cluster: if enabled, merge the cluster's
 admin credentials into the local kubeconfig as a named context.
 
-Assessed read-only: the admin kubeconfig is read from the first controller (server
-rewritten from 127.0.0.1 to that controller), the local kubeconfig from this machine.
+Assessed read-only: the admin kubeconfig is read from the first controller (its server
+127.0.0.1 replaced by an address the API certificate covers: see kube.api_server), the local
+kubeconfig from this machine.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..desired.keys import key_changes
 from ..kube import admin_kubeconfig_path, masked, merge, named_entries
 from ..plan.actions import MERGE_KUBECONFIG
 from ..safeyaml import safe_load
-from .admin_access import first_controller, read_admin
+from .admin_access import first_controller, read_admin_from
 from .base import Phase, Resource
 
 
@@ -48,9 +49,10 @@ class UpdateKubeconfig(Phase):
         controller = first_controller(ctx)
         if controller is None or controller not in hosts:
             return set()
-        admin = read_admin(ctx, self.title, controller)
-        if admin is None:
+        found = read_admin_from(ctx, self.title, controller)
+        if found is None:
             return set()
+        admin, source = found
         path = options.kubeconfig_path.expanduser()
         name = options.kubeconfig_context or ctx.config.name
         local, problem = _read_local(path)
@@ -72,8 +74,8 @@ class UpdateKubeconfig(Phase):
                                  key_changes=key_changes(masked(local) if local else None,
                                                          masked(merged))))
         ctx.found(self.title, None, f"would merge context {name} (server "
-                                    f"{entries['clusters']['cluster'].get('server')}) into "
-                                    f"{path}")
+                                    f"{entries['clusters']['cluster'].get('server')}, from "
+                                    f"{source}) into {path}")
         return {(None, "kubeconfig")}
 
 

@@ -47,7 +47,7 @@ class LabelNodes(Phase):
             return set()
         writes: set[Resource] = set()
         for host in wanted:
-            name = host.hostname or host.config.label
+            name = host.node
             if name not in nodes:
                 ctx.warn(self.title, host, f"node {name} is not registered in the cluster")
                 continue

@@ -8,16 +8,19 @@ a restart is drained and restarted; chart values alone are written in place.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import FileChange, LiveFile, compare, deletion, file_digest
-from ..desired.files import DesiredFile, desired_files, is_owned, owned_paths
+from ..desired.engine_merge import overridden
+from ..desired.files import OWNED_PREFIX, DesiredFile, desired_files, is_owned, owned_paths
 from ..facts.applied import APPLIED
 from ..facts.applied import TARGET as APPLIED_TARGET
 from ..facts.distro import LAYOUTS
 from ..facts.files import files_fact
 from ..facts.interrupted import INTERRUPTED, MARKER, Interrupted
+from ..facts.manifests import DEFAULT_NAMESPACE, ForeignManifests, foreign_charts_fact
+from ..hosts.batch import Fact
 from ..kube import admin_kubeconfig_path
 from ..plan.actions import (
     DELETE_FILE,
@@ -64,13 +67,15 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
     dirs = owned_paths(layout)
     fact = files_fact([f.path for f in wanted], dirs)
     writes: set[Resource] = set()
+    facts: list[Fact[Any]] = [fact, INTERRUPTED, APPLIED]
+    if role == "controller":
+        facts.append(foreign_charts_fact(layout.manifests_dir, OWNED_PREFIX))
     gathered = {h.config.index: v for h, v in
-                ctx.gather(phase, lambda _: [fact, INTERRUPTED, APPLIED], as_root=True,
-                           hosts=ours)}
+                ctx.gather(phase, lambda _: facts, as_root=True, hosts=ours)}
     for host in ours:
         if host.config.index not in gathered:
             continue  # failed to read: the host has a problem recorded already
-        (live, listings), interrupted, applied = gathered[host.config.index]
+        (live, listings), interrupted, applied, *foreign = gathered[host.config.index]
         # Not a change: the order apply judges the plan by (no replay of a superseded plan).
         ctx.record_read(host, APPLIED_TARGET, applied.without(ctx.applying).fingerprint)
         irregular = [f for f in live.values() if f.exists and f.kind != "file"]
@@ -80,11 +85,15 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
                                      "special files; make it a regular file (or remove it)")
         if irregular:
             continue
+        mine = _engine_semantics(ctx, phase, host, wanted,
+                                 foreign[0] if foreign else None)
         restoring = interrupted is not None and interrupted.rolling_back
         if restoring:
             assert interrupted is not None
             writes |= _plan_restore(ctx, phase, host, interrupted)
-        changes = _file_changes(ctx, host, wanted, live, listings, dirs)
+        # A chart left out for a conflict is not "no longer desired": never deleted here.
+        changes = _file_changes(ctx, host, mine, live, listings, dirs,
+                                keep={f.path for f in wanted})
         needs_restart = {f.path for f in wanted if f.restart}
         restart = False
         for change in changes:
@@ -112,6 +121,37 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
             writes |= {(host.config.index, "node"),
                        (host.config.index, f"file:{admin_kubeconfig_path(layout.distro)}")}
     return writes
+
+
+def _engine_semantics(ctx: PlanContext, phase: str, host: HostState,
+                      wanted: list[DesiredFile],
+                      foreign: ForeignManifests | None) -> list[DesiredFile]:
+    """The files to plan for this host, once checked against how its engine reads them: a
+    chart whose HelmChartConfig another manifest also defines is a problem, not written
+    (the two would overwrite each other on every reconcile); a drop-in setting a later
+    config file overrides is a warning."""
+    kept = []
+    for desired in wanted:
+        if desired.kind == "chart" and foreign is not None:
+            name = str(desired.data["metadata"]["name"])
+            others = foreign.defining(DEFAULT_NAMESPACE, name)
+            if others:
+                ctx.problem(phase, host, (
+                    f"HelmChartConfig {DEFAULT_NAMESPACE}/{name} is also defined in "
+                    f"{', '.join(others)}: the engine would apply both, each overwriting the "
+                    f"other; remove that one, or leave {name} out of engineConfig.charts"))
+                continue
+        if desired.kind == "config-dropin" and host.engine_settings is not None:
+            for message in overridden(list(host.engine_settings.layers), desired.path,
+                                      desired.data):
+                ctx.warn(phase, host, message)
+        kept.append(desired)
+    if foreign is not None:
+        for path in foreign.unreadable:
+            ctx.warn(phase, host, f"{path} mentions HelmChartConfig but cannot be read as "
+                                  "YAML: cargoship cannot tell whether it defines a chart "
+                                  "config it writes too")
+    return kept
 
 
 def _plan_restore(ctx: PlanContext, phase: str, host: HostState,
@@ -142,7 +182,7 @@ def _action(kind: str, restart: bool) -> str:
 
 def _file_changes(ctx: PlanContext, host: HostState, wanted: list[DesiredFile],
                   live: dict[str, LiveFile], listings: dict[str, list[str]],
-                  dirs: Sequence[str]) -> list[FileChange]:
+                  dirs: Sequence[str], keep: set[str]) -> list[FileChange]:
     changes: list[FileChange] = []
     for desired in wanted:
         current = live[desired.path]
@@ -151,11 +191,10 @@ def _file_changes(ctx: PlanContext, host: HostState, wanted: list[DesiredFile],
         change = compare(desired, current, ctx.salt)
         if change:
             changes.append(change)
-    wanted_paths = {f.path for f in wanted}
     for directory in dirs:
         for name in listings.get(directory, []):
             path = f"{directory}/{name}"
-            if is_owned(name) and path not in wanted_paths:
+            if is_owned(name) and path not in keep:
                 ctx.record_read(host, path, "present")
                 changes.append(deletion(path))
     return changes

@@ -191,14 +191,21 @@ def test_clock_offset_of_five_minutes_is_reported(lab_factory) -> None:
     assert "off the median of all hosts (allowed: ±30s)" in problems[0]
 
 
-def test_newer_engine_than_pinned_is_a_refused_downgrade(lab_factory) -> None:
+def test_an_engine_missing_or_not_as_pinned_is_a_problem_never_an_install(lab_factory) -> None:
     lab = lab_factory([HostSpec("ctl-1", "controller", engine_version="v1.31.1+rke2r1"),
-                       HostSpec("wrk-1", "worker", engine_installed=False)])
+                       HostSpec("wrk-1", "worker", engine_installed=False),
+                       HostSpec("wrk-2", "worker", engine_version="v1.29.8+rke2r1")])
     result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
     assert result.returncode == 1
+    problems = [line for line in result.stdout.splitlines() if line.startswith("  x ")]
+    assert len(problems) == 3, result.stdout
     assert ("Gathering facts about the distro installed: rke2 v1.31.1+rke2r1 is newer than "
-            "the pinned v1.30.4+rke2r1: downgrades are refused") in result.stdout
-    assert "rke2 not installed: would install v1.30.4+rke2r1" in result.stdout
+            "the pinned v1.30.4+rke2r1: cargoship does not downgrade engines") in problems[0]
+    assert ("rke2 is not installed: cargoship configures an installed engine and does not "
+            "install one (install rke2 v1.30.4+rke2r1 first)") in problems[1]
+    assert ("rke2 v1.29.8+rke2r1 is older than the pinned v1.30.4+rke2r1: cargoship does not "
+            "upgrade engines") in problems[2]
+    assert "would install" not in result.stdout and "upgrade to" not in result.stdout
 
 
 def test_mixed_os_releases_pick_their_configurers(lab_factory) -> None:

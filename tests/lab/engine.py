@@ -161,7 +161,9 @@ class Engine:
                                    cluster["tls_dir"])
             self._start_api_server(cluster)
         event("ready")  # first: nobody may see this engine's API server ready before it
-        self._write_state({"pid": os.getpid(), "started_at": time.time(), "node": self.name})
+        # The config as merged (what the real engine would run with), for tests to read.
+        self._write_state({"pid": os.getpid(), "started_at": time.time(), "node": self.name,
+                           "config": self.config})
         log("info", f"{self.distro} {self.role} running (pid {os.getpid()}, node {self.name})")
 
     def _wait(self, seconds: float) -> None:

@@ -120,7 +120,8 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
         mode = "server" if spec.role == "controller" else "agent"
         _engine_service(services / engine_service(distro, spec.role), distro, mode)
         config_dir = host_dir / "rancher-etc" / distro
-        write(config_dir / "config.yaml", "write-kubeconfig-mode: \"0600\"\n", 0o600)
+        settings = {"write-kubeconfig-mode": "0600", **(spec.engine_config or {})}
+        write(config_dir / "config.yaml", yaml.safe_dump(settings, sort_keys=False), 0o600)
         write(config_dir / "registries.yaml", yaml.safe_dump(registries, sort_keys=False),
               0o600)
         (host_dir / "rancher-var" / distro).mkdir(exist_ok=True)
@@ -165,7 +166,7 @@ def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[
             "--engine-state", f"/var/lib/rancher/{distro}/lab-engine.json"]
     if distro == "rke2":
         args += ["--pod-log-dir", f"/var/log/pods/kube-system_kube-apiserver-"
-                 f"{spec.name.lower()}_lab/kube-apiserver"]
+                 f"{spec.node_name()}_lab/kube-apiserver"]
     return args
 
 
@@ -176,7 +177,7 @@ def _add_controller_api(host_dir: Path, spec: HostSpec, distro: str, address: st
     from .pki import controller_tls  # cryptography: only labs with an API need it
 
     tls = host_dir / "rancher-var" / distro / "server" / "tls"
-    controller_tls(tls, pki, spec.name, address)
+    controller_tls(tls, pki, spec.name, address, spec.tls_sans())
     for name in API_PROGRAMS:
         shutil.copyfile(HERE / name, host_dir / "bin" / name)
     api["tls_dir"] = f"/var/lib/rancher/{distro}/server/tls"

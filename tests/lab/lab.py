@@ -182,8 +182,8 @@ class Lab:
         for host in self.hosts:
             self._wait_ready(host)
         if api_host is not None:
-            # Node names as the engines derive them (no node-name set yet).
-            expected = {h.name.lower() for h in self.hosts if h.spec.engine_installed}
+            # Node names as the engines derive them.
+            expected = {h.spec.node_name() for h in self.hosts if h.spec.engine_installed}
             try:
                 _wait("every node Ready in the lab's Kubernetes API",
                       lambda: expected <= self.ready_nodes())

@@ -1,7 +1,7 @@
 """The lab's certificates, laid out as rke2/k3s keep theirs (server/tls/ in the data dir).
 
 One CA signs the API servers' serving certificates (SANs: 127.0.0.1, localhost, the
-controller's address and name, as the real ones list the node's addresses), another the
+controller's address and name and its tls-san entries, as the real ones list), another the
 client certificates (the admin: CN system:admin, O system:masters). Made on this machine
 with `cryptography` (the test virtualenv has it through paramiko), once per lab.
 """
@@ -102,13 +102,21 @@ def lab_pki(directory: Path) -> tuple[Pair, Pair, Pair]:
             Pair.load(directory, "client-admin"))
 
 
-def controller_tls(tls_dir: Path, pki: Path, name: str, address: str) -> None:
+def controller_tls(tls_dir: Path, pki: Path, name: str, address: str,
+                   sans: list[str] | tuple[str, ...] = ()) -> None:
     """A controller's server/tls: the CAs, the admin pair, its own serving pair."""
     server_ca, client_ca, admin = lab_pki(pki)
     tls_dir.mkdir(parents=True, exist_ok=True)
     (tls_dir / "server-ca.crt").write_bytes(server_ca.cert_pem)
     (tls_dir / "client-ca.crt").write_bytes(client_ca.cert_pem)
     admin.save(tls_dir, "client-admin")
-    serving = issue(server_ca, "kube-apiserver", ips=("127.0.0.1", address),
-                    dns=("localhost", "kubernetes", "kubernetes.default", name.lower()))
+    extra_ips, extra_dns = [], []
+    for san in sans:  # tls-san: addresses and names, as the engines add them
+        try:
+            extra_ips.append(str(ipaddress.ip_address(san)))
+        except ValueError:
+            extra_dns.append(san)
+    serving = issue(server_ca, "kube-apiserver", ips=("127.0.0.1", address, *extra_ips),
+                    dns=("localhost", "kubernetes", "kubernetes.default", name.lower(),
+                         *extra_dns))
     serving.save(tls_dir, "serving-kube-apiserver")

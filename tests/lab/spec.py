@@ -18,6 +18,19 @@ class HostSpec:
     engine_version: str | None = None  # None: the lab's pinned version
     engine_installed: bool = True  # False: no engine binary, no engine service
     clock_offset: int = 0  # seconds, via libfaketime in ssh sessions
+    # Settings the engine's config.yaml starts with besides the lab's own (node-name,
+    # tls-san, kube-apiserver-arg, ...): the engine reads them as rke2/k3s do, and the
+    # API certificate covers the tls-san entries as the real ones do.
+    engine_config: dict[str, Any] | None = None
+
+    def node_name(self) -> str:
+        """The node's name as the engine derives it (no with-node-id)."""
+        return str((self.engine_config or {}).get("node-name") or self.name.lower())
+
+    def tls_sans(self) -> list[str]:
+        value = (self.engine_config or {}).get("tls-san") or []
+        items = value if isinstance(value, list) else str(value).split(",")
+        return [str(v).strip() for v in items if str(v).strip()]
 
 
 @dataclass

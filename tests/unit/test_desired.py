@@ -50,8 +50,11 @@ def test_k3s_paths_and_dropin_flags() -> None:
     files = desired_files(cfg, "controller")
     assert [f.path for f in files] == ["/etc/rancher/k3s/cargoship-audit-policy.yaml",
                                        "/etc/rancher/k3s/config.yaml.d/50-cargoship.yaml"]
-    flags = yaml.safe_load(files[1].content())["kube-apiserver-arg"]
-    assert "audit-policy-file=/etc/rancher/k3s/cargoship-audit-policy.yaml" in flags
+    # Appended (`+`) to the flags config.yaml gives, never replacing them.
+    dropin = yaml.safe_load(files[1].content())
+    assert list(dropin) == ["kube-apiserver-arg+"]
+    assert "audit-policy-file=/etc/rancher/k3s/cargoship-audit-policy.yaml" in \
+        dropin["kube-apiserver-arg+"]
 
 
 def test_same_structure_other_formatting_is_no_change() -> None:

@@ -1,0 +1,117 @@
+"""The engine's own configuration as rke2 and k3s read it: `config.yaml`, then every
+`config.yaml.d/*.yaml` in name order. A later value of a key replaces the earlier one; a
+key written with a `+` suffix (`kube-apiserver-arg+:`) appends to what earlier files set.
+
+cargoship reads it (as root, read-only) for what the engine derives from it: the node's
+name, the addresses the API certificate covers, and whether a later file overrides what
+cargoship's drop-in sets. Content never leaves this module: only those derived values
+(and file names) reach a plan or a message.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from ..hosts.batch import Fact, FactParseError, Output, quote
+from ..safeyaml import YamlTooLarge, safe_load
+from .distro import DistroLayout
+
+MAX_BYTES = 256 * 1024  # per file; an engine config is a few hundred bytes
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    layers: tuple[tuple[str, dict[str, Any]], ...]  # (path, settings) in the engine's order
+    problems: tuple[str, ...] = ()  # "path: what is wrong", never the content
+    merged: dict[str, Any] = field(default_factory=dict)
+
+    def node_name(self, hostname: str) -> str | None:
+        """The node's name: `node-name`, else the lowercased hostname; None under
+        `with-node-id` (a random suffix only the host's engine knows)."""
+        if self.merged.get("with-node-id") in (True, "true"):
+            return None
+        name = self.merged.get("node-name")
+        return str(name) if name not in (None, "") else hostname.lower()
+
+    def list_of(self, key: str) -> list[str]:
+        """A list-valued setting: a YAML list or one comma-separated string."""
+        value = self.merged.get(key)
+        items = value if isinstance(value, list) else str(value or "").split(",")
+        return [str(v).strip() for v in items if str(v).strip()]
+
+
+def merge_layers(layers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The engines' merge: later files win; `key+` appends to the earlier `key`."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            key = str(key)
+            if key.endswith("+"):
+                base = key[:-1]
+                merged[base] = _as_list(merged.get(base)) + _as_list(value)
+            else:
+                merged[key] = value
+    return merged
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def engine_config_fact(layout: DistroLayout) -> Fact[EngineSettings]:
+    main = f"{layout.config_dir}/config.yaml"
+    # One line per file: its size, its content in base64, its path (last: paths may hold
+    # spaces). `-f` follows a link as the engine does, but only to a regular file.
+    command = (
+        f"for f in {quote(main)} {quote(layout.config_dir)}/config.yaml.d/*.yaml; do "
+        "[ -f \"$f\" ] || continue; "
+        "s=$(wc -c < \"$f\" 2>/dev/null || echo -1); "
+        f"echo \"file $s $(head -c {MAX_BYTES} \"$f\" | base64 | tr -d '\\n') $f\"; done; true"
+    )
+    return Fact("engine config", f"LC_ALL=C; {command}", parse_engine_config)
+
+
+def parse_engine_config(out: Output) -> EngineSettings:
+    layers: list[tuple[str, dict[str, Any]]] = []
+    problems: list[str] = []
+    for line in out.stdout.splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) != 4 or parts[0] != "file":
+            raise FactParseError(f"unexpected engine config line {line[:60]!r}")
+        _, size, encoded, path = parts
+        if not size.lstrip("-").isdigit() or int(size) < 0:
+            problems.append(f"{path}: cannot be read")
+            continue
+        if int(size) > MAX_BYTES:
+            problems.append(f"{path}: {int(size)} bytes, more than an engine config "
+                            f"holds ({MAX_BYTES})")
+            continue
+        try:
+            text = base64.b64decode(encoded, validate=True).decode("utf-8")
+            data = safe_load(text)
+        except (binascii.Error, UnicodeDecodeError):
+            problems.append(f"{path}: not UTF-8 text")
+            continue
+        except YamlTooLarge as exc:
+            problems.append(f"{path}: {exc}")
+            continue
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            problems.append(f"{path}: not valid YAML{where}")
+            continue
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            problems.append(f"{path}: not a mapping of settings")
+            continue
+        layers.append((path, data))
+    return EngineSettings(tuple(layers), tuple(problems),
+                          merge_layers([data for _, data in layers]))

@@ -1,0 +1,78 @@
+"""HelmChartConfig objects the engine's deploy controller would apply from files that are
+not cargoship's: two files defining the same HelmChartConfig overwrite each other on every
+reconcile, so cargoship reports the other file instead of fighting it.
+
+Only regular files are read (`find -type f` never follows a link), at most MAX_BYTES each,
+and only those that mention HelmChartConfig at all; nothing of their content but the kind,
+namespace and name of their objects leaves this module.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from ..hosts.batch import Fact, FactParseError, Output, quote
+from ..safeyaml import safe_load_all
+
+MAX_BYTES = 1024 * 1024
+KIND = "HelmChartConfig"
+# The deploy controller puts objects without a namespace into kube-system.
+DEFAULT_NAMESPACE = "kube-system"
+
+
+@dataclass(frozen=True)
+class ForeignManifests:
+    charts: dict[str, tuple[tuple[str, str], ...]]  # file -> (namespace, name) of each
+    unreadable: tuple[str, ...] = ()  # files that mention HelmChartConfig but don't parse
+
+    def defining(self, namespace: str, name: str) -> list[str]:
+        return sorted(f for f, objects in self.charts.items() if (namespace, name) in objects)
+
+
+def foreign_charts_fact(manifests_dir: str, owned_prefix: str) -> Fact[ForeignManifests]:
+    d = quote(manifests_dir)
+    prefix = quote(owned_prefix)
+    command = (
+        f"[ -d {d} ] && [ ! -L {d} ] && find {d} -maxdepth 1 -type f "
+        r"\( -name '*.yaml' -o -name '*.yml' -o -name '*.json' \) "
+        f"! -name {prefix}'*' -print 2>/dev/null | LC_ALL=C sort | "
+        "while IFS= read -r f; do "
+        f"grep -q {KIND} \"$f\" 2>/dev/null || continue; "
+        "s=$(wc -c < \"$f\"); "
+        f"echo \"file $s $(head -c {MAX_BYTES} \"$f\" | base64 | tr -d '\\n') $f\"; done; true"
+    )
+    return Fact("foreign chart configs", command, parse_foreign_charts)
+
+
+def parse_foreign_charts(out: Output) -> ForeignManifests:
+    charts: dict[str, tuple[tuple[str, str], ...]] = {}
+    unreadable: list[str] = []
+    for line in out.stdout.splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) != 4 or parts[0] != "file" or not parts[1].isdigit():
+            raise FactParseError(f"unexpected manifest line {line[:60]!r}")
+        _, size, encoded, path = parts
+        if int(size) > MAX_BYTES:
+            unreadable.append(path)
+            continue
+        try:
+            docs = safe_load_all(base64.b64decode(encoded, validate=True).decode("utf-8"))
+        except (binascii.Error, UnicodeDecodeError, yaml.YAMLError):
+            unreadable.append(path)
+            continue
+        found = []
+        for doc in docs:
+            if not isinstance(doc, dict) or doc.get("kind") != KIND:
+                continue
+            raw = doc.get("metadata")
+            meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            found.append((str(meta.get("namespace") or DEFAULT_NAMESPACE),
+                          str(meta.get("name") or "")))
+        if found:
+            charts[path] = tuple(found)
+    return ForeignManifests(charts, tuple(unreadable))

@@ -1,0 +1,118 @@
+"""How cargoship reads the engine's own config, chart manifests and admin kubeconfig the way
+rke2 and k3s do: pure parse and merge functions over data fixtures."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from planner.desired.engine_merge import overridden
+from planner.facts.engine_config import merge_layers, parse_engine_config
+from planner.facts.manifests import parse_foreign_charts
+from planner.hosts.batch import FactParseError, Output
+from planner.kube import api_server, own_address
+
+MAIN = "/etc/rancher/k3s/config.yaml"
+D = "/etc/rancher/k3s/config.yaml.d"
+DROPIN = f"{D}/50-cargoship.yaml"
+
+
+def listing(*files: tuple[str, str]) -> Output:
+    lines = [f"file {len(text.encode())} {base64.b64encode(text.encode()).decode()} {path}"
+             for path, text in files]
+    return Output("\n".join(lines) + "\n", 0)
+
+
+def test_later_files_win_and_plus_appends() -> None:
+    merged = merge_layers([{"kube-apiserver-arg": ["v=2"], "node-name": "a"},
+                           {"kube-apiserver-arg+": ["audit-log-maxage=3"]},
+                           {"node-name": "b", "kube-apiserver-arg+": "x=1"}])
+    assert merged == {"kube-apiserver-arg": ["v=2", "audit-log-maxage=3", "x=1"],
+                      "node-name": "b"}
+
+
+def test_node_name_from_setting_else_lowercased_hostname() -> None:
+    named = parse_engine_config(listing((MAIN, "node-name: special-1\n")))
+    assert named.node_name("Wrk-1") == "special-1"
+    plain = parse_engine_config(listing((MAIN, "write-kubeconfig-mode: '0600'\n")))
+    assert plain.node_name("Wrk-1") == "wrk-1"
+    later = parse_engine_config(listing((MAIN, "node-name: a\n"), (f"{D}/9.yaml",
+                                                                   "node-name: b\n")))
+    assert later.node_name("x") == "b"
+    assert parse_engine_config(listing((MAIN, "with-node-id: true\n"))).node_name("x") is None
+
+
+def test_tls_san_as_list_or_comma_string() -> None:
+    listed = parse_engine_config(listing((MAIN, "tls-san: [api.example.com, 10.0.0.5]\n")))
+    assert listed.list_of("tls-san") == ["api.example.com", "10.0.0.5"]
+    comma = parse_engine_config(listing((MAIN, "tls-san: 'a.example.com, b.example.com'\n")))
+    assert comma.list_of("tls-san") == ["a.example.com", "b.example.com"]
+
+
+def test_unreadable_config_is_a_problem_naming_the_file_not_its_content() -> None:
+    broken = parse_engine_config(listing((MAIN, "token: hunter2\n  bad: [\n")))
+    assert broken.problems and broken.problems[0].startswith(f"{MAIN}: not valid YAML")
+    assert "hunter2" not in " ".join(broken.problems)
+    assert parse_engine_config(listing((MAIN, "- a\n"))).problems == (
+        f"{MAIN}: not a mapping of settings",)
+    with pytest.raises(FactParseError):
+        parse_engine_config(Output("garbage\n", 0))
+    huge = parse_engine_config(Output(f"file 999999999 AAAA {MAIN}\n", 0))
+    assert "more than an engine config holds" in huge.problems[0]
+
+
+def test_a_plain_list_key_in_a_later_file_overrides_the_dropin() -> None:
+    ours = {"kube-apiserver-arg+": ["audit-policy-file=/p"]}
+    user = [(MAIN, {"kube-apiserver-arg": ["v=2"]})]
+    assert overridden(user, DROPIN, ours) == []
+    later = [*user, (f"{D}/90-user.yaml", {"kube-apiserver-arg": ["v=4"]})]
+    [message] = overridden(later, DROPIN, ours)
+    assert message.startswith(f"{D}/90-user.yaml sets kube-apiserver-arg after cargoship's")
+    earlier = [*user, (f"{D}/10-user.yaml", {"kube-apiserver-arg": ["v=4"]})]
+    assert overridden(earlier, DROPIN, ours) == []
+    # rke2's scalar keys: the last one wins.
+    rke2 = {"audit-policy-file": "/ours"}
+    assert overridden([("/etc/rancher/rke2/config.yaml", {"audit-policy-file": "/x"})],
+                      "/etc/rancher/rke2/config.yaml.d/50-cargoship.yaml", rke2) == []
+    assert overridden([("/etc/rancher/rke2/config.yaml.d/99-x.yaml", {"audit-policy-file": "/x"})],
+                      "/etc/rancher/rke2/config.yaml.d/50-cargoship.yaml", rke2)
+
+
+def test_foreign_helm_chart_configs_are_found_by_name_and_namespace() -> None:
+    manifests = "/var/lib/rancher/rke2/server/manifests"
+    text = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n"
+            "apiVersion: helm.cattle.io/v1\nkind: HelmChartConfig\n"
+            "metadata: {name: rke2-ingress-nginx, namespace: kube-system}\n"
+            "spec: {valuesContent: 'secret: 1'}\n---\n"
+            "kind: HelmChartConfig\nmetadata: {name: other}\n")
+    found = parse_foreign_charts(listing((f"{manifests}/mine.yaml", text),
+                                         (f"{manifests}/bad.yaml", "kind: HelmChartConfig\n[")))
+    assert found.defining("kube-system", "rke2-ingress-nginx") == [f"{manifests}/mine.yaml"]
+    assert found.defining("kube-system", "other") == [f"{manifests}/mine.yaml"]  # default ns
+    assert found.defining("kube-system", "x") == []
+    assert found.unreadable == (f"{manifests}/bad.yaml",)
+
+
+ADMIN = {"clusters": [{"cluster": {"server": "https://127.0.0.1:6443"}}]}
+
+
+def test_api_server_is_one_the_certificate_covers() -> None:
+    assert api_server(ADMIN, "https://api.example.com:443", ["san"], "10.0.0.1") == (
+        "https://api.example.com:443", "options.kubeconfig.server")
+    assert api_server(ADMIN, None, ["api.example.com", "10.9.9.9"], "10.0.0.1") == (
+        "https://api.example.com:6443", "the engine's tls-san")
+    assert api_server(ADMIN, None, [], "10.0.0.1") == (
+        "https://10.0.0.1:6443", "the controller's own address")
+    assert api_server(ADMIN, None, [], "fd00::1")[0] == "https://[fd00::1]:6443"
+    lb = {"clusters": [{"cluster": {"server": "https://lb.example.com:6443"}}]}
+    assert api_server(lb, None, ["san"], "10.0.0.1") == ("https://lb.example.com:6443",
+                                                        "the admin kubeconfig")
+
+
+def test_own_address_never_takes_an_address_the_host_does_not_have() -> None:
+    assert own_address("10.0.0.1", ["10.0.0.1"], [], "10.0.0.1") == "10.0.0.1"
+    # Reached through a port forward on 127.0.0.1: its own address, not the forward's.
+    assert own_address("127.0.0.1", ["127.0.0.1", "10.0.0.1"], [], "10.0.0.1") == "10.0.0.1"
+    assert own_address("203.0.113.7", ["10.0.0.1", "10.1.0.1"], ["10.1.0.1"],
+                       "10.0.0.1") == "10.1.0.1"
