@@ -121,6 +121,9 @@ class PlanContext:
     reads: dict[int, dict[str, str]] = field(default_factory=dict)
     # Remote commands run per phase and host (index): what `plan --stats` reports.
     round_trips: dict[str, dict[int, int]] = field(default_factory=dict)
+    # What the run's phases will read from a host, (fact, as_root): the Connect phase reads
+    # it all in one exec (hosts/snapshot.py). None: no snapshot, each phase reads itself.
+    prefetch: Callable[[HostState], list[tuple[Fact[Any], bool]]] | None = None
     # Builds the Kubernetes API client from a kubeconfig dict; tests may hand in another.
     kube_api: ApiFactory = official_client
     # The plan an apply is checking drift for: its own records (an interrupted run of it)

@@ -43,6 +43,7 @@ def dry_run(ctx: PlanContext, phases: Sequence[Phase]) -> DryRunReport:
     # What earlier reported phases would write, and why: "'Title' would change first", or
     # "may change" for a phase that could not be assessed where it would write it.
     would_write: dict[Resource, str] = {}
+    ctx.prefetch = lambda host: [f for phase in phases for f in phase.prefetch(ctx, host)]
     try:
         for number, phase in enumerate(phases, 1):
             phase_started = time.monotonic()

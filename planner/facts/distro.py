@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ..hosts.batch import Fact, FactParseError, Output, quote
 from .engine_version import EngineVersion, VersionError, parse_version_output
+from .os_release import INIT_SYSTEM
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,13 @@ class EngineFacts:
 
 
 def status_snippet(init: str, service: str) -> str:
-    """Prints one `state <init> <status line>` line (or `state absent` / `state unknown`)."""
+    """Prints one `state <init> <status line>` line (or `state absent` / `state unknown`).
+    `auto`: the init system is found on the host, as INIT_SYSTEM finds it (so the snippet
+    can be read before the init system is known: hosts/snapshot.py)."""
+    if init == "auto":
+        branches = " ".join(f"{name}) {status_snippet(name, service)};;"
+                            for name in ("systemd", "runit", "openrc"))
+        return f"case \"$({INIT_SYSTEM.command})\" in {branches} *) echo state unknown;; esac"
     svc = quote(service)
     if init == "systemd":
         return (f"if systemctl cat {svc} >/dev/null 2>&1; then "

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CommandError
-from .batch import Batch, Fact, FactParseError, quote
+from .batch import Batch, Fact, FactParseError, Output, quote
+from .snapshot import Snapshot, SnapshotScript
 from .ssh import SshSession
 
 log = logging.getLogger("cargoship.planner")
@@ -27,30 +28,72 @@ class HostReader:
         self.host_key_fingerprint = session.host_key_fingerprint
         self._timeout = command_timeout
 
+        self._snapshot: Snapshot | None = None
+        # This machine's clock (time.time) around the read that answered the last gather:
+        # a host's clock is compared with the moment it was read, not when it was parsed.
+        self.read_window = (0.0, 0.0)
+
     @property
     def round_trips(self) -> int:
         return self._session.round_trips
 
+    def take_snapshot(self, facts: Sequence[tuple[Fact[Any], bool]]) -> None:
+        """Read every fact the plan's phases will ask for, in one exec (see snapshot.py).
+        A snapshot that fails is dropped: each phase then reads for itself, and fails
+        with its own message."""
+        script = SnapshotScript.of(facts, sudo=self.user != "root")
+        started = time.time()
+        try:
+            result = self._session.run(script.command(), self._timeout)
+            snapshot = script.split(result.stdout.decode("utf-8", errors="replace"),
+                                    result.stderr.decode("utf-8", errors="replace"))
+        except (CommandError, FactParseError) as exc:
+            log.debug("%s: no snapshot (%s); phases read for themselves", self.label, exc)
+            return
+        snapshot.started, snapshot.finished = started, time.time()
+        log.debug("%s: snapshot of %d fact(s) in %.0f ms", self.label, len(facts),
+                  (snapshot.finished - started) * 1000)
+        self._snapshot = snapshot
+
     def gather(self, facts: Sequence[Fact[Any]], *, as_root: bool = False) -> list[Any]:
-        """Run every fact in one round trip and return their parsed values, in order.
+        """Every fact's parsed value, in order: from the snapshot when it has them all,
+        else in one round trip of their own.
 
         `as_root` runs the batch through `sudo -n` when the SSH user is not root; a host
         without passwordless sudo then fails with a CommandError saying so.
         """
+        if self._snapshot is not None:
+            if as_root and self.user != "root" and self._snapshot.root_error is not None:
+                raise CommandError(self.label, f"sudo -n failed for user {self.user}: "
+                                               f"{self._snapshot.root_error}")
+            outputs = self._snapshot.answer(facts, as_root)
+            if outputs is not None:
+                self.read_window = (self._snapshot.started, self._snapshot.finished)
+                return self._parse(facts, outputs)
+            log.debug("%s: %s not in the snapshot: a round trip of its own", self.label,
+                      ", ".join(f.name for f in facts))
         batch = Batch.of(facts)
         command = "sh -c " + quote(batch.script())
         if as_root and self.user != "root":
             command = "sudo -n -- " + command
-        started = time.monotonic()
+        started = time.time()
         result = self._session.run(command, self._timeout)
+        self.read_window = (started, time.time())
         log.debug("%s: %d fact(s) in %.0f ms", self.label, len(facts),
-                  (time.monotonic() - started) * 1000)
+                  (self.read_window[1] - started) * 1000)
         stdout = result.stdout.decode("utf-8", errors="replace")
         if as_root and self.user != "root" and result.exit_code != 0 and not stdout:
             raise CommandError(self.label, f"sudo -n failed for user {self.user}: "
                                            f"{_first_line(result.stderr)}")
         try:
             outputs = batch.split(stdout)
+        except FactParseError as exc:
+            names = ", ".join(f.name for f in facts)
+            raise CommandError(self.label, f"unexpected output reading {names}: {exc}") from None
+        return self._parse(facts, outputs)
+
+    def _parse(self, facts: Sequence[Fact[Any]], outputs: Sequence[Output]) -> list[Any]:
+        try:
             return [fact.parse(out) for fact, out in zip(facts, outputs, strict=True)]
         except FactParseError as exc:
             names = ", ".join(f.name for f in facts)

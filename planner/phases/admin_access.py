@@ -9,6 +9,7 @@ from typing import Any
 from ..context import HostState, PlanContext
 from ..desired.compare import file_digest
 from ..facts.files import files_fact
+from ..hosts.batch import Fact
 from ..kube import (
     KubeconfigError,
     admin_kubeconfig_path,
@@ -17,6 +18,14 @@ from ..kube import (
     parse_admin,
     with_server,
 )
+
+
+def admin_prefetch(ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
+    """Any controller may turn out to be the first one that answers: each one's admin
+    kubeconfig goes into its snapshot (it stays in memory, never in a plan)."""
+    if host.config.role != "controller":
+        return []
+    return [(files_fact([admin_kubeconfig_path(ctx.config.engine.distro)]), True)]
 
 
 def first_controller(ctx: PlanContext) -> HostState | None:

@@ -12,6 +12,9 @@ Hooks, all read-only in the planner:
     cluster_reads(ctx)  what it reads that belongs to no host ("kubeconfig:local")
     assess(ctx, hosts)  reported phases: record what the phase would do for these hosts
                         (changes and findings on ctx) and return what it would write
+    prefetch(ctx, host) the facts (fact, as_root) the phase will gather from a host, known
+                        from the config alone: read with every other phase's in one
+                        exec right after connecting (hosts/snapshot.py)
     may_write(ctx, host)     what the phase could write on a host, unassessed: by default
     cluster_may_write(ctx)   what it reads (a phase that can't look can't rule out changing
                              what it would have looked at)
@@ -26,9 +29,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..context import HostState, PlanContext
+from ..hosts.batch import Fact
 
 # (host index, what) or (None, what) for something that belongs to no host.
 Resource = tuple[int | None, str]
@@ -59,6 +63,9 @@ class Phase:
 
     def dry_run_path(self, ctx: PlanContext) -> None:
         raise PhaseNotRunnable(f"phase {self.title!r} has no dry-run path")
+
+    def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
+        return []
 
     def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         return frozenset()

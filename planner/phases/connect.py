@@ -20,7 +20,13 @@ class Connect(Phase):
 
         def connect(host: HostState) -> HostReader:
             session = open_session(host.label, host.config.ssh, ctx.connect_options)
-            return HostReader(session, session.user, options.command_timeout)
+            reader = HostReader(session, session.user, options.command_timeout)
+            if ctx.prefetch is not None:
+                # Right after the handshake, in the same thread: one exec per host for
+                # the whole read side of the plan.
+                reader.take_snapshot(ctx.prefetch(host))
+                ctx.count_round_trips(self.title, host, reader.round_trips)
+            return reader
 
         results = parallel(ctx.hosts, connect, options.host_concurrency)
         for host, result in zip(ctx.hosts, results, strict=True):

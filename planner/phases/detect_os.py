@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..configurers import UnsupportedOs, pick
-from ..context import PlanContext
+from ..context import HostState, PlanContext
 from ..facts.os_release import INIT_SYSTEM, KERNEL, OS_RELEASE
+from ..hosts.batch import Fact
 from .base import DryRun, Phase
+
+FACTS: list[Fact[Any]] = [OS_RELEASE, KERNEL, INIT_SYSTEM]
 
 
 class DetectOs(Phase):
     title = "Detect host operating systems"
     dry_run = DryRun.RUNS_READ_ONLY
 
+    def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
+        return [(fact, False) for fact in FACTS]
+
     def run(self, ctx: PlanContext) -> None:
-        for host, (release, kernel, init) in ctx.gather(
-            self.title, lambda _: [OS_RELEASE, KERNEL, INIT_SYSTEM]
-        ):
+        for host, (release, kernel, init) in ctx.gather(self.title, lambda _: FACTS):
             host.os, host.kernel, host.init_system = release, kernel, init
             try:
                 host.configurer = pick(release)

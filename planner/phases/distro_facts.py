@@ -8,28 +8,35 @@ host, said as such, before any run could start anything.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..context import HostState, PlanContext
 from ..facts.distro import LAYOUTS, EngineFacts, engine_fact
 from ..facts.engine_config import EngineSettings, engine_config_fact
 from ..facts.engine_version import EngineVersion
+from ..hosts.batch import Fact
 from .base import DryRun, Phase
+
+
+def _facts(ctx: PlanContext, host: HostState) -> list[Fact[Any]]:
+    layout = LAYOUTS[ctx.config.engine.distro]
+    # The service's state for whichever init system the host runs ("auto"): the same
+    # read whether or not Detect host operating systems has found it yet.
+    return [engine_fact(layout, host.config.role, "auto"), engine_config_fact(layout)]
 
 
 class GatherDistroFacts(Phase):
     title = "Gathering facts about the distro installed"
     dry_run = DryRun.RUNS_READ_ONLY
 
+    def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
+        return [(fact, True) for fact in _facts(ctx, host)]
+
     def run(self, ctx: PlanContext) -> None:
         engine = ctx.config.engine
-        layout = LAYOUTS[engine.distro]
         pinned = EngineVersion.parse(engine.version)
         # Hosts without root access already dropped out in Validate hosts.
-        gathered = ctx.gather(
-            self.title,
-            lambda h: [engine_fact(layout, h.config.role, h.init_system or "unknown"),
-                       engine_config_fact(layout)],
-            as_root=True,
-        )
+        gathered = ctx.gather(self.title, lambda h: _facts(ctx, h), as_root=True)
         for host, (facts, settings) in gathered:
             host.engine = facts
             host.engine_settings = settings

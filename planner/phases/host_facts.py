@@ -5,14 +5,20 @@ Overrides from the host entry and its profile win over what the host reports.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..context import HostState, PlanContext
 from ..facts.network import HOSTNAME, NETWORK, Network
+from ..hosts.batch import Fact
 from .base import DryRun, Phase
 
 
 class GatherHostFacts(Phase):
     title = "Gather host facts"
     dry_run = DryRun.RUNS_READ_ONLY
+
+    def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
+        return [(HOSTNAME, False), (NETWORK, False)]
 
     def run(self, ctx: PlanContext) -> None:
         for host, (hostname, network) in ctx.gather(self.title, lambda _: [HOSTNAME, NETWORK]):

@@ -18,10 +18,11 @@ import yaml
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import file_digest
 from ..desired.keys import key_changes
+from ..hosts.batch import Fact
 from ..kube import admin_kubeconfig_path, masked, merge, named_entries
 from ..plan.actions import MERGE_KUBECONFIG
 from ..safeyaml import safe_load
-from .admin_access import first_controller, read_admin_from
+from .admin_access import admin_prefetch, first_controller, read_admin_from
 from .base import Phase, Resource
 
 
@@ -37,6 +38,9 @@ class UpdateKubeconfig(Phase):
         if ctx.config.options.kubeconfig_enabled and host is first_controller(ctx):
             return frozenset({f"file:{admin_kubeconfig_path(ctx.config.engine.distro)}"})
         return frozenset()
+
+    def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
+        return admin_prefetch(ctx, host) if ctx.config.options.kubeconfig_enabled else []
 
     def may_write(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         return frozenset()  # it reads the admin kubeconfig on a host, writes only locally

@@ -7,10 +7,12 @@ Assessed read-only through the Kubernetes API (official client, node list).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..context import HostState, PlanContext, PlannedChange
+from ..hosts.batch import Fact
 from ..plan.actions import LABEL_NODE
-from .admin_access import first_controller, read_admin
+from .admin_access import admin_prefetch, first_controller, read_admin
 from .base import Phase, Resource
 
 LABEL_PREFIX = "node-role.kubernetes.io/"
@@ -19,6 +21,10 @@ LABEL_PREFIX = "node-role.kubernetes.io/"
 class LabelNodes(Phase):
     title = "Labeling nodes with their profile group"
     unassessed_action = LABEL_NODE
+
+    def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
+        wanted = ctx.config.options.label_profiles and any(h.profile for h in ctx.config.hosts)
+        return admin_prefetch(ctx, host) if wanted else []
 
     def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         if ctx.config.options.label_profiles and host.config.profile:

@@ -11,9 +11,11 @@ import getpass
 import shlex
 import socket
 from collections.abc import Sequence
+from typing import Any
 
 from ..context import HostState, PlanContext
 from ..facts.lock import LOCK, LOCK_PATH, LockState
+from ..hosts.batch import Fact
 from .base import Phase, Resource
 
 
@@ -26,6 +28,9 @@ class AcquireLock(Phase):
 
     def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         return frozenset({"lock"})
+
+    def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
+        return [(LOCK, False)]
 
     def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
         writes: set[Resource] = set()

@@ -42,6 +42,11 @@ class SyncRolePhase(Phase):
     def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         return sync_reads(ctx, host) if host.config.role == self.role else frozenset()
 
+    def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
+        if host.config.role != self.role:
+            return []
+        return [(fact, True) for fact in _facts(ctx, self.role)]
+
     def may_write(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         if host.config.role != self.role:
             return frozenset()
@@ -59,17 +64,26 @@ def sync_reads(ctx: PlanContext, host: HostState) -> frozenset[str]:
     return frozenset({f"file:{p}" for p in paths} | {f"dir:{d}" for d in owned_paths(layout)})
 
 
+def _facts(ctx: PlanContext, role: str) -> list[Fact[Any]]:
+    """What assessing a host of this role reads, as root: its target files and owned
+    directories, an interrupted run's marker, its apply records (and on controllers, the
+    manifests another HelmChartConfig could be in)."""
+    layout = LAYOUTS[ctx.config.engine.distro]
+    paths = [f.path for f in desired_files(ctx.config, role)]
+    facts: list[Fact[Any]] = [files_fact(paths, owned_paths(layout)), INTERRUPTED, APPLIED]
+    if role == "controller":
+        facts.append(foreign_charts_fact(layout.manifests_dir, OWNED_PREFIX))
+    return facts
+
+
 def assess_role(ctx: PlanContext, phase: str, role: str,
                 hosts: Sequence[HostState]) -> set[Resource]:
     ours = [h for h in hosts if h.config.role == role]
     layout = LAYOUTS[ctx.config.engine.distro]
     wanted = desired_files(ctx.config, role)
     dirs = owned_paths(layout)
-    fact = files_fact([f.path for f in wanted], dirs)
     writes: set[Resource] = set()
-    facts: list[Fact[Any]] = [fact, INTERRUPTED, APPLIED]
-    if role == "controller":
-        facts.append(foreign_charts_fact(layout.manifests_dir, OWNED_PREFIX))
+    facts = _facts(ctx, role)
     gathered = {h.config.index: v for h, v in
                 ctx.gather(phase, lambda _: facts, as_root=True, hosts=ours)}
     for host in ours:

@@ -8,8 +8,8 @@ and each clock within the allowed skew of the median of all hosts.
 from __future__ import annotations
 
 import statistics
-import time
 from collections import defaultdict
+from typing import Any
 
 from ..context import HostState, PlanContext
 from ..facts.firewall import FIREWALL_SCRIPT, FirewallParseError, engine_ports, parse_firewall
@@ -30,25 +30,31 @@ def _firewall_fact() -> Fact[str]:
     return Fact("firewall", as_root(FIREWALL_SCRIPT), lambda out: out.stdout)
 
 
+def _facts(ctx: PlanContext) -> list[Fact[Any]]:
+    return [PRIVILEGE, CLOCK, *([_firewall_fact()] if ctx.config.options.check_firewall
+                                else [])]
+
+
 class ValidateHosts(Phase):
     title = "Validate hosts"
     dry_run = DryRun.RUNS_READ_ONLY
 
+    def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
+        return [(fact, False) for fact in _facts(ctx)]
+
     def run(self, ctx: PlanContext) -> None:
         check_firewall = ctx.config.options.check_firewall
         offsets: dict[str, float] = {}
-        started = time.time()
-        gathered = ctx.gather(
-            self.title,
-            lambda _: [PRIVILEGE, CLOCK, *([_firewall_fact()] if check_firewall else [])],
-        )
-        # Remote clocks are compared with the midpoint of the whole parallel read; hosts
-        # are read within a fraction of a second, far below any sensible skew limit.
-        midpoint = (started + time.time()) / 2
+        gathered = ctx.gather(self.title, lambda _: _facts(ctx))
         for host, values in gathered:
             privilege, clock = values[0], values[1]
             host.privilege = privilege
-            offsets[host.label] = clock - midpoint
+            # Each remote clock against the midpoint of the read that answered (the
+            # snapshot's, or this phase's own): well under a second, far below any
+            # sensible skew limit.
+            assert host.reader is not None
+            started, finished = host.reader.read_window
+            offsets[host.label] = clock - (started + finished) / 2
             notes = [self._privilege(ctx, host), self._arch(ctx, host)]
             if check_firewall and privilege.can_write:
                 notes.append(self._firewall(ctx, host, values[2]))

@@ -1,0 +1,86 @@
+"""A host snapshot: everything the read side of a plan needs from a host, in one remote exec.
+
+Each phase declares, from the config alone, the facts it will gather (Phase.prefetch); right
+after the SSH handshake the host runs them all in one script: the SSH user's facts first,
+then the root facts (through `sudo -n` when the user is not root). The phases then gather as
+before and are answered from the snapshot; each fact's parse function runs only when its
+phase asks, so what a phase sees and does is unchanged. A fact the snapshot lacks costs a
+round trip of its own (logged; the tests hold a plan to one exec per host).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .batch import Batch, Fact, FactParseError, Output, quote
+
+Key = tuple[str, bool]  # (fact command, as root)
+
+
+@dataclass
+class Snapshot:
+    outputs: dict[Key, Output] = field(default_factory=dict)
+    root_error: str | None = None  # the root part did not run (sudo refused): why
+    started: float = 0.0  # this machine's clock (time.time) around the exec
+    finished: float = 0.0
+
+    def answer(self, facts: Sequence[Fact[Any]], as_root: bool) -> list[Output] | None:
+        """The outputs of these facts, or None if any is missing."""
+        found = [self.outputs.get((f.command, as_root)) for f in facts]
+        return None if any(o is None for o in found) else [o for o in found if o is not None]
+
+
+@dataclass(frozen=True)
+class SnapshotScript:
+    user: Batch
+    root: Batch
+    sudo: bool  # the root part runs through sudo -n
+
+    @classmethod
+    def of(cls, facts: Sequence[tuple[Fact[Any], bool]], sudo: bool) -> SnapshotScript:
+        def unique(root: bool) -> list[Fact[Any]]:
+            seen: dict[str, Fact[Any]] = {}
+            for fact, as_root in facts:
+                if as_root == root:
+                    seen.setdefault(fact.command, fact)
+            return list(seen.values())
+
+        return cls(Batch.of(unique(False)), Batch.of(unique(True)), sudo)
+
+    def command(self) -> str:
+        script = self.user.script()
+        if self.root.facts:
+            root = self.root.script()
+            # Its own shell either way, so the root facts run alike with and without sudo.
+            script += ("sudo -n -- " if self.sudo else "") + "sh -c " + quote(root) + "\n"
+        return "sh -c " + quote(script)
+
+    def split(self, stdout: str, stderr: str) -> Snapshot:
+        snapshot = Snapshot()
+        user_end = _end_of(self.user, stdout)
+        for fact, out in zip(self.user.facts, self.user.split(stdout[:user_end]), strict=True):
+            snapshot.outputs[(fact.command, False)] = out
+        if self.root.facts:
+            try:
+                outputs = self.root.split(stdout[user_end:])
+            except FactParseError:
+                first = stderr.strip().splitlines()[0][:200] if stderr.strip() else "no output"
+                snapshot.root_error = first
+                return snapshot
+            for fact, out in zip(self.root.facts, outputs, strict=True):
+                snapshot.outputs[(fact.command, True)] = out
+        return snapshot
+
+
+def _end_of(batch: Batch, stdout: str) -> int:
+    """Where the batch's output ends: just after its last marker line."""
+    if not batch.facts:
+        return 0
+    marker = f"\n{batch.token} {len(batch.facts) - 1} "
+    at = stdout.find(marker)
+    if at < 0:
+        raise FactParseError("remote snapshot ended early")
+    line_end = stdout.find("\n", at + len(marker))
+    return len(stdout) if line_end < 0 else line_end + 1

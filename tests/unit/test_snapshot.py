@@ -1,0 +1,45 @@
+"""The host snapshot's script and its split: pure, over fixtures of what a host prints."""
+
+from __future__ import annotations
+
+from planner.hosts.batch import Fact, Output
+from planner.hosts.snapshot import SnapshotScript
+
+
+def fact(command: str) -> Fact[str]:
+    return Fact(command, command, lambda out: out.stdout)
+
+
+def printed(script: SnapshotScript, user: list[str], root: list[str] | None) -> str:
+    """What the host prints: each fact's output then its marker line, user part first."""
+    text = "".join(f"{out}\n{script.user.token} {i} 0\n" for i, out in enumerate(user))
+    if root is not None:
+        text += "".join(f"{out}\n{script.root.token} {i} 0\n" for i, out in enumerate(root))
+    return text
+
+
+def test_user_and_root_facts_are_answered_from_one_output() -> None:
+    a, b, c = fact("uname -a"), fact("cat /etc/x"), fact("hostname")
+    script = SnapshotScript.of([(a, False), (b, True), (c, False), (a, False)], sudo=True)
+    assert [f.command for f in script.user.facts] == ["uname -a", "hostname"]  # once each
+    assert "sudo -n -- sh -c" in script.command()
+    snapshot = script.split(printed(script, ["Linux", "h1"], ["secret: 1"]), "")
+    assert snapshot.answer([c, a], False) == [Output("h1", 0), Output("Linux", 0)]
+    assert snapshot.answer([b], True) == [Output("secret: 1", 0)]
+    assert snapshot.answer([b], False) is None  # read as root, not as the user
+    assert snapshot.answer([fact("other")], False) is None
+
+
+def test_a_root_part_that_did_not_run_says_why() -> None:
+    a, b = fact("uname -a"), fact("cat /etc/x")
+    script = SnapshotScript.of([(a, False), (b, True)], sudo=True)
+    snapshot = script.split(printed(script, ["Linux"], None),
+                            "sudo: a password is required\n")
+    assert snapshot.answer([a], False) == [Output("Linux", 0)]
+    assert snapshot.root_error == "sudo: a password is required"
+    assert snapshot.answer([b], True) is None
+
+
+def test_as_root_without_sudo_runs_inline() -> None:
+    script = SnapshotScript.of([(fact("id -u"), True)], sudo=False)
+    assert "sudo" not in script.command()
