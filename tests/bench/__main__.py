@@ -23,9 +23,16 @@ from pathlib import Path
 
 from .ansible import AnsibleResult, bench_ansible, ensure_ansible
 from .fleet import start_fleet
-from .measure import load_average
-from .plans import PlanResult, bench_plan
-from .report import plan_table, rollout_table, round_trip_lines, targets
+from .measure import Run, load_average
+from .plans import PlanResult, bench_plan, bench_startup
+from .report import (
+    baseline_table,
+    plan_table,
+    rollout_table,
+    round_trip_lines,
+    targets,
+    targets_15,
+)
 from .rollout import RolloutResult, bench_rollout, start_lab
 
 
@@ -84,8 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_ansible and ansible_cmd is None:
         notes.append("ansible-playbook not found and not installed: Ansible column empty")
     fleet = None
+    startup: Run | None = None
     try:
         if args.sizes and args.latencies:
+            startup = bench_startup()
             _say(f"starting {max(args.sizes)} lab host(s) in {work}")
             fleet = start_fleet(work, max(args.sizes))
             for delay in args.latencies:
@@ -126,10 +135,12 @@ def main(argv: list[str] | None = None) -> int:
              "plan hosts are reached through the latency proxy (tests/bench/proxy.py) at "
              "every latency, 0 ms included; bench labs run no Kubernetes API stand-in", ""]
     lines += [*plan_table(plans, ansible, cores), ""]
+    lines += [*baseline_table(plans, ansible), ""]
     lines += [*round_trip_lines(plans), ""]
     lines += [*rollout_table(rollouts), ""]
     lines += ["Targets (issue 6):"] + [t.line() for t in targets(plans, ansible, rollouts,
                                                                   cores)]
+    lines += ["Targets (issue 15):"] + [t.line() for t in targets_15(plans, ansible, startup)]
     for failed_run in [p.run for p in plans if not p.ok] + [r.apply for r in rollouts
                                                            if r.apply.code != 0]:
         said = (failed_run.stderr.strip() or failed_run.stdout.strip()).splitlines()[-3:]

@@ -1,4 +1,4 @@
-"""The benchmark's table, and each target of issue 6 judged from the figures."""
+"""The benchmark's tables, and each target of issues 6 and 15 judged from the figures."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .ansible import AnsibleResult
+from .measure import Run
 from .plans import PlanResult
 from .rollout import RolloutResult
 
@@ -54,6 +55,24 @@ def plan_table(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult],
     return lines
 
 
+def baseline_table(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult]) -> list[str]:
+    """cargoship against the minimal client (baseline.py), run for run, and Ansible."""
+    by_key = {(a.size, a.delay_ms): a for a in ansible}
+    lines = ["Plan vs the baseline client (paramiko, one thread and one exec per host, the "
+             "same hosts and proxy, interleaved; median runs)",
+             f"  {'hosts':>5} {'one-way':>7} | {'plan s':>6} {'base s':>6} {'wall x':>6} | "
+             f"{'plan CPU':>8} {'base CPU':>8} {'CPU x':>5} | {'ansible/plan':>12}"]
+    for p in plans:
+        b = p.baseline
+        a = by_key.get((p.size, p.delay_ms))
+        vs_ansible = f"{a.run.wall / p.run.wall:>11.1f}x" if a else f"{'-':>12}"
+        failed = "" if b.code == 0 else f"  (baseline exit {b.code}: {b.stdout.strip()})"
+        lines.append(f"  {p.size:>5} {p.delay_ms:>4g} ms | {p.run.wall:>6.2f} {b.wall:>6.2f} "
+                     f"{p.run.wall / b.wall:>5.2f}x | {p.run.cpu:>8.2f} {b.cpu:>8.2f} "
+                     f"{p.run.cpu / b.cpu:>4.1f}x | {vs_ansible}{failed}")
+    return lines
+
+
 def round_trip_lines(plans: Sequence[PlanResult]) -> list[str]:
     if not plans:
         return []
@@ -81,6 +100,36 @@ def rollout_table(results: Sequence[RolloutResult]) -> list[str]:
                  "= (apply wall - ideal) / nodes, so it includes connect, lock, drift check, "
                  "records")
     return lines
+
+
+def targets_15(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult],
+               startup: Run | None) -> list[Target]:
+    """Issue 15: within 1.5x of the baseline client, 25x Ansible, CPU per host, start-up."""
+    out: list[Target] = []
+    at20 = {p.size: p for p in plans if p.delay_ms == 20}
+    for size in (10, 100):
+        p = at20.get(size)
+        ratio = p.run.wall / p.baseline.wall if p else None
+        out.append(Target(f"plan wall within 1.5x of the baseline client, {size} hosts at 20 ms",
+                          None if ratio is None else ratio <= 1.5 and p is not None and p.ok,
+                          f"{ratio:.2f}x" if ratio else "not run"))
+    by_key = {(p.size, p.delay_ms): p for p in plans}
+    a100 = [a for a in ansible if a.size == 100 and (a.size, a.delay_ms) in by_key]
+    shown = [(a.delay_ms, a.run.wall / by_key[(a.size, a.delay_ms)].run.wall) for a in a100]
+    out.append(Target("plan at least 25x faster than Ansible at 100 hosts",
+                      None if not shown else all(r >= 25 for _, r in shown),
+                      ", ".join(f"{d:g} ms: {r:.1f}x" for d, r in shown) or "not run"))
+    p100 = at20.get(100) or max(plans, key=lambda p: p.size, default=None)
+    if p100 is not None and startup is not None:
+        per_host = (p100.run.cpu - startup.cpu) / p100.size * 1000
+        out.append(Target("client CPU per host beyond start-up at most 5 ms", per_host <= 5,
+                          f"{per_host:.1f} ms ({p100.size} hosts, {p100.delay_ms:g} ms: "
+                          f"{p100.run.cpu:.2f} s CPU - {startup.cpu:.2f} s start-up)"))
+    out.append(Target("start-up (imports) of `plan` at most 0.3 s", None if startup is None
+                      else startup.wall <= 0.3,
+                      f"{startup.wall:.2f} s wall, {startup.cpu:.2f} s CPU (plan --help)"
+                      if startup else "not run"))
+    return out
 
 
 def targets(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult],

@@ -32,7 +32,14 @@ def test_the_benchmark_runs_and_prints_every_figure(tmp_path: Path) -> None:
     row = next(line for line in out.splitlines() if line.strip().startswith("2   20 ms |"))
     assert row.split()[7] == "1", row  # one round trip per host per phase
     assert "Round trips per host by phase" in out
-    assert "1  Validate hosts" in out
+    # The whole read side in the snapshot taken on connecting (issue 15).
+    assert "1  Connect to hosts" in out and "0  Validate hosts" in out
+    assert "Plan vs the baseline client" in out
+    rows = [line for line in out.splitlines() if line.strip().startswith("2   20 ms |")]
+    base = rows[1]  # the plan table's row, then the baseline table's
+    assert base.split("|")[1].split()[2].endswith("x"), base  # the wall ratio
+    assert "Targets (issue 15):" in out
+    assert "start-up (imports) of `plan` at most 0.3 s:" in out
     assert "Apply rollout: 1 controller(s) + 2 workers" in out
     assert any(line.strip().startswith("2 |") for line in out.splitlines())
     assert "Targets (issue 6):" in out
