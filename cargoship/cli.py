@@ -26,6 +26,7 @@ from cargoship.habits import (
     setup_logging,
     terraform_hint,
 )
+from cargoship.heartbeat import heartbeat
 from cargoship.housekeeping import force_unlock_command, history_command, validate, where_of
 from cargoship.outcome import apply_outcome_lines
 from cargoship.progress import Progress
@@ -289,7 +290,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     options = ConnectOptions(connect_timeout=config.options.connect_timeout,
                              accept_new_host_keys=args.accept_new_host_keys)
     ctx = PlanContext.create(config, options)
-    report = dry_run(ctx, engine_config_sync())
+    with heartbeat(sys.stderr, lambda: ctx.activity, enabled=not sys.stdout.isatty()):
+        report = dry_run(ctx, engine_config_sync())
     plan = build_plan(report)
     as_json = getattr(args, "json", False)
     if as_json:

@@ -124,6 +124,7 @@ class PlanContext:
     # What the run's phases will read from a host, (fact, as_root): the Connect phase reads
     # it all in one exec (hosts/snapshot.py). None: no snapshot, each phase reads itself.
     prefetch: Callable[[HostState], list[tuple[Fact[Any], bool]]] | None = None
+    activity: str = "starting"  # what the run is doing now, for progress lines
     # Builds the Kubernetes API client from a kubeconfig dict; tests may hand in another.
     kube_api: ApiFactory = official_client
     # The plan an apply is checking drift for: its own records (an interrupted run of it)

@@ -47,6 +47,7 @@ def dry_run(ctx: PlanContext, phases: Sequence[Phase]) -> DryRunReport:
     try:
         for number, phase in enumerate(phases, 1):
             phase_started = time.monotonic()
+            ctx.activity = f"phase {number}/{len(phases)}: {phase.title}"
             phase.prepare(ctx)
             connected = any(r.title == Connect.title for r in records)
             if connected and ctx.hosts and not ctx.active_hosts() and \

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from ..context import HostState, PlanContext
 from ..errors import HostError
 from ..hosts.pool import parallel
@@ -28,7 +30,23 @@ class Connect(Phase):
                 ctx.count_round_trips(self.title, host, reader.round_trips)
             return reader
 
-        results = parallel(ctx.hosts, connect, options.host_concurrency)
+        tally = {"connected": 0, "failed": 0}
+        lock = threading.Lock()
+        phase = ctx.activity  # "phase 1/12: Connect to hosts", from the runner
+
+        def counted(host: HostState) -> HostReader:
+            outcome = "failed"
+            try:
+                reader = connect(host)
+                outcome = "connected"
+                return reader
+            finally:
+                with lock:
+                    tally[outcome] += 1
+                    ctx.activity = (f"{phase}: {tally['connected']} of {len(ctx.hosts)} "
+                                    f"host(s) connected, {tally['failed']} failed")
+
+        results = parallel(ctx.hosts, counted, options.host_concurrency)
         for host, result in zip(ctx.hosts, results, strict=True):
             if isinstance(result, HostError):
                 ctx.fail_host(self.title, host, result.message)

@@ -125,6 +125,11 @@ def targets_15(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult],
         out.append(Target("client CPU per host beyond start-up at most 5 ms", per_host <= 5,
                           f"{per_host:.1f} ms ({p100.size} hosts, {p100.delay_ms:g} ms: "
                           f"{p100.run.cpu:.2f} s CPU - {startup.cpu:.2f} s start-up)"))
+    big = [p for p in plans if p.size >= 500]
+    rss = max((p.run.rss_mib for p in big), default=None)
+    out.append(Target("500 hosts, peak RSS at most 200 MB", None if rss is None else
+                      rss <= 200e6 / (1 << 20) and all(p.ok for p in big),
+                      f"{rss:.1f} MiB" if rss else "not run (--sizes ...,500)"))
     out.append(Target("start-up (imports) of `plan` at most 0.3 s", None if startup is None
                       else startup.wall <= 0.3,
                       f"{startup.wall:.2f} s wall, {startup.cpu:.2f} s CPU (plan --help)"
