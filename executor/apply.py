@@ -151,6 +151,7 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
     finally:
         for writer in writers:
             writer.close()
+        options.gateways.close()
 
 
 def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOptions,

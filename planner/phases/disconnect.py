@@ -23,3 +23,6 @@ def close_all(ctx: PlanContext) -> None:
         if host.reader is not None and ctx.held_sessions is None:
             host.reader.close()
         host.reader = None
+    if ctx.held_sessions is None:
+        # After the hosts: their connections run through these.
+        ctx.connect_options.gateways.close()

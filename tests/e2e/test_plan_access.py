@@ -51,9 +51,27 @@ def test_hosts_behind_a_bastion(lab_factory) -> None:
     assert direct.returncode == 1 and "cannot connect to" in direct.stdout
 
 
+def test_a_hundred_hosts_share_one_connection_to_their_bastion(lab_factory) -> None:
+    # Connecting 128 hosts at once (the default concurrency) with a connection each to a
+    # bastion running OpenSSH's default MaxStartups 10:30:100 lost about a third of them
+    # ("Error reading SSH protocol banner"). No Kubernetes API: a plan does not need it,
+    # and 100 engines posting node status would load the machine more than the plan.
+    specs = [HostSpec("ctl-1", "controller")]
+    specs += [HostSpec(f"wrk-{i}", "worker") for i in range(1, 100)]
+    lab = lab_factory([*specs, HostSpec("bastion", "worker", engine_installed=False)],
+                      kube_api=False)
+    behind_bastion(lab)
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
+        concurrency={"hosts": 128, "workers": 2}))
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
+    assert result.returncode == 0, result.stdout
+    assert phase_block(result.stdout, "Connect to hosts").count("connected as root to") == 100
+    assert lab.ssh_logins("bastion") == 1
+
+
 def test_apply_holds_one_connection_per_host(lab_factory, tmp_path: Path) -> None:
     # The drift check used to connect to every host again, beside the sessions held for
-    # the rollout: two logins per host.
+    # the rollout: two logins per host, each with a connection of its own to the bastion.
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
                        HostSpec("bastion", "worker", engine_installed=False)])
     behind_bastion(lab)
@@ -66,8 +84,8 @@ def test_apply_holds_one_connection_per_host(lab_factory, tmp_path: Path) -> Non
     result = cargoship("apply", plan, "--confirm")
     assert result.returncode == 0, result.stdout + result.stderr
     assert " applied; record: " in result.stdout
-    assert {h: lab.ssh_logins(h) - before[h] for h in ("ctl-1", "wrk-1")} == \
-        {"ctl-1": 1, "wrk-1": 1}
+    assert {h.name: lab.ssh_logins(h.name) - before[h.name] for h in lab.hosts} == \
+        {"ctl-1": 1, "wrk-1": 1, "bastion": 1}
 
 
 def test_engine_config_sync_dry_run_reports_like_plan(healthy_lab) -> None:
