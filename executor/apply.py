@@ -151,6 +151,7 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
     finally:
         for writer in writers:
             writer.close()
+        options.gateways.close()
 
 
 def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOptions,
@@ -158,7 +159,10 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
                   progress: Callable[[str, str], None],
                   locks_lost: Callable[[], set[str]], started: float,
                   changing: threading.Event, signers: tuple[str, ...]) -> ApplyResult:
-    ctx = PlanContext.create(config, options)
+    # The drift check reads through the sessions held for the rollout: one connection
+    # per host for the whole apply.
+    held = {h.index: w for h, w in zip(config.hosts, writers, strict=True)}
+    ctx = PlanContext.create(config, options, held_sessions=lambda h: held[h.index].reader())
     keyed = {h.ref.key: w for h, w in zip(ctx.hosts, writers, strict=True)}
     earlier = _earlier_runs(plan, keyed)
     ctx.salt = salt

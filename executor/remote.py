@@ -97,5 +97,10 @@ class HostWriter(HostReader):
             self.reconnections += 1
             log.warning("%s: reconnected; running the interrupted command again", self.label)
 
+    def reader(self) -> HostReader:
+        """A read-only view over this writer's connection, for planner code (the drift
+        check's dry run), which may hold readers only."""
+        return HostReader(self._writer_session, self.user, self._command_timeout)
+
     def close(self) -> None:
         self._writer_session.close()

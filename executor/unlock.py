@@ -21,7 +21,8 @@ def force_unlock_all(config: ClusterConfig, lock_id: str,
     """`confirm(holders)` sees every host holding `lock_id` (and what it holds) before
     anything is removed; False removes nothing."""
     check_lock_id(lock_id)
-    connected = connect_all(config, ConnectOptions(config.options.connect_timeout))
+    options = ConnectOptions(config.options.connect_timeout)
+    connected = connect_all(config, options)
     failures = [str(c) for c in connected if isinstance(c, Exception)]
     writers = [c for c in connected if isinstance(c, HostWriter)]
     try:
@@ -44,3 +45,4 @@ def force_unlock_all(config: ClusterConfig, lock_id: str,
     finally:
         for writer in writers:
             writer.close()
+        options.gateways.close()

@@ -130,11 +130,19 @@ class PlanContext:
     # The plan an apply is checking drift for: its own records (an interrupted run of it)
     # are not "another plan applied since" (planner.facts.applied).
     applying: str | None = None
+    # How Connect reaches a host when the caller already holds a session to it (an apply's
+    # drift check: a second connection per host would double what the hosts, and a
+    # bastion, take). Those sessions stay open at the end of the run: they are the
+    # caller's to close. None: Connect opens a session per host and the run closes it.
+    held_sessions: Callable[[HostConfig], HostReader] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def create(cls, config: ClusterConfig, connect_options: ConnectOptions) -> PlanContext:
-        return cls(config, connect_options, [HostState(h) for h in config.hosts])
+    def create(cls, config: ClusterConfig, connect_options: ConnectOptions,
+               held_sessions: Callable[[HostConfig], HostReader] | None = None,
+               ) -> PlanContext:
+        return cls(config, connect_options, [HostState(h) for h in config.hosts],
+                   held_sessions=held_sessions)
 
     def label(self, finding: Finding) -> str | None:
         return None if finding.host is None else self.hosts[finding.host].label

@@ -21,8 +21,10 @@ def lab_factory(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
         pytest.skip("the lab needs root (namespaces)")
     labs: list[Lab] = []
 
-    def make(hosts: list[HostSpec], distro: str = "rke2", timing: Timing | None = None) -> Lab:
-        lab = Lab.up(tmp_path / f"lab{len(labs)}", hosts, distro=distro, timing=timing)
+    def make(hosts: list[HostSpec], distro: str = "rke2", timing: Timing | None = None,
+             kube_api: bool = True) -> Lab:
+        lab = Lab.up(tmp_path / f"lab{len(labs)}", hosts, distro=distro, timing=timing,
+                     kube_api=kube_api)
         labs.append(lab)
         return lab
 

@@ -23,8 +23,15 @@ from pathlib import Path
 import fabric
 import paramiko
 
-from ..config.model import SshConfig
-from ..errors import CommandError, CommandTimeout, ConnectError, ConnectionLost, HostKeyError
+from ..config.model import Bastion, SshConfig
+from ..errors import (
+    CommandError,
+    CommandTimeout,
+    ConnectError,
+    ConnectionLost,
+    HostError,
+    HostKeyError,
+)
 
 log = logging.getLogger("cargoship.planner")
 
@@ -79,12 +86,151 @@ class CommandResult:
     stderr: bytes
 
 
+# A bastion as one connection serves it: address, port, user, key file, known_hosts file.
+BastionKey = tuple[str, int, str | None, str | None, str]
+
+
+class _Bastion:
+    """One bastion's connection, opened once for every host behind it."""
+
+    def __init__(self, bastion: Bastion, user: str | None, known_hosts: Path) -> None:
+        self.bastion = bastion
+        self.user = user
+        self.known_hosts = known_hosts
+        self.endpoint = SshConfig(bastion.address, bastion.port).endpoint
+        self._lock = threading.Lock()
+        self._conn: fabric.Connection | None = None
+        self._failure: HostError | None = None
+        self._connected_once = False
+        self._attempts = 0
+
+    def transport(self, label: str, options: ConnectOptions) -> paramiko.Transport:
+        attempts = self._attempts
+        with self._lock:
+            transport: paramiko.Transport | None = \
+                self._conn.client.get_transport() if self._conn is not None else None
+            if transport is not None and transport.is_active():
+                return transport
+            # A bastion that never answered is dead for this run: every host behind it
+            # gets that one attempt's error, not an attempt (a full timeout) of its own.
+            # One that dropped a connection it had (an sshd restart) is dialled again, but
+            # hosts that waited on an attempt share its outcome.
+            if self._failure is not None and (not self._connected_once
+                                              or attempts != self._attempts):
+                raise type(self._failure)(label, self._failure.message)
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            self._attempts += 1
+            try:
+                self._conn = self._open(options)
+            except HostError as exc:
+                self._failure = exc
+                raise type(exc)(label, exc.message) from None
+            self._failure = None
+            self._connected_once = True
+            transport = self._conn.client.get_transport()
+            assert transport is not None
+            return transport
+
+    def _open(self, options: ConnectOptions) -> fabric.Connection:
+        b = self.bastion
+        conn = fabric.Connection(host=b.address, port=b.port, user=self.user,
+                                 connect_timeout=max(1, round(options.connect_timeout)),
+                                 connect_kwargs=_auth_kwargs(b.key_path))
+        who = f"bastion {self.endpoint}"
+        # The bastion's key is checked exactly like a host's, never accepted unseen.
+        conn.client.set_missing_host_key_policy(_StrictPolicy())
+        try:
+            if self.known_hosts.exists():
+                _trust_known(conn.client, self.known_hosts, conn.host, conn.port)
+            conn.open()
+        except _UnknownHostKey as exc:
+            conn.close()
+            raise HostKeyError(who, f"host key {fingerprint(exc.key)} of {who} is not in "
+                                    f"{self.known_hosts}; verify it and add it") from None
+        except paramiko.BadHostKeyException as exc:
+            conn.close()
+            raise HostKeyError(
+                who, f"host key of {who} CHANGED: {self.known_hosts} has "
+                     f"{fingerprint(exc.expected_key)}, the bastion presented "
+                     f"{fingerprint(exc.key)}; possible man-in-the-middle") from None
+        except paramiko.AuthenticationException:
+            conn.close()
+            raise ConnectError(who, auth_failure(f"{conn.user}@{who}", b.key_path)) from None
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            conn.close()
+            raise ConnectError(who, f"cannot connect to {who}: "
+                                    f"{connect_failure(exc, options.connect_timeout)}") from None
+        transport = conn.client.get_transport()
+        assert transport is not None
+        _set_nodelay(transport)
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+class Gateways:
+    """The connections to bastions of one run: one per bastion, each host behind it a
+    direct-tcpip channel over it.
+
+    A connection per host made the bastion take as many unauthenticated connections at
+    once as hosts connect at once, and OpenSSH's default MaxStartups (10:30:100) drops
+    most of them. Made by whoever runs the hosts and closed when they are closed: the
+    connections are the run's, so they live here and not in the module."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._bastions: dict[BastionKey, _Bastion] = {}
+
+    def channel(self, label: str, ssh: SshConfig, options: ConnectOptions, host: str,
+                port: int) -> paramiko.Channel:
+        """A channel to `host`:`port` through the host's bastion: its SSH socket."""
+        assert ssh.bastion is not None
+        b = ssh.bastion
+        known_hosts = (ssh.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
+        user = b.user or ssh.user
+        key = (b.address, b.port, user, str(b.key_path) if b.key_path else None,
+               str(known_hosts))
+        with self._lock:
+            bastion = self._bastions.get(key)
+            if bastion is None:
+                bastion = self._bastions[key] = _Bastion(b, user, known_hosts)
+        transport = bastion.transport(label, options)
+        try:
+            return transport.open_channel(
+                "direct-tcpip", dest_addr=(host, port), src_addr=("", 0),
+                # sshd's own connect to the host waits for the kernel's TCP timeout
+                # (minutes): the host gets the connect timeout, as a direct connection.
+                timeout=options.connect_timeout)
+        except paramiko.ChannelException as exc:
+            raise ConnectError(label, f"cannot connect to {ssh.endpoint} through bastion "
+                                      f"{bastion.endpoint}: {exc.text or 'refused'}") from None
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise ConnectError(label, f"cannot connect to {ssh.endpoint} through bastion "
+                                      f"{bastion.endpoint}: "
+                                      f"{connect_failure(exc, options.connect_timeout)}") \
+                from None
+
+    def close(self) -> None:
+        with self._lock:
+            bastions, self._bastions = list(self._bastions.values()), {}
+        for bastion in bastions:
+            bastion.close()
+
+
 @dataclass(frozen=True)
 class ConnectOptions:
     connect_timeout: float = 10.0
     accept_new_host_keys: bool = False
     # Serialises appends to known_hosts files when many hosts connect at once.
     known_hosts_lock: threading.Lock = field(default_factory=threading.Lock)
+    # The run's bastion connections; whoever closes the run's hosts closes these.
+    gateways: Gateways = field(default_factory=Gateways)
 
 
 class SshSession:
@@ -215,6 +361,9 @@ def open_session(label: str, ssh: SshConfig, options: ConnectOptions,
         _AcceptNewPolicy(known_hosts, options.known_hosts_lock)
         if options.accept_new_host_keys else _StrictPolicy()
     )
+    if ssh.bastion is not None:
+        conn.connect_kwargs["sock"] = options.gateways.channel(label, ssh, options, conn.host,
+                                                               conn.port)
     try:
         conn.open()
     except _UnknownHostKey as exc:
@@ -352,22 +501,10 @@ def _private_key(path: Path) -> paramiko.PKey | None:
 
 
 def _connection(ssh: SshConfig, options: ConnectOptions) -> fabric.Connection:
-    timeout = max(1, round(options.connect_timeout))
-    gateway = None
-    if ssh.bastion is not None:
-        b = ssh.bastion
-        gateway = fabric.Connection(
-            host=b.address, port=b.port, user=b.user or ssh.user, connect_timeout=timeout,
-            connect_kwargs=_auth_kwargs(b.key_path),
-        )
-        # The bastion's key is checked exactly like the host's.
-        gateway.client.set_missing_host_key_policy(_StrictPolicy())
-        known = (ssh.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
-        if known.exists():
-            _trust_known(gateway.client, known, gateway.host, gateway.port)
     return fabric.Connection(
-        host=ssh.address, port=ssh.port, user=ssh.user, connect_timeout=timeout,
-        connect_kwargs=_auth_kwargs(ssh.key_path), gateway=gateway,
+        host=ssh.address, port=ssh.port, user=ssh.user,
+        connect_timeout=max(1, round(options.connect_timeout)),
+        connect_kwargs=_auth_kwargs(ssh.key_path),
     )
 
 

@@ -1,4 +1,5 @@
-"""1. Connect to hosts: open one SSH session per host, nothing else."""
+"""1. Connect to hosts: open one SSH session per host (or take the one the caller holds),
+nothing else."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ class Connect(Phase):
         options = ctx.config.options
 
         def connect(host: HostState) -> HostReader:
+            if ctx.held_sessions is not None:
+                return ctx.held_sessions(host.config)
             session = open_session(host.label, host.config.ssh, ctx.connect_options)
             reader = HostReader(session, session.user, options.command_timeout)
             if ctx.prefetch is not None:

@@ -20,6 +20,9 @@ class Disconnect(Phase):
 
 def close_all(ctx: PlanContext) -> None:
     for host in ctx.hosts:
-        if host.reader is not None:
+        if host.reader is not None and ctx.held_sessions is None:
             host.reader.close()
-            host.reader = None
+        host.reader = None
+    if ctx.held_sessions is None:
+        # After the hosts: their connections run through these.
+        ctx.connect_options.gateways.close()

@@ -3,32 +3,40 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.e2e.cli import cargoship, edit_config
 from tests.e2e.test_plan_preflight import phase_block
-from tests.lab import HostSpec
+from tests.lab import HostSpec, Lab
 
 
-def test_hosts_behind_a_bastion(lab_factory) -> None:
-    # The bastion is a lab host outside the cluster; its key is in the same known_hosts,
-    # since strict checking applies to every hop.
-    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
-                       HostSpec("bastion", "worker", engine_installed=False)])
+def behind_bastion(lab: Lab) -> None:
+    """Every host but the lab's "bastion" reached through it, and only through it: the
+    direct path to their sshd is closed. The bastion's key is in the same known_hosts,
+    since strict checking applies to every hop."""
     jump = lab.host("bastion").address
 
     def via_bastion(data: dict) -> None:  # type: ignore[type-arg]
-        del data["spec"]["hosts"][2]
+        data["spec"]["hosts"] = [h for h in data["spec"]["hosts"]
+                                 if h["ssh"]["address"] != jump]
         for host in data["spec"]["hosts"]:
             host["ssh"]["bastion"] = {"address": jump,
                                       "keyPath": str(lab.dir / "id_ed25519")}
 
     edit_config(lab.dir / "cluster.yaml", via_bastion)
-    # Only the bastion can reach the hosts' sshd: the direct path is closed.
-    for host in ("ctl-1", "wrk-1"):
-        lab.exec(host, "nft add table inet viajump && nft add chain inet viajump input "
-                       "'{ type filter hook input priority 0; policy accept; }' && "
-                       f"nft add rule inet viajump input tcp dport 22 ip saddr != {jump} drop")
+    rule = ("nft add table inet viajump && nft add chain inet viajump input "
+            "'{ type filter hook input priority 0; policy accept; }' && "
+            f"nft add rule inet viajump input tcp dport 22 ip saddr != {jump} drop")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda h: lab.exec(h.name, rule),
+                      [h for h in lab.hosts if h.name != "bastion"]))
+
+
+def test_hosts_behind_a_bastion(lab_factory) -> None:
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
+                       HostSpec("bastion", "worker", engine_installed=False)])
+    behind_bastion(lab)
     result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--detailed-exitcode",
                        "--verbose")
     assert result.returncode == 0, result.stdout
@@ -41,6 +49,43 @@ def test_hosts_behind_a_bastion(lab_factory) -> None:
         ssh={"connectTimeoutSeconds": 2}))
     direct = cargoship("plan", "-c", data_path)
     assert direct.returncode == 1 and "cannot connect to" in direct.stdout
+
+
+def test_a_hundred_hosts_share_one_connection_to_their_bastion(lab_factory) -> None:
+    # Connecting 128 hosts at once (the default concurrency) with a connection each to a
+    # bastion running OpenSSH's default MaxStartups 10:30:100 lost about a third of them
+    # ("Error reading SSH protocol banner"). No Kubernetes API: a plan does not need it,
+    # and 100 engines posting node status would load the machine more than the plan.
+    specs = [HostSpec("ctl-1", "controller")]
+    specs += [HostSpec(f"wrk-{i}", "worker") for i in range(1, 100)]
+    lab = lab_factory([*specs, HostSpec("bastion", "worker", engine_installed=False)],
+                      kube_api=False)
+    behind_bastion(lab)
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
+        concurrency={"hosts": 128, "workers": 2}))
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
+    assert result.returncode == 0, result.stdout
+    assert phase_block(result.stdout, "Connect to hosts").count("connected as root to") == 100
+    assert lab.ssh_logins("bastion") == 1
+
+
+def test_apply_holds_one_connection_per_host(lab_factory, tmp_path: Path) -> None:
+    # The drift check used to connect to every host again, beside the sessions held for
+    # the rollout: two logins per host, each with a connection of its own to the bastion.
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
+                       HostSpec("bastion", "worker", engine_installed=False)])
+    behind_bastion(lab)
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
+        charts={"rke2-ingress-nginx": {"values": {"controller": {"replicaCount": 2}}}}))
+    plan = tmp_path / "plan.json"
+    planned = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan)
+    assert planned.returncode == 0, planned.stdout
+    before = {h.name: lab.ssh_logins(h.name) for h in lab.hosts}
+    result = cargoship("apply", plan, "--confirm")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert " applied; record: " in result.stdout
+    assert {h.name: lab.ssh_logins(h.name) - before[h.name] for h in lab.hosts} == \
+        {"ctl-1": 1, "wrk-1": 1, "bastion": 1}
 
 
 def test_engine_config_sync_dry_run_reports_like_plan(healthy_lab) -> None:

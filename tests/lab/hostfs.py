@@ -57,8 +57,6 @@ def sshd_config(address: str, clock_offset: int) -> str:
         "PermitRootLogin prohibit-password",
         "AuthorizedKeysFile .ssh/authorized_keys",
         "PidFile /run/sshd.pid",
-        "MaxStartups 500",
-        "MaxSessions 100",
         "Subsystem sftp internal-sftp",
     ]
     if clock_offset:

@@ -285,6 +285,12 @@ class Lab:
                            f"{result.stderr.strip()[:500]}")
         return result
 
+    def ssh_logins(self, host: str) -> int:
+        """SSH connections the host's sshd authenticated since the lab started: its
+        "Accepted ..." lines (sshd -e logs to the console, which runit leaves it)."""
+        console = (Path(self.host(host).dir) / "console.log").read_text(errors="replace")
+        return sum(line.startswith("Accepted publickey for ") for line in console.splitlines())
+
     def set_clock_offset(self, host: str, seconds: int) -> None:
         lab_host = self.host(host)
         lab_host.spec.clock_offset = seconds

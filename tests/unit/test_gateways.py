@@ -1,0 +1,239 @@
+"""Hosts behind one bastion share one connection to it (a direct-tcpip channel each); a
+bastion that cannot be reached costs one attempt, whose error every host behind it gets.
+
+The bastion and the hosts are paramiko SSH servers in this process, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import paramiko
+import pytest
+
+from planner.config.model import Bastion, SshConfig
+from planner.errors import CommandError, ConnectError
+from planner.hosts.pool import parallel
+from planner.hosts.ssh import ConnectOptions, SshSession, open_session
+
+
+def _until(what: str, check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+class _Handler(paramiko.ServerInterface):
+    def __init__(self, client_key: paramiko.PKey) -> None:
+        self.client_key = client_key
+        self.destinations: dict[int, tuple[str, int]] = {}
+
+    def get_allowed_auths(self, username: str) -> str:
+        return "publickey"
+
+    def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
+        return paramiko.AUTH_SUCCESSFUL if key == self.client_key else paramiko.AUTH_FAILED
+
+    def check_channel_request(self, kind: str, chanid: int) -> int:
+        return paramiko.OPEN_SUCCEEDED if kind == "session" else \
+            paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+
+    def check_channel_direct_tcpip_request(self, chanid: int, origin: tuple[str, int],
+                                           destination: tuple[str, int]) -> int:
+        self.destinations[chanid] = destination
+        return paramiko.OPEN_SUCCEEDED
+
+    def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
+        def answer() -> None:
+            # After the client's EOF, which it sends once it has the exec's reply: an
+            # answer before that reply closed the channel under exec_command.
+            while channel.recv(65536):
+                pass
+            channel.sendall(b"ok\n")
+            channel.send_exit_status(0)
+            channel.close()
+        threading.Thread(target=answer, daemon=True).start()
+        return True
+
+
+class SshServer:
+    """Accepts the client key; runs any command as `echo ok`; forwards direct-tcpip."""
+
+    def __init__(self, host_key: paramiko.PKey, client_key: paramiko.PKey) -> None:
+        self.host_key = host_key
+        self.client_key = client_key
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.accepted = 0
+        self.transports: list[paramiko.Transport] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def open_connections(self) -> int:
+        return sum(t.is_active() for t in self.transports)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            transport = paramiko.Transport(sock)
+            transport.add_server_key(self.host_key)
+            handler = _Handler(self.client_key)
+            transport.start_server(server=handler)
+            self.transports.append(transport)
+            threading.Thread(target=self._forward, args=(transport, handler),
+                             daemon=True).start()
+
+    def _forward(self, transport: paramiko.Transport, handler: _Handler) -> None:
+        while transport.is_active():
+            channel = transport.accept(0.2)
+            if channel is None or channel.get_id() not in handler.destinations:
+                continue
+            target = socket.create_connection(handler.destinations[channel.get_id()])
+            for src, dst in ((channel, target), (target, channel)):
+                threading.Thread(target=_pump, args=(src, dst), daemon=True).start()
+
+    def close(self) -> None:
+        self.listener.close()
+        for transport in self.transports:
+            transport.close()
+
+
+def _pump(src: paramiko.Channel | socket.socket, dst: paramiko.Channel | socket.socket) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        dst.close()
+
+
+def _keygen(path: Path) -> paramiko.PKey:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return paramiko.PKey.from_path(path)
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[Callable[[], SshServer]]:
+    client_key = _keygen(tmp_path / "id_ed25519")
+    made: list[SshServer] = []
+    known = tmp_path / "known_hosts"
+    known.touch()
+
+    def make() -> SshServer:
+        server = SshServer(_keygen(tmp_path / f"host_{len(made)}"), client_key)
+        made.append(server)
+        with known.open("a") as fh:
+            fh.write(f"[127.0.0.1]:{server.port} {server.host_key.get_name()} "
+                     f"{server.host_key.get_base64()}\n")
+        return server
+
+    yield make
+    for server in made:
+        server.close()
+
+
+def _behind(tmp_path: Path, host: SshServer, bastion_port: int) -> SshConfig:
+    key = tmp_path / "id_ed25519"
+    return SshConfig("127.0.0.1", host.port, "root", key, tmp_path / "known_hosts",
+                     Bastion("127.0.0.1", bastion_port, None, key))
+
+
+def test_hosts_behind_a_bastion_share_one_connection_closed_with_them(
+        servers: Callable[[], SshServer], tmp_path: Path) -> None:
+    bastion = servers()
+    hosts = [servers() for _ in range(12)]
+    options = ConnectOptions(connect_timeout=5)
+    sessions = parallel(hosts, lambda h: open_session(
+        f"h{h.port}", _behind(tmp_path, h, bastion.port), options), 12)
+    assert not [s for s in sessions if isinstance(s, Exception)], sessions
+    opened = [s for s in sessions if not isinstance(s, Exception)]
+    assert [s.run("true", 5).stdout for s in opened] == [b"ok\n"] * 12
+    assert bastion.accepted == 1
+    assert all(h.accepted == 1 for h in hosts)
+    for session in opened:
+        session.close()
+    assert bastion.open_connections() == 1  # the hosts' channels closed, not the bastion
+    options.gateways.close()
+    _until("the bastion connection to close", lambda: bastion.open_connections() == 0)
+
+
+def test_a_dead_bastion_is_tried_once_and_fails_every_host_behind_it(
+        servers: Callable[[], SshServer], tmp_path: Path) -> None:
+    # Accepts, then hangs up before the SSH banner, as sshd over its MaxStartups does.
+    dead = socket.create_server(("127.0.0.1", 0))
+    port = dead.getsockname()[1]
+    attempts: list[socket.socket] = []
+
+    def hang_up() -> None:
+        while True:
+            try:
+                sock, _ = dead.accept()
+            except OSError:
+                return
+            attempts.append(sock)
+            sock.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    hosts = [servers() for _ in range(8)]
+    options = ConnectOptions(connect_timeout=5)
+    try:
+        results = parallel(hosts, lambda h: open_session(
+            f"h{h.port}", _behind(tmp_path, h, port), options), 8)
+        # A host asking later gets the same answer, without another attempt.
+        results.append(_error(lambda: open_session(
+            "late", _behind(tmp_path, hosts[0], port), options)))
+    finally:
+        dead.close()
+    assert len(attempts) == 1
+    assert all(isinstance(r, ConnectError) for r in results), results
+    messages = {r.message for r in results if isinstance(r, ConnectError)}
+    assert len(messages) == 1
+    message = messages.pop()
+    assert message.startswith(f"cannot connect to bastion 127.0.0.1:{port}: "), message
+    assert "\n" not in message
+    assert all(h.accepted == 0 for h in hosts)
+    assert [str(r).split(":", 1)[0] for r in results] == \
+        [f"h{h.port}" for h in hosts] + ["late"]
+
+
+def _lost(session: SshSession) -> bool:
+    try:
+        session.run("true", 1)
+    except CommandError:
+        return True
+    return False
+
+
+def _error(fn: Callable[[], object]) -> Exception:
+    try:
+        fn()
+    except Exception as exc:
+        return exc
+    raise AssertionError("no error")
+
+
+def test_a_bastion_that_dropped_its_connection_is_dialled_again(
+        servers: Callable[[], SshServer], tmp_path: Path) -> None:
+    # An executor reconnecting after a bastion's sshd restart must not be handed the
+    # dead connection, nor the error of a bastion that never answered.
+    bastion, host = servers(), servers()
+    options = ConnectOptions(connect_timeout=5)
+    first = open_session("h", _behind(tmp_path, host, bastion.port), options)
+    for transport in bastion.transports:
+        transport.close()
+    _until("the host's connection to drop with the bastion's", lambda: _lost(first))
+    again = open_session("h", _behind(tmp_path, host, bastion.port), options)
+    assert again.run("true", 5).stdout == b"ok\n"
+    assert bastion.accepted == 2
+    again.close()
+    first.close()
+    options.gateways.close()
