@@ -13,18 +13,61 @@ import errno
 import os
 import selectors
 import socket
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 Endpoint = tuple[str, int]
+Result = socket.socket | OSError
 
 
-def connect_all(endpoints: Sequence[Endpoint], timeout: float
-                ) -> dict[Endpoint, socket.socket | OSError]:
+class Dialled:
+    """The TCP connections of one run, as they come in: a handshake thread takes its own
+    host's as soon as it is there, not once the slowest host has answered."""
+
+    def __init__(self) -> None:
+        self._results: dict[Endpoint, Result] = {}
+        self._expected: set[Endpoint] = set()
+        self._ready = threading.Condition()
+
+    def start(self, endpoints: Sequence[Endpoint], timeout: float) -> None:
+        """Dial every endpoint at once, in a thread of its own."""
+        with self._ready:
+            self._expected |= set(endpoints)
+        threading.Thread(target=connect_all, args=(list(endpoints), timeout, self._put),
+                         name="cargoship-dial", daemon=True).start()
+
+    def _put(self, endpoint: Endpoint, result: Result) -> None:
+        with self._ready:
+            self._results[endpoint] = result
+            self._ready.notify_all()
+
+    def take(self, endpoint: Endpoint, wait: float) -> Result | None:
+        """This endpoint's socket or error (once), or None if it was not dialled here."""
+        with self._ready:
+            if endpoint not in self._expected:
+                return None
+            self._ready.wait_for(lambda: endpoint in self._results, timeout=wait)
+            self._expected.discard(endpoint)
+            return self._results.pop(endpoint, None)
+
+    def close(self) -> None:
+        """Sockets nobody took (a host that dropped out before its handshake)."""
+        with self._ready:
+            for result in self._results.values():
+                if isinstance(result, socket.socket):
+                    result.close()
+            self._results.clear()
+
+
+def connect_all(endpoints: Sequence[Endpoint], timeout: float,
+                on_result: Callable[[Endpoint, Result], None] | None = None,
+                ) -> dict[Endpoint, Result]:
     """A connected socket (blocking again, TCP_NODELAY) or the OSError of each endpoint;
     a timeout is a TimeoutError. Every attempt runs at once; the call returns once each
-    has connected or failed, at most `timeout` after it started."""
-    results: dict[Endpoint, socket.socket | OSError] = {}
+    has connected or failed, at most `timeout` after it started. `on_result` hears of
+    each one as it comes."""
+    results: dict[Endpoint, Result] = _Reported(on_result)
     selector = selectors.DefaultSelector()
     try:
         for endpoint in dict.fromkeys(endpoints):
@@ -48,23 +91,34 @@ def connect_all(endpoints: Sequence[Endpoint], timeout: float
             if remaining <= 0:
                 break
             for key, _ in selector.select(remaining):
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)
-                selector.unregister(sock)
-                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                done = key.fileobj
+                assert isinstance(done, socket.socket)
+                selector.unregister(done)
+                code = done.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 if code:
-                    sock.close()
+                    done.close()
                     results[key.data] = _error(code)
                 else:
-                    sock.setblocking(True)
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    results[key.data] = sock
+                    done.setblocking(True)
+                    done.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    results[key.data] = done
         for key in list(selector.get_map().values()):
             key.fileobj.close()  # type: ignore[union-attr]
             results[key.data] = TimeoutError(errno.ETIMEDOUT, "timed out")
     finally:
         selector.close()
     return results
+
+
+class _Reported(dict[Endpoint, Result]):
+    def __init__(self, on_result: Callable[[Endpoint, Result], None] | None) -> None:
+        super().__init__()
+        self._on_result = on_result
+
+    def __setitem__(self, key: Endpoint, value: Result) -> None:
+        super().__setitem__(key, value)
+        if self._on_result is not None:
+            self._on_result(key, value)
 
 
 def _error(code: int) -> OSError:

@@ -32,6 +32,7 @@ from ..errors import (
     HostError,
     HostKeyError,
 )
+from .reach import Dialled
 
 log = logging.getLogger("cargoship.planner")
 
@@ -231,6 +232,8 @@ class ConnectOptions:
     known_hosts_lock: threading.Lock = field(default_factory=threading.Lock)
     # The run's bastion connections; whoever closes the run's hosts closes these.
     gateways: Gateways = field(default_factory=Gateways)
+    # TCP connections to directly reached hosts, all opened at once (reach.py).
+    dialled: Dialled = field(default_factory=Dialled)
 
 
 class SshSession:
@@ -364,6 +367,13 @@ def open_session(label: str, ssh: SshConfig, options: ConnectOptions,
     if ssh.bastion is not None:
         conn.connect_kwargs["sock"] = options.gateways.channel(label, ssh, options, conn.host,
                                                                conn.port)
+    elif conn.gateway is None:
+        dialled = options.dialled.take((conn.host, conn.port), options.connect_timeout + 5)
+        if isinstance(dialled, OSError):
+            raise ConnectError(label, f"cannot connect to {ssh.endpoint}: "
+                                      f"{connect_failure(dialled, options.connect_timeout)}")
+        if dialled is not None:
+            conn.connect_kwargs["sock"] = dialled
     try:
         conn.open()
     except _UnknownHostKey as exc:
@@ -498,6 +508,15 @@ def _private_key(path: Path) -> paramiko.PKey | None:
                     key = None
             _keys[str(path)] = key
         return _keys[str(path)]
+
+
+def direct_endpoint(ssh: SshConfig, options: ConnectOptions) -> tuple[str, int] | None:
+    """Where a host's TCP connection goes, as ~/.ssh/config resolves it; None when it goes
+    through a bastion or a ProxyJump/ProxyCommand (those dial for themselves)."""
+    if ssh.bastion is not None:
+        return None
+    conn = _connection(ssh, options)
+    return None if conn.gateway is not None else (conn.host, conn.port)
 
 
 def _connection(ssh: SshConfig, options: ConnectOptions) -> fabric.Connection:

@@ -9,7 +9,7 @@ from ..context import HostState, PlanContext
 from ..errors import HostError
 from ..hosts.pool import parallel
 from ..hosts.reader import HostReader
-from ..hosts.ssh import open_session
+from ..hosts.ssh import direct_endpoint, open_session
 from .base import DryRun, Phase
 
 
@@ -21,16 +21,25 @@ class Connect(Phase):
     def run(self, ctx: PlanContext) -> None:
         options = ctx.config.options
 
+        if ctx.held_sessions is None:
+            # Every direct host's TCP connection at once: dead hosts cost one connect
+            # timeout in all, not one per wave of `concurrency.hosts` handshakes.
+            endpoints = [e for h in ctx.hosts
+                         if (e := direct_endpoint(h.config.ssh, ctx.connect_options))]
+            ctx.connect_options.dialled.start(endpoints, options.connect_timeout)
+
         def connect(host: HostState) -> HostReader:
             if ctx.held_sessions is not None:
-                return ctx.held_sessions(host.config)
-            session = open_session(host.label, host.config.ssh, ctx.connect_options)
-            reader = HostReader(session, session.user, options.command_timeout)
+                reader = ctx.held_sessions(host.config)
+            else:
+                session = open_session(host.label, host.config.ssh, ctx.connect_options)
+                reader = HostReader(session, session.user, options.command_timeout)
             if ctx.prefetch is not None:
                 # Right after the handshake, in the same thread: one exec per host for
-                # the whole read side of the plan.
+                # the whole read side of the plan (apply's drift check included).
+                before = reader.round_trips
                 reader.take_snapshot(ctx.prefetch(host))
-                ctx.count_round_trips(self.title, host, reader.round_trips)
+                ctx.count_round_trips(self.title, host, reader.round_trips - before)
             return reader
 
         tally = {"connected": 0, "failed": 0}

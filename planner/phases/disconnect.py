@@ -26,3 +26,4 @@ def close_all(ctx: PlanContext) -> None:
     if ctx.held_sessions is None:
         # After the hosts: their connections run through these.
         ctx.connect_options.gateways.close()
+        ctx.connect_options.dialled.close()
