@@ -158,8 +158,8 @@ def test_a_plan_with_an_action_without_handler_is_refused_untouched(
     data["digest"] = recompute(data)
     edited.write_text(json.dumps(data))
     refused = cargoship("apply", edited, "--confirm")
-    assert refused.returncode == 1 and "unassessed item 'reformat-disk' on wrk-1 (" in \
-        refused.stderr and "can't finish" in refused.stderr
+    assert refused.returncode == 1 and "unassessed on wrk-1 (" in refused.stderr and \
+        "has action 'reformat-disk', which this cargoship can't finish" in refused.stderr
 
     # The plan format went up a major: a 1.x plan is refused with what to do.
     data = json.loads(plan_file.read_text())

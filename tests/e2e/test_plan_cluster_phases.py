@@ -90,7 +90,8 @@ def test_kubeconfig_merge_is_planned_with_credentials_masked(lab_factory,
     assert result.returncode == 0, result.stdout
     block = phase_block(result.stdout, "Updating kubeconfig file with the current cluster")
     ctl = lab.host("ctl-1").address
-    assert f"would merge context lab (server https://{ctl}:6443) into {local}" in block
+    assert f"would merge context lab (server https://{ctl}:6443, from the controller's own " \
+        f"address) into {local}" in block
     assert "+  name: lab" in block or "+- name: lab" in block
     assert "client-key-data: '***'" in block
     key = base64.b64encode((lab.pki_dir / "client-admin.key").read_bytes()).decode()
