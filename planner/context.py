@@ -38,7 +38,8 @@ class HostState:
     kernel: Kernel | None = None
     init_system: str | None = None
     configurer: Configurer | None = None
-    hostname: str | None = None
+    hostname: str | None = None  # as cargoship names the host (a config override wins)
+    os_hostname: str | None = None  # as the host reports it: what the engine names nodes by
     network: Network | None = None
     private_interface: str | None = None
     private_address: str | None = None
@@ -60,7 +61,7 @@ class HostState:
     def node(self) -> str:
         """The Kubernetes node to drain and label: as the engine names it (its node-name,
         else the lowercased hostname), known once the distro facts were gathered."""
-        return self.node_name or (self.hostname or self.config.label).lower()
+        return self.node_name or (self.os_hostname or self.hostname or self.config.label).lower()
 
     @property
     def label(self) -> str:

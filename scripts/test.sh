@@ -11,4 +11,4 @@ trap '.venv/bin/python -m tests.lab down --all --under "$RUN_TMP" >/dev/null 2>&
 # Test files side by side (most lab time is waiting on hosts); one file's tests stay in one
 # worker, in order. CARGOSHIP_TEST_WORKERS=0 runs everything in this process.
 .venv/bin/python -m pytest -q --basetemp="$RUN_TMP/pytest" \
-  -n "${CARGOSHIP_TEST_WORKERS:-3}" --dist loadfile "$@"
+  -n "${CARGOSHIP_TEST_WORKERS:-3}" --dist loadfile --durations=15 "$@"

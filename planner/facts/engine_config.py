@@ -30,10 +30,14 @@ class EngineSettings:
     problems: tuple[str, ...] = ()  # "path: what is wrong", never the content
     merged: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def with_node_id(self) -> bool:
+        return self.merged.get("with-node-id") in (True, "true")
+
     def node_name(self, hostname: str) -> str | None:
         """The node's name: `node-name`, else the lowercased hostname; None under
         `with-node-id` (a random suffix only the host's engine knows)."""
-        if self.merged.get("with-node-id") in (True, "true"):
+        if self.with_node_id:
             return None
         name = self.merged.get("node-name")
         return str(name) if name not in (None, "") else hostname.lower()

@@ -45,7 +45,9 @@ class GatherDistroFacts(Phase):
             if problem:
                 ctx.fail_host(self.title, host, problem)
                 continue
-            host.node_name = settings.node_name(host.hostname or host.config.label)
+            # The engine knows the host's own hostname, not cargoship's override of it.
+            host.node_name = settings.node_name(host.os_hostname or host.hostname
+                                                or host.config.label)
             ctx.found(self.title, host, f"{verdict}, node {host.node_name}")
 
 
@@ -53,7 +55,7 @@ def _settings_problem(host: HostState, settings: EngineSettings) -> str | None:
     if settings.problems:
         return "the engine's config cannot be read as the engine would: " \
             + "; ".join(settings.problems)
-    if settings.node_name(host.hostname or host.config.label) is None:
+    if settings.with_node_id:
         return ("with-node-id is set: the node's name has a random suffix cargoship cannot "
                 "derive, so it cannot drain or label the right node (set node-name)")
     return None

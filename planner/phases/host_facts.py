@@ -23,6 +23,7 @@ class GatherHostFacts(Phase):
     def run(self, ctx: PlanContext) -> None:
         for host, (hostname, network) in ctx.gather(self.title, lambda _: [HOSTNAME, NETWORK]):
             host.network = network
+            host.os_hostname = hostname
             host.hostname = host.config.hostname or hostname
             problem = _choose_private(host, network)
             if problem:
