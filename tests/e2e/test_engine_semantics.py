@@ -81,6 +81,8 @@ def test_nodes_are_drained_and_labelled_under_the_engines_names(lab_factory,
         data["spec"]["profiles"] = {"edge": {}}
         for entry in data["spec"]["hosts"][1:]:
             entry["profile"] = "edge"
+        # cargoship's own name for the host; the engine never sees it.
+        data["spec"]["hosts"][2]["hostname"] = "edge-two"
         data["spec"]["options"].update(labelProfiles=True, **FAST)
 
     edit_config(lab.dir / "cluster.yaml", edit)
