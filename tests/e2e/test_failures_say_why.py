@@ -171,12 +171,12 @@ def test_ctrl_c_while_waiting_for_a_lock_changes_nothing(lab_factory, tmp_path: 
 
 
 def test_ctrl_c_during_the_drift_check_changes_nothing(lab_factory, tmp_path: Path) -> None:
-    """Made deterministic: ctl-1's listening sshd is stopped (SIGSTOP) while the apply
-    waits for a lock, so the drift check, which opens new connections, hangs on ctl-1
-    until the Ctrl-C; the apply's own sessions (other sshd processes) keep working."""
+    """Made deterministic: while the apply waits for a lock, ctl-1's /etc/os-release turns
+    into a FIFO nobody writes, so the drift check's read of ctl-1 (over the session the
+    apply holds) blocks until the Ctrl-C; nothing else of the apply needs that file."""
     lab = small_lab(lab_factory)
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
-        ssh={"connectTimeoutSeconds": 30, "commandTimeoutSeconds": 10}))
+        ssh={"connectTimeoutSeconds": 30, "commandTimeoutSeconds": 30}))
     lab.exec("wrk-1", f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
     plan_file = tmp_path / "plan.json"
     assert cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file).returncode == 0
@@ -186,13 +186,12 @@ def test_ctrl_c_during_the_drift_check_changes_nothing(lab_factory, tmp_path: Pa
                              "--lock-timeout", "60"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stderr is not None
-    listener = lab.exec("ctl-1", "cat /run/sshd.pid").stdout.strip()
     try:
         seen = ""
         while f"waiting for the lock of {lab.host('wrk-2').address}:" not in seen:
             seen += proc.stderr.readline()
             assert proc.poll() is None, seen
-        lab.exec("ctl-1", f"kill -STOP {listener}")
+        lab.exec("ctl-1", "mv /etc/os-release /etc/os-release.real && mkfifo /etc/os-release")
         lab.exec("wrk-2", "rm -f /run/cargoship/lock")
         out = ""
         while "locked 3 host(s)" not in out:
@@ -202,7 +201,7 @@ def test_ctrl_c_during_the_drift_check_changes_nothing(lab_factory, tmp_path: Pa
         proc.send_signal(signal.SIGINT)
         rest, err = proc.communicate(timeout=60)
     finally:
-        lab.exec("ctl-1", f"kill -CONT {listener}")
+        lab.exec("ctl-1", "rm -f /etc/os-release && mv /etc/os-release.real /etc/os-release")
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, out + rest + err
