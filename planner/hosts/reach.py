@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import cast
 
 Endpoint = tuple[str, int]
 Result = socket.socket | OSError
@@ -77,7 +78,11 @@ def connect_all(endpoints: Sequence[Endpoint], timeout: float,
                 results[endpoint] = exc
                 continue
             family, kind, proto, _, address = infos[0]
-            sock = socket.socket(family, kind, proto)
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError as exc:  # out of file descriptors: this host's error, not all's
+                results[endpoint] = exc
+                continue
             sock.setblocking(False)
             code = sock.connect_ex(address)
             if code in (0, errno.EINPROGRESS):
@@ -91,8 +96,7 @@ def connect_all(endpoints: Sequence[Endpoint], timeout: float,
             if remaining <= 0:
                 break
             for key, _ in selector.select(remaining):
-                done = key.fileobj
-                assert isinstance(done, socket.socket)
+                done = cast(socket.socket, key.fileobj)  # only our sockets are registered
                 selector.unregister(done)
                 code = done.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 if code:

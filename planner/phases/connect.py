@@ -13,6 +13,13 @@ from ..hosts.ssh import direct_endpoint, open_session
 from .base import DryRun, Phase
 
 
+def _endpoint(ctx: PlanContext, host: HostState) -> tuple[str, int] | None:
+    try:
+        return direct_endpoint(host.config.ssh, ctx.connect_options)
+    except Exception:  # noqa: BLE001 - e.g. a broken ~/.ssh/config: that host's handshake
+        return None    # meets it again and reports it as that host's error
+
+
 class Connect(Phase):
     title = "Connect to hosts"
     # A preflight that never reached a host would report on a cluster it never looked at.
@@ -24,8 +31,7 @@ class Connect(Phase):
         if ctx.held_sessions is None:
             # Every direct host's TCP connection at once: dead hosts cost one connect
             # timeout in all, not one per wave of `concurrency.hosts` handshakes.
-            endpoints = [e for h in ctx.hosts
-                         if (e := direct_endpoint(h.config.ssh, ctx.connect_options))]
+            endpoints = [e for h in ctx.hosts if (e := _endpoint(ctx, h))]
             ctx.connect_options.dialled.start(endpoints, options.connect_timeout)
 
         def connect(host: HostState) -> HostReader:

@@ -38,3 +38,26 @@ def test_connected_refused_and_timed_out_in_one_timeout() -> None:
             value.close()
     for s in [listening, full, *fillers]:
         s.close()
+
+
+def test_a_socket_that_cannot_be_made_fails_that_endpoint_only(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import errno
+
+    listening = socket.create_server(("127.0.0.1", 0))
+    ok = ("127.0.0.1", listening.getsockname()[1])
+    real = socket.socket
+    made = []
+
+    def scarce(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if made:  # the second socket: no file descriptors left
+            raise OSError(errno.EMFILE, "Too many open files")
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(socket, "socket", scarce)
+    results = connect_all([ok, ("127.0.0.1", 9)], timeout=1.0)
+    monkeypatch.setattr(socket, "socket", real)
+    assert isinstance(results[ok], real)
+    assert isinstance(results[("127.0.0.1", 9)], OSError)
+    results[ok].close()  # type: ignore[union-attr]
+    listening.close()
