@@ -260,8 +260,16 @@ class SshSession:
             try:
                 channel.exec_command(command)
                 if stdin:
-                    channel.sendall(stdin)
-                channel.shutdown_write()
+                    try:
+                        channel.sendall(stdin)
+                    except OSError:
+                        # The command ended without reading all of its input (a lock
+                        # found held, a refusal): the channel is closed, the connection
+                        # is not. Its exit status and output say what happened.
+                        if not transport.is_active():
+                            raise
+                if not channel.closed:
+                    channel.shutdown_write()
                 return _collect(self.label, channel, timeout)
             finally:
                 channel.close()

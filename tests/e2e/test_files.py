@@ -99,3 +99,17 @@ def test_a_write_run_again_keeps_the_first_backup(lab_factory, existed: bool) ->
     restore_file(host, again)
     after = lab.exec("wrk-1", f"cat {path}", check=False)
     assert (after.stdout if after.returncode == 0 else None) == before
+
+
+def test_a_command_that_exits_before_reading_its_input_is_not_a_lost_connection(
+        lab_factory) -> None:
+    """A lock found held, a refusal: the remote command ends without reading stdin, and
+    sshd closes the channel while data is still being sent. That is the command's exit,
+    not a dropped connection (seen as a flaky lock race under load)."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    host = writer(lab, "wrk-1")
+    for _ in range(5):
+        result = host.run_root("echo refused; exit 3", stdin=b"x" * 8_000_000, check=False)
+        assert (result.exit_code, result.stdout) == (3, b"refused\n")
+    assert host.run_root("echo still here").stdout == b"still here\n"  # the same session
+    host.close()
