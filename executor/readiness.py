@@ -29,7 +29,7 @@ import re
 import time
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planner.errors import CargoshipError
@@ -222,6 +222,19 @@ class Waiter:
             self.before = engine_state(self.host, self.init, self.service, self.controller)
         except CargoshipError as exc:
             log.debug("%s: engine state before the stop unknown: %s", self.host.label, exc)
+
+    def note_starting(self) -> None:
+        """Right before the start: what a fresh start is counted from. The API server pod
+        of the old config may have restarted once more while the engine was stopping;
+        that restart is not the new config's."""
+        if self.before is None:
+            return
+        try:
+            now = engine_state(self.host, self.init, self.service, self.controller)
+        except CargoshipError as exc:
+            log.debug("%s: engine state before the start unknown: %s", self.host.label, exc)
+            return
+        self.before = replace(self.before, apiserver_logs=now.apiserver_logs)
 
     def note_stopped(self) -> None:
         """Right after the engine stopped: the old engine's last heartbeat."""

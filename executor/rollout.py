@@ -189,6 +189,7 @@ class Rollout:
         return waiter
 
     def _start_and_wait(self, job: HostJob, waiter: Waiter) -> None:
+        waiter.note_starting()
         started = time.monotonic()
         # Asked, not awaited: a Type=notify engine is "activating" until it is up, and a
         # crash-looping one stays so; the waiter tells the two apart.

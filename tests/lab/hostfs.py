@@ -183,7 +183,11 @@ def _add_controller_api(host_dir: Path, spec: HostSpec, distro: str, address: st
     api["apiserver_args"] = args
     if distro == "rke2":
         service = host_dir / "etc.upper" / "service" / "kube-apiserver"
-        write(service / "run", "#!/bin/sh\nexec /usr/bin/python3 /usr/local/bin/kubeapi.py "
+        # Only a running kubelet (re)starts a static pod: a restart runsv had scheduled
+        # before the engine stopped must not start the API server after it.
+        engine = f"/etc/service/{engine_service(distro, 'controller')}"
+        write(service / "run", f"#!/bin/sh\nsv status {engine} | grep -q '^run:' || "
+              "{ sv down .; exit 0; }\nexec /usr/bin/python3 /usr/local/bin/kubeapi.py "
               + " ".join(args) + " 2>&1\n", 0o755)
         # Only a running kubelet restarts a static pod that died: with the engine stopped,
         # a crashed API server stays down (a running one keeps running).

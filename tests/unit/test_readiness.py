@@ -139,3 +139,15 @@ def test_point_at_keeps_scheme_and_port() -> None:
     assert point_at(admin, "10.0.0.2")["clusters"][0]["cluster"]["server"] == \
         "https://10.0.0.2:6443"
     assert admin["clusters"][0]["cluster"]["server"] == "https://10.0.0.1:6443"
+
+
+def test_api_server_restarts_of_the_old_config_before_the_start_are_not_counted() -> None:
+    # The old config's pod restarted twice more while the engine was stopping (logs 1 -> 3);
+    # after the start the new one adds its one log: no crash loop.
+    probes = [RUN.format(20) + "\napiserver-logs 3"] + \
+        [RUN.format(20) + "\napiserver-logs 4"] * 3
+    w = waiter(probes, [node("True", T0 + datetime.timedelta(seconds=3))], controller=True,
+               readyz=lambda: (True, "ok"))
+    w.note_starting()
+    assert w.before is not None and w.before.apiserver_logs == 3
+    w.wait(60, lambda _: None)
