@@ -68,20 +68,26 @@ def connect_all(endpoints: Sequence[Endpoint], timeout: float,
     a timeout is a TimeoutError. Every attempt runs at once; the call returns once each
     has connected or failed, at most `timeout` after it started. `on_result` hears of
     each one as it comes."""
-    results: dict[Endpoint, Result] = _Reported(on_result)
+    results: dict[Endpoint, Result] = {}
+
+    def report(endpoint: Endpoint, result: Result) -> None:
+        results[endpoint] = result
+        if on_result is not None:
+            on_result(endpoint, result)
+
     selector = selectors.DefaultSelector()
     try:
         for endpoint in dict.fromkeys(endpoints):
             try:
                 infos = socket.getaddrinfo(endpoint[0], endpoint[1], type=socket.SOCK_STREAM)
             except socket.gaierror as exc:
-                results[endpoint] = exc
+                report(endpoint, exc)
                 continue
             family, kind, proto, _, address = infos[0]
             try:
                 sock = socket.socket(family, kind, proto)
             except OSError as exc:  # out of file descriptors: this host's error, not all's
-                results[endpoint] = exc
+                report(endpoint, exc)
                 continue
             sock.setblocking(False)
             code = sock.connect_ex(address)
@@ -89,7 +95,7 @@ def connect_all(endpoints: Sequence[Endpoint], timeout: float,
                 selector.register(sock, selectors.EVENT_WRITE, endpoint)
             else:
                 sock.close()
-                results[endpoint] = _error(code)
+                report(endpoint, _error(code))
         deadline = time.monotonic() + timeout
         while selector.get_map():
             remaining = deadline - time.monotonic()
@@ -101,28 +107,17 @@ def connect_all(endpoints: Sequence[Endpoint], timeout: float,
                 code = done.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 if code:
                     done.close()
-                    results[key.data] = _error(code)
+                    report(key.data, _error(code))
                 else:
                     done.setblocking(True)
                     done.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    results[key.data] = done
+                    report(key.data, done)
         for key in list(selector.get_map().values()):
             key.fileobj.close()  # type: ignore[union-attr]
-            results[key.data] = TimeoutError(errno.ETIMEDOUT, "timed out")
+            report(key.data, TimeoutError(errno.ETIMEDOUT, "timed out"))
     finally:
         selector.close()
     return results
-
-
-class _Reported(dict[Endpoint, Result]):
-    def __init__(self, on_result: Callable[[Endpoint, Result], None] | None) -> None:
-        super().__init__()
-        self._on_result = on_result
-
-    def __setitem__(self, key: Endpoint, value: Result) -> None:
-        super().__setitem__(key, value)
-        if self._on_result is not None:
-            self._on_result(key, value)
 
 
 def _error(code: int) -> OSError:

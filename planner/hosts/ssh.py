@@ -145,24 +145,11 @@ class _Bastion:
         try:
             if self.known_hosts.exists():
                 _trust_known(conn.client, self.known_hosts, conn.host, conn.port)
-            conn.open()
-        except _UnknownHostKey as exc:
-            conn.close()
-            raise HostKeyError(who, f"host key {fingerprint(exc.key)} of {who} is not in "
-                                    f"{self.known_hosts}; verify it and add it") from None
-        except paramiko.BadHostKeyException as exc:
-            conn.close()
-            raise HostKeyError(
-                who, f"host key of {who} CHANGED: {self.known_hosts} has "
-                     f"{fingerprint(exc.expected_key)}, the bastion presented "
-                     f"{fingerprint(exc.key)}; possible man-in-the-middle") from None
-        except paramiko.AuthenticationException:
-            conn.close()
-            raise ConnectError(who, auth_failure(f"{conn.user}@{who}", b.key_path)) from None
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            conn.close()
+        except (OSError, paramiko.SSHException) as exc:
             raise ConnectError(who, f"cannot connect to {who}: "
                                     f"{connect_failure(exc, options.connect_timeout)}") from None
+        _open_explained(conn, who, who, self.known_hosts, b.key_path,
+                        options.connect_timeout, peer="bastion")
         transport = conn.client.get_transport()
         assert transport is not None
         _set_nodelay(transport)
@@ -382,32 +369,41 @@ def open_session(label: str, ssh: SshConfig, options: ConnectOptions,
                                       f"{connect_failure(dialled, options.connect_timeout)}")
         if dialled is not None:
             conn.connect_kwargs["sock"] = dialled
-    try:
-        conn.open()
-    except _UnknownHostKey as exc:
-        conn.close()
-        raise HostKeyError(
-            label, f"host key {fingerprint(exc.key)} of {ssh.endpoint} is not in {known_hosts}; "
-                   "verify it and add it, or run with --accept-new-host-keys") from None
-    except paramiko.BadHostKeyException as exc:
-        conn.close()
-        raise HostKeyError(
-            label, f"host key of {ssh.endpoint} CHANGED: {known_hosts} has "
-                   f"{fingerprint(exc.expected_key)}, the host presented {fingerprint(exc.key)}; "
-                   "possible man-in-the-middle. If the host was reinstalled, remove its old "
-                   "entry (ssh-keygen -R) and verify the new key") from None
-    except paramiko.AuthenticationException:
-        conn.close()
-        raise ConnectError(label, auth_failure(f"{conn.user}@{ssh.endpoint}", ssh.key_path)) \
-            from None
-    except (paramiko.SSHException, OSError, EOFError) as exc:
-        conn.close()
-        raise ConnectError(label, f"cannot connect to {ssh.endpoint}: "
-                                  f"{connect_failure(exc, options.connect_timeout)}") from None
+    _open_explained(conn, label, ssh.endpoint, known_hosts, ssh.key_path,
+                    options.connect_timeout, peer="host",
+                    unknown_hint=", or run with --accept-new-host-keys",
+                    changed_hint=". If the host was reinstalled, remove its old entry "
+                                 "(ssh-keygen -R) and verify the new key")
     transport = conn.client.get_transport()
     assert transport is not None
     _set_nodelay(transport)
     return SshSession(label, conn, transport.get_remote_server_key())
+
+
+def _open_explained(conn: fabric.Connection, label: str, name: str, known_hosts: Path,
+                    key_path: Path | None, timeout: float, *, peer: str,
+                    unknown_hint: str = "", changed_hint: str = "") -> None:
+    """Open the connection, or close it and say in one line why it could not be opened:
+    a host key unknown or changed, credentials refused, or no connection at all."""
+    try:
+        conn.open()
+    except _UnknownHostKey as exc:
+        conn.close()
+        raise HostKeyError(label, f"host key {fingerprint(exc.key)} of {name} is not in "
+                                  f"{known_hosts}; verify it and add it{unknown_hint}") from None
+    except paramiko.BadHostKeyException as exc:
+        conn.close()
+        raise HostKeyError(
+            label, f"host key of {name} CHANGED: {known_hosts} has "
+                   f"{fingerprint(exc.expected_key)}, the {peer} presented "
+                   f"{fingerprint(exc.key)}; possible man-in-the-middle{changed_hint}") from None
+    except paramiko.AuthenticationException:
+        conn.close()
+        raise ConnectError(label, auth_failure(f"{conn.user}@{name}", key_path)) from None
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        conn.close()
+        raise ConnectError(label, f"cannot connect to {name}: "
+                                  f"{connect_failure(exc, timeout)}") from None
 
 
 def connect_failure(exc: BaseException, timeout: float) -> str:

@@ -261,17 +261,23 @@ def phases():
 '''
 
 
+def install_plugin(tmp_path: Path, name: str, entry: str, module: str | None = None) -> Path:
+    """An installed distribution declaring a phase plugin: a dist-info on a PYTHONPATH."""
+    plugins = tmp_path / "plugins"
+    info = plugins / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[cargoship.phases]\n{entry}\n")
+    if module is not None:
+        (plugins / f"{name}.py").write_text(module)
+    return plugins
+
+
 def test_unassessed_is_transitive_through_plugin_phases(lab_factory, tmp_path: Path) -> None:
     """A (the shipped worker sync) restarts wrk-1, so it changes wrk-1's node; B reads that
     node and may write y; C reads y: on wrk-1 both B and C are unassessed, on wrk-2 (no
     change) both are assessed."""
-    plugins = tmp_path / "plugins"
-    (plugins / "site_phases-1.0.dist-info").mkdir(parents=True)
-    (plugins / "site_phases.py").write_text(PLUGIN)
-    (plugins / "site_phases-1.0.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: site-phases\nVersion: 1.0\n")
-    (plugins / "site_phases-1.0.dist-info" / "entry_points.txt").write_text(
-        "[cargoship.phases]\nsite = site_phases:phases\n")
+    plugins = install_plugin(tmp_path, "site_phases", "site = site_phases:phases", PLUGIN)
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
                        HostSpec("wrk-2", "worker")])
     lab.exec("wrk-1", "printf 'mirrors: {}\\n' > /etc/rancher/rke2/registries.yaml")
@@ -302,12 +308,7 @@ def test_unassessed_is_transitive_through_plugin_phases(lab_factory, tmp_path: P
 
 
 def test_a_broken_phase_plugin_is_one_line_naming_it(lab_factory, tmp_path: Path) -> None:
-    plugins = tmp_path / "plugins"
-    (plugins / "bad-1.0.dist-info").mkdir(parents=True)
-    (plugins / "bad-1.0.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: bad\nVersion: 1.0\n")
-    (plugins / "bad-1.0.dist-info" / "entry_points.txt").write_text(
-        "[cargoship.phases]\nbad = no_such_module:phases\n")
+    plugins = install_plugin(tmp_path, "bad", "bad = no_such_module:phases")
     lab = lab_factory([HostSpec("ctl-1", "controller")])
     result = cargoship("plan", "-c", lab.dir / "cluster.yaml", env={"PYTHONPATH": str(plugins)})
     assert result.returncode == 1
