@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,6 +26,7 @@ from kubernetes.client.rest import ApiException
 from planner.errors import CargoshipError
 
 from .polling import pause
+from .watch import WatchEvent, pods_watcher
 
 log = logging.getLogger("cargoship.executor")
 
@@ -142,11 +143,34 @@ def api_message(exc: ApiException) -> str:
     return f"{message} ({'; '.join(causes)})" if causes else message
 
 
-def still_present(listed: Iterable[Any], evicted: dict[str, str]) -> list[str]:
-    """Evicted pods still listed on the node. A pod of the same name with another UID is a
-    replacement (a StatefulSet reuses names), not the pod that was evicted."""
-    return sorted(key for pod in listed
-                  if evicted.get(key := pod_key(pod)) == str(pod.metadata.uid or ""))
+def pod_name(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def pod_uid(pod: dict[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("uid") or "")
+
+
+@dataclass
+class EvictedPods:
+    """The evicted pods still on a node ("ns/name" -> uid), as a watch tells their fate: a
+    pod is gone when deleted, or when a pod of the same name has another uid (a
+    replacement is not the evicted pod)."""
+
+    pods: dict[str, str]
+
+    def seen(self, event: WatchEvent) -> bool:
+        """Take one watch event; True once none is left."""
+        if event.type == "SYNCED":
+            present = {(pod_name(p), pod_uid(p)) for p in event.object["items"]}
+            self.pods = {k: u for k, u in self.pods.items() if (k, u) in present}
+        else:
+            key = pod_name(event.object)
+            if key in self.pods and (event.type == "DELETED"
+                                     or self.pods[key] != pod_uid(event.object)):
+                del self.pods[key]
+        return not self.pods
 
 
 def ready_condition(node: Any) -> tuple[bool, str]:
@@ -164,6 +188,11 @@ class NodeOps:
     def __init__(self, api: Any, *, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self._api, self._clock, self._sleep = api, clock, sleep
+
+    @property
+    def api(self) -> Any:
+        """The official client's CoreV1Api these operations use."""
+        return self._api
 
     # --- cordon / uncordon ---------------------------------------------------------------
 
@@ -288,20 +317,25 @@ class NodeOps:
 
     def _wait_gone(self, node: str, evicted: dict[str, str], options: DrainOptions,
                    deadline: float) -> None:
-        # An eviction only starts the pod's graceful shutdown; the node is drained when the
-        # pods are actually off it.
-        started = self._clock()
-        while evicted:
-            left = still_present(self._pods_on(node), evicted)
-            if not left:
-                return
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                raise DrainError(node, f"evicted pods still on the node after the "
-                                       f"{options.timeout:g} s drain timeout: "
-                                       + ", ".join(left))
-            waited = self._clock() - started
-            self._sleep(min(pause(waited, options.retry_interval), remaining))
+        """An eviction only starts the pod's graceful shutdown; the node is drained when
+        the pods are actually off it. Followed with a watch of the node's pods: each goes
+        the moment the API says so, not at the next look."""
+        left = EvictedPods(dict(evicted))
+
+        def broken(why: str) -> None:
+            raise DrainError(node, f"listing its pods failed: API unreachable: {why}")
+
+        if not left.pods:
+            return
+        until = self._remaining(deadline)
+        if not pods_watcher(self._api, node, left.seen, broken, until).run("", until):
+            raise DrainError(node, f"evicted pods still on the node after the "
+                                   f"{options.timeout:g} s drain timeout: "
+                                   + ", ".join(sorted(left.pods)))
+
+    def _remaining(self, deadline: float) -> float:
+        """The deadline on time.monotonic's scale, whatever this object's clock is."""
+        return time.monotonic() + max(0.0, deadline - self._clock())
 
     # --- readiness -----------------------------------------------------------------------
 

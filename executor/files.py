@@ -95,19 +95,20 @@ if [ ! -e {b} ] && [ ! -e {b}.absent ]; then
 fi"""
 
 
-def write_file(host: HostWriter, path: str, content: bytes, *, mode: int, plan_id: str,
-               owner: str = "0:0") -> Written:
+def write_script(path: str, *, mode: int, plan_id: str, owner: str = "0:0",
+                 source: str = "cat") -> str:
+    """The script that writes `path` from what `source` prints (the content on stdin, by
+    default) and prints `backup` when it kept a previous content."""
     directory = posixpath.dirname(path)
-    backup = backup_path(plan_id, path)
-    p, d, b = quote(path), quote(directory), quote(backup)
-    script = f"""set -eu
+    p, d, b = quote(path), quote(directory), quote(backup_path(plan_id, path))
+    return f"""set -eu
 umask 077
 {_refuse_links(path)}
 mkdir -p {d}
 {_refuse_linked_dirs(directory)}
 tmp=$(mktemp {quote(directory + "/.cargoship.")}XXXXXX)
 trap 'rm -f "$tmp"' EXIT
-cat > "$tmp"
+{source} > "$tmp"
 chown {quote(owner)} "$tmp"
 chmod {mode:04o} "$tmp"
 {_backup_lines(plan_id, path)}
@@ -118,22 +119,30 @@ mv -f "$tmp" {p}
 trap - EXIT
 sync {d}
 """
-    result = host.run_root(script, stdin=content)
-    had_backup = b"backup" in result.stdout
-    return Written(path, backup if had_backup else None)
 
 
-def restore_file(host: HostWriter, written: Written) -> None:
+def written(path: str, plan_id: str, stdout: bytes) -> Written:
+    """What a write script's output says about the backup it kept."""
+    return Written(path, backup_path(plan_id, path) if b"backup" in stdout else None)
+
+
+def write_file(host: HostWriter, path: str, content: bytes, *, mode: int, plan_id: str,
+               owner: str = "0:0") -> Written:
+    result = host.run_root(write_script(path, mode=mode, plan_id=plan_id, owner=owner),
+                           stdin=content)
+    return written(path, plan_id, result.stdout)
+
+
+def restore_script(item: Written) -> str:
     """Put the previous content back (or remove a file that did not exist before)."""
-    p = quote(written.path)
-    directory = posixpath.dirname(written.path)
-    if written.backup is None:
-        host.run_root(f"set -eu\n{_refuse_links(written.path)}\nrm -f {p}\nsync {quote(directory)}")
-        return
-    b = quote(written.backup)
-    host.run_root(f"""set -eu
+    p = quote(item.path)
+    directory = posixpath.dirname(item.path)
+    if item.backup is None:
+        return f"set -eu\n{_refuse_links(item.path)}\nrm -f {p}\nsync {quote(directory)}\n"
+    b = quote(item.backup)
+    return f"""set -eu
 umask 077
-{_refuse_links(written.backup)}
+{_refuse_links(item.backup)}
 {_refuse_linked_dirs(directory)}
 tmp=$(mktemp {quote(directory + "/.cargoship.")}XXXXXX)
 trap 'rm -f "$tmp"' EXIT
@@ -142,13 +151,17 @@ sync "$tmp"
 mv -f "$tmp" {p}
 trap - EXIT
 sync {quote(directory)}
-""")
+"""
 
 
-def remove_file(host: HostWriter, path: str, *, plan_id: str) -> Written:
+def restore_file(host: HostWriter, item: Written) -> None:
+    host.run_root(restore_script(item))
+
+
+def remove_script(path: str, *, plan_id: str) -> str:
     """Delete a file cargoship created, keeping its content as a backup for a restore."""
     p = quote(path)
-    host.run_root(f"""set -eu
+    return f"""set -eu
 umask 077
 {_refuse_links(path)}
 if [ -e {p} ]; then
@@ -156,18 +169,23 @@ if [ -e {p} ]; then
   rm -f {p}
   sync {quote(posixpath.dirname(path))}
 fi
-""")
+"""
+
+
+def remove_file(host: HostWriter, path: str, *, plan_id: str) -> Written:
+    host.run_root(remove_script(path, plan_id=plan_id))
     return Written(path, backup_path(plan_id, path))
 
 
-def restore_tree(host: HostWriter, backup_dir: str) -> int:
+def restore_tree_script(backup_dir: str) -> str:
     """Put back every file a plan backed up on this host (and remove the ones that did not
-    exist before it: their `.absent` markers); how many paths were restored. For a host an
-    apply was killed while rolling back: its backups are the state before that apply."""
+    exist before it: their `.absent` markers); prints how many paths were restored. For a
+    host an apply was killed while rolling back: its backups are the state before that
+    apply."""
     if not BACKUPS.fullmatch(backup_dir):
         raise ValueError(f"not a backup directory of cargoship's: {backup_dir!r}")
     b = quote(backup_dir)
-    result = host.run_root(f"""set -eu
+    return f"""set -eu
 umask 077
 {_refuse_linked_dirs(posixpath.dirname(BACKUP_ROOT), BACKUP_ROOT, backup_dir)}
 n=0
@@ -190,6 +208,9 @@ for saved in $(find . -xdev \\( -type f -o -type l \\) ! -name '*.tmp' | sort); 
   n=$((n + 1))
 done
 echo "$n"
-""")
-    out = result.stdout.decode().strip()
+"""
+
+
+def restore_tree(host: HostWriter, backup_dir: str) -> int:
+    out = host.run_root(restore_tree_script(backup_dir)).stdout.decode().strip()
     return int(out) if out.isdigit() else 0

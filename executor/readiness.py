@@ -7,10 +7,15 @@ while this one's etcd member and API server are still down. So a host is back wh
 
 * its engine process is new (not the one stopped) and the service runs;
 * its node posted status after the restart: the Ready condition is True with a
-  lastHeartbeatTime newer than the last one the old engine posted (read right after it
-  stopped; a restarted kubelet posts its status at once);
+  lastHeartbeatTime later than the host's clock once the old engine was down (the kubelet
+  stamps its heartbeats with that same clock, so no clock skew between cargoship and the
+  host matters; a restarted kubelet posts its status at once);
 * for a controller: its own API server answers /readyz, whose etcd check reaches the
   node's own etcd member (rke2 and k3s point their API server at the local member only).
+
+The engine is seen from the host, where the restart script (swap_script.py) probes it and
+reports each change; the node through the API's watch (watch.py). Nothing is polled but a
+controller's /readyz, which has no watch.
 
 A crash loop is recognised while waiting, not only at the timeout: the engine service
 restarting on its own (systemd's NRestarts, runit's "down, want up" between attempts, new
@@ -26,7 +31,6 @@ import copy
 import datetime
 import logging
 import re
-import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -37,7 +41,6 @@ from planner.facts.distro import parse_service_state, status_snippet
 from planner.hosts.batch import quote
 from planner.kube import official_client
 
-from .polling import pause
 from .remote import HostWriter
 
 log = logging.getLogger("cargoship.executor")
@@ -102,11 +105,6 @@ def parse_probe(text: str) -> EngineState:
     return EngineState(state, pid, restarts, auto, logs)
 
 
-def engine_state(host: HostWriter, init: str, service: str, controller: bool) -> EngineState:
-    result = host.run_root(probe_script(init, service, controller), check=False)
-    return parse_probe(result.stdout.decode("utf-8", "replace"))
-
-
 def log_tail_script(init: str, service: str, controller: bool, lines: int = LOG_LINES) -> str:
     svc = quote(service)
     if init == "systemd":
@@ -144,14 +142,17 @@ def log_tail(host: HostWriter, init: str, service: str, controller: bool) -> str
     return "; ".join(parts) or "(the logs are empty)"
 
 
-def heartbeat_of(node: Any) -> tuple[bool, datetime.datetime | None]:
-    """The node's Ready status and its lastHeartbeatTime (None if it has none)."""
-    for cond in (node.status.conditions if node.status else None) or []:
-        if cond.type == "Ready":
-            beat = cond.last_heartbeat_time
-            if isinstance(beat, str):
-                beat = datetime.datetime.fromisoformat(beat.replace("Z", "+00:00"))
-            return cond.status == "True", beat
+def ready_and_heartbeat(node: dict[str, Any]) -> tuple[bool, datetime.datetime | None]:
+    """A node object (as the API's JSON) -> its Ready status and lastHeartbeatTime."""
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            beat = cond.get("lastHeartbeatTime")
+            try:
+                when = datetime.datetime.fromisoformat(str(beat).replace("Z", "+00:00")) \
+                    if beat else None
+            except ValueError:
+                when = None
+            return cond.get("status") == "True", when
     return False, None
 
 
@@ -199,84 +200,71 @@ def readyz_probe(admin: dict[str, Any], address: str) -> Callable[[], tuple[bool
 
 @dataclass
 class Waiter:
-    """Waits for one host to be back after its engine was started; see the module doc."""
+    """Judges, from what is seen of a host after its engine was started, whether it is
+    back (see the module doc). It is told things as they happen (probes of the engine from
+    the host, versions of the node from the API's watch) and never asks by itself, except
+    a controller's /readyz, which has no watch."""
 
-    host: HostWriter
+    host: HostWriter  # only to read the logs' last lines for an error
     init: str
     service: str
     node: str
     controller: bool
-    read_node: Callable[[str], Any]  # the node object, or an exception when unavailable
     readyz: Callable[[], tuple[bool, str]] | None
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
     before: EngineState | None = None  # just before the engine was stopped
-    heartbeat: datetime.datetime | None = None  # the last one the old engine posted
+    stopped_at: int | None = None  # the host's clock (whole seconds) once it was down
+    _state: EngineState | None = None
+    _node: tuple[bool, datetime.datetime | None] | str = "nothing seen yet"
     _pids: set[int] = field(default_factory=set)
     _auto_restarts: int = 0
     _was_auto: bool = False
-    _beats: list[datetime.datetime] = field(default_factory=list)
 
-    def snapshot_before_stop(self) -> None:
-        try:
-            self.before = engine_state(self.host, self.init, self.service, self.controller)
-        except CargoshipError as exc:
-            log.debug("%s: engine state before the stop unknown: %s", self.host.label, exc)
+    def probed(self, name: str, state: EngineState) -> None:
+        """A probe from the host: `before` the stop, right before the start (`starting`:
+        the API server pod of the old config may have restarted once more while the
+        engine was stopping; that restart is not the new config's), or after it."""
+        if name == "before":
+            self.before = state
+        elif name == "starting":
+            self.before = replace(self.before or state, apiserver_logs=state.apiserver_logs)
+        else:
+            self._crash_loop_check(state, self.before)
+            self._state = state
 
-    def note_starting(self) -> None:
-        """Right before the start: what a fresh start is counted from. The API server pod
-        of the old config may have restarted once more while the engine was stopping;
-        that restart is not the new config's."""
-        if self.before is None:
-            return
-        try:
-            now = engine_state(self.host, self.init, self.service, self.controller)
-        except CargoshipError as exc:
-            log.debug("%s: engine state before the start unknown: %s", self.host.label, exc)
-            return
-        self.before = replace(self.before, apiserver_logs=now.apiserver_logs)
+    def node_seen(self, node: dict[str, Any]) -> None:
+        self._node = ready_and_heartbeat(node)
 
-    def note_stopped(self) -> None:
-        """Right after the engine stopped: the old engine's last heartbeat."""
-        try:
-            _, self.heartbeat = heartbeat_of(self.read_node(self.node))
-        except Exception as exc:  # noqa: BLE001 - the API may be down with the engine
-            log.debug("%s: node %s not readable after the stop: %s", self.host.label,
-                      self.node, exc)
+    def node_unreadable(self, why: str) -> None:
+        self._node = f"unreadable ({why[:200]})"
 
-    def wait(self, timeout: float, note: Callable[[str], None],
-             nudge: Callable[[], object] | None = None, since: float | None = None) -> None:
-        """Until the host is back, at most `timeout` from `since` (now); `nudge` asks for
-        the start again when the service is plainly down (runit can drop an `sv up` that
-        arrives during its restart back-off; starting is idempotent everywhere)."""
-        started = self.clock() if since is None else since
-        next_nudge = started + NUDGE_EVERY
-        deadline = started + timeout
-        start_state = self.before
-        seen = "nothing yet"
-        announced: set[str] = set()
-        while True:
-            state = engine_state(self.host, self.init, self.service, self.controller)
-            self._crash_loop_check(state, start_state)
-            waiting = self._waiting_for(state)
-            if not waiting:
-                return
-            if nudge is not None and state.state == "stopped" and not state.auto_restart \
-                    and self.clock() >= next_nudge:
-                nudge()
-                next_nudge = self.clock() + NUDGE_EVERY
-            seen = waiting
-            step = waiting.split(":", 1)[0]
-            if step not in announced:
-                announced.add(step)
-                note(f"waiting: {waiting}")
-            remaining = deadline - self.clock()
-            if remaining <= 0:
-                raise NotBackError(f"not back after {timeout:g} s "
-                                   f"(last seen: {seen}); "
-                                   + log_tail(self.host, self.init, self.service,
-                                              self.controller))
-            self.sleep(min(pause(self.clock() - started, POLL_CAP), remaining))
+    def waiting_for(self, ask_readyz: bool = True) -> str:
+        """What the host still lacks ("" when it is back). `ask_readyz`: whether the
+        controller's /readyz may be asked now (it is polled, so the caller paces it);
+        when not, an otherwise-back controller waits for it."""
+        state = self._state
+        if state is None or state.state != "running":
+            return f"engine: {self.service} is {state.state if state else 'not seen yet'}"
+        if self.before is not None and state.pid is not None and state.pid == self.before.pid:
+            return f"engine: {self.service} still runs its old process {state.pid}"
+        if isinstance(self._node, str):
+            return f"node: {self.node} {self._node}"
+        ready, beat = self._node
+        if not ready:
+            return f"node: {self.node} not Ready"
+        if beat is None or self.stopped_at is None or \
+                beat <= datetime.datetime.fromtimestamp(self.stopped_at, datetime.UTC):
+            return f"node: {self.node} has posted no status since the restart"
+        if self.controller and self.readyz is not None:
+            if not ask_readyz:
+                return "API server: /readyz not asked yet"
+            ok, why = self.readyz()
+            if not ok:
+                return f"API server: {why}"
+        return ""
+
+    def not_back(self, timeout: float, seen: str) -> NotBackError:
+        return NotBackError(f"not back after {timeout:g} s (last seen: {seen}); "
+                            + log_tail(self.host, self.init, self.service, self.controller))
 
     def _crash_loop_check(self, state: EngineState, before: EngineState | None) -> None:
         if state.pid is not None and (before is None or state.pid != before.pid):
@@ -301,33 +289,3 @@ class Waiter:
             raise CrashLoopError(f"{what}; "
                                  + log_tail(self.host, self.init, self.service,
                                             self.controller))
-
-    def _waiting_for(self, state: EngineState) -> str:
-        """What the host still lacks ("" when it is back)."""
-        if state.state != "running":
-            return f"engine: {self.service} is {state.state}"
-        if self.before is not None and state.pid is not None and state.pid == self.before.pid:
-            return f"engine: {self.service} still runs its old process {state.pid}"
-        try:
-            ready, beat = heartbeat_of(self.read_node(self.node))
-        except Exception as exc:  # noqa: BLE001 - the API may be the one restarting
-            return f"node: {self.node} unreadable ({str(exc)[:200]})"
-        if not ready:
-            return f"node: {self.node} not Ready"
-        if beat is None or (self.heartbeat is not None and beat <= self.heartbeat):
-            return f"node: {self.node} has posted no status since the restart"
-        if self.heartbeat is None and beat is not None and self._first_beat(beat):
-            return f"node: {self.node} has posted no status since the restart"
-        if self.controller and self.readyz is not None:
-            ok, why = self.readyz()
-            if not ok:
-                return f"API server: {why}"
-        return ""
-
-    def _first_beat(self, beat: datetime.datetime) -> bool:
-        """Without the old engine's last heartbeat (the API was down with it), a
-        heartbeat that moves while we watch is the fresh signal."""
-        if not self._beats or self._beats[0] == beat:
-            self._beats[:] = [beat]
-            return True
-        return False

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from planner.errors import CommandError, CommandTimeout, ConnectError, ConnectionLost, HostKeyError
 from planner.hosts.reader import HostReader
-from planner.hosts.ssh import CommandResult, SshSession
+from planner.hosts.ssh import CommandResult, OnStdout, SshSession
 
 log = logging.getLogger("cargoship.executor")
 
@@ -70,6 +70,22 @@ class HostWriter(HostReader):
             raise CommandError(self.label, f"remote command failed (exit {result.exit_code})"
                                            f": {first[0][:300] if first else 'no message'}")
         return result
+
+    def stream_root(self, script: str, on_stdout: OnStdout, timeout: float) -> CommandResult:
+        """Run a long POSIX sh script as root, handing its stdout to `on_stdout` as it
+        arrives (see SshSession.run). The script goes to `sh -s` on stdin, so it may carry
+        file content (secrets included) without it ever being on a command line. Never run
+        again on its own: a lost connection is raised, and the caller, who knows how far
+        the script got, calls `reconnect` and decides what to run next."""
+        command = "sh -s" if self.user == "root" else "sudo -n -- sh -s"
+        return self._writer_session.run(command, timeout, script.encode(), on_stdout)
+
+    def reconnect(self, cause: CommandError) -> None:
+        """Dial the host again after `cause` (a lost connection or an unanswered command);
+        ConnectionLost when this writer cannot redial."""
+        if self._redial is None:
+            raise cause
+        self._reconnect(self._generation, cause)
 
     def _reconnect(self, generation: int, cause: CommandError) -> None:
         assert self._redial is not None

@@ -2,10 +2,11 @@
 window of workers, and a rollback of the host in progress when it does not come back.
 
 Per host with a change the engine reads at start: cordon (remembering whether we did),
-drain, stop the engine, write the files (atomic, backed up), start it without blocking,
-wait until the host is freshly back (readiness.py: a new engine process, a node status
-posted after the restart, and for a controller its API server's /readyz with its etcd
-check), uncordon if we cordoned. Chart values alone are written in place. If anything
+drain (evicted pods followed with a watch), then one remote script stops the engine,
+writes the files (atomic, backed up) and starts it (restart.py, swap_script.py), and the
+host is awaited until it is freshly back (readiness.py: a new engine process, a node status
+posted after the restart, seen through the API's watch, and for a controller its API
+server's /readyz with its etcd check); then uncordon if we cordoned. Chart values alone are written in place. If anything
 fails after the first write (a crash loop is seen early), the previous files are restored,
 the engine restarted and the node uncordoned, and the rollout stops: no further host is
 touched. An uncordon that fails after the host came back is retried until a deadline and
@@ -24,11 +25,12 @@ from dataclasses import dataclass, field
 from planner.desired.files import DesiredFile
 from planner.errors import CargoshipError
 
-from . import inprogress, service
+from . import inprogress
 from .drain import DrainError, DrainOptions, NodeOps
 from .files import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
-from .readiness import Waiter
 from .remote import HostWriter
+from .restart import Restart
+from .swap_script import Step, remove_step, restore_step, restore_tree_step, write_step
 
 log = logging.getLogger("cargoship.executor")
 Progress = Callable[[str, str], None]  # (host, what is happening)
@@ -134,7 +136,6 @@ class Rollout:
     def run_host(self, job: HostJob) -> HostOutcome:
         written: list[Written] = []
         cordoned = stopped = False
-        waiter = None
         try:
             if job.restart:
                 assert self.ops is not None
@@ -146,21 +147,9 @@ class Rollout:
                 self._note(job.label, f"drained node {job.node} "
                                       f"({len(report.evicted)} pod(s) evicted)")
                 stopped = True  # from the moment we ask: a lost answer may hide a stop
-                waiter = self._stop(job)
-            if job.restore_from is not None:
-                restored = restore_tree(job.writer, job.restore_from)
-                self._note(job.label, f"restored {restored} file(s) from {job.restore_from}")
-            for desired in job.files:
-                written.append(write_file(job.writer, desired.path,
-                                          desired.content().encode(), mode=desired.mode,
-                                          plan_id=self.plan_id))
-                self._note(job.label, f"wrote {desired.path}")
-            for path in job.deletes:
-                written.append(remove_file(job.writer, path, plan_id=self.plan_id))
-                self._note(job.label, f"removed {path}")
-            if job.restart:
-                assert waiter is not None
-                self._start_and_wait(job, waiter)
+                self._restart(job).run(self._steps(job), written)
+            else:
+                self._write_in_place(job, written)
         except (CargoshipError, OSError) as exc:
             log.debug("%s failed", job.label, exc_info=True)
             if not written and not stopped:
@@ -177,29 +166,33 @@ class Rollout:
         # The host is done: failing to clear the marker must not roll it back.
         return HostOutcome(job.label, "applied", self._clear_mark(job, "").removeprefix("; "))
 
-    def _stop(self, job: HostJob) -> Waiter:
-        """Stop the engine, noting what a fresh start must differ from."""
-        assert self.ops is not None
-        waiter = Waiter(job.writer, job.init, job.service, job.node, job.controller,
-                        self.ops.read_node, job.readyz)
-        waiter.snapshot_before_stop()
-        service.stop(job.writer, job.init, job.service, self.ready_timeout)
-        self._note(job.label, f"stopped {job.service}")
-        waiter.note_stopped()
-        return waiter
+    def _steps(self, job: HostJob) -> list[Step]:
+        steps = [restore_tree_step(job.restore_from)] if job.restore_from is not None else []
+        steps += [write_step(d.path, d.content().encode(), mode=d.mode, plan_id=self.plan_id)
+                  for d in job.files]
+        steps += [remove_step(path, plan_id=self.plan_id) for path in job.deletes]
+        return steps
 
-    def _start_and_wait(self, job: HostJob, waiter: Waiter) -> None:
-        waiter.note_starting()
-        started = time.monotonic()
-        # Asked, not awaited: a Type=notify engine is "activating" until it is up, and a
-        # crash-looping one stays so; the waiter tells the two apart.
-        command = service.start_command(job.init, job.service)
-        job.writer.run_root(command)
-        self._note(job.label, f"started {job.service}, waiting until it is freshly back")
-        waiter.wait(self.ready_timeout, lambda what: self._note(job.label, what),
-                    nudge=lambda: job.writer.run_root(command), since=started)
-        self._note(job.label, "back: new engine, fresh node status"
-                   + (", API server ready" if job.controller and job.readyz else ""))
+    def _write_in_place(self, job: HostJob, written: list[Written]) -> None:
+        """A change the engine does not read at start (chart values): no restart."""
+        if job.restore_from is not None:
+            restored = restore_tree(job.writer, job.restore_from)
+            self._note(job.label, f"restored {restored} file(s) from {job.restore_from}")
+        for desired in job.files:
+            written.append(write_file(job.writer, desired.path,
+                                      desired.content().encode(), mode=desired.mode,
+                                      plan_id=self.plan_id))
+            self._note(job.label, f"wrote {desired.path}")
+        for path in job.deletes:
+            written.append(remove_file(job.writer, path, plan_id=self.plan_id))
+            self._note(job.label, f"removed {path}")
+
+    def _restart(self, job: HostJob) -> Restart:
+        """Stop, change and start the engine in one remote script; back when fresh."""
+        assert self.ops is not None
+        return Restart(job.writer, job.init, job.service, job.node, job.controller,
+                       job.readyz, self.ops.api, self.ready_timeout,
+                       lambda what: self._note(job.label, what))
 
     def _uncordon_back(self, job: HostJob) -> bool:
         """Uncordon a host that came back; API errors are retried, never a rollback."""
@@ -232,16 +225,14 @@ class Rollout:
                 # A run killed from here on must not leave the failed files looking done.
                 inprogress.mark(job.writer, self.plan_id, "rolling back",
                                 f"{BACKUP_ROOT}/{self.plan_id}")
-            waiter = None
             if job.restart:
                 # The engine may be up with the new config (running, never Ready): it reads
-                # its files only at start, so it must go down before the old ones come back.
-                waiter = self._stop(job)
-            for item in reversed(written):
-                restore_file(job.writer, item)
-                self._note(job.label, f"restored {item.path}")
-            if waiter is not None:
-                self._start_and_wait(job, waiter)
+                # its files only at start, so it goes down before the old ones come back.
+                self._restart(job).run([restore_step(item) for item in reversed(written)], [])
+            else:
+                for item in reversed(written):
+                    restore_file(job.writer, item)
+                    self._note(job.label, f"restored {item.path}")
         except (CargoshipError, OSError) as exc:
             # Say what a person must look at: where the old files are, the engine, the node.
             left = [f"backups of the previous files are in "

@@ -17,6 +17,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,9 @@ from .reach import Dialled
 log = logging.getLogger("cargoship.planner")
 
 MAX_OUTPUT = 16 << 20  # bytes per command; a host that sends more is lying or broken
+# The exit code of a command whose output the caller stopped reading (run's on_stdout).
+ABANDONED = -2
+OnStdout = Callable[[bytes], bool]
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 
 
@@ -235,9 +239,12 @@ class SshSession:
         self.host_key_fingerprint = fingerprint(host_key)
         self.round_trips = 0
 
-    def run(self, command: str, timeout: float, stdin: bytes | None = None) -> CommandResult:
+    def run(self, command: str, timeout: float, stdin: bytes | None = None,
+            on_stdout: OnStdout | None = None) -> CommandResult:
         """Run one command. Data such as file content goes through `stdin`, never the
-        command line, which other users of the host can read in the process list."""
+        command line, which other users of the host can read in the process list.
+        `on_stdout` is handed stdout as it arrives; when it returns False the command is
+        abandoned (its channel closed) and the result has exit code ABANDONED."""
         transport = self._conn.client.get_transport()
         if transport is None or not transport.is_active():
             raise ConnectionLost(self.label, "SSH connection is closed")
@@ -257,7 +264,7 @@ class SshSession:
                             raise
                 if not channel.closed:
                     channel.shutdown_write()
-                return _collect(self.label, channel, timeout)
+                return _collect(self.label, channel, timeout, on_stdout)
             finally:
                 channel.close()
         except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -268,7 +275,8 @@ class SshSession:
         self._conn.close()
 
 
-def _collect(label: str, channel: paramiko.Channel, timeout: float) -> CommandResult:
+def _collect(label: str, channel: paramiko.Channel, timeout: float,
+             on_stdout: OnStdout | None = None) -> CommandResult:
     """Read stdout and stderr until the command's EOF, then wait for its exit status.
 
     Waits block (on the channel until data or EOF, then an event for the exit status):
@@ -278,11 +286,19 @@ def _collect(label: str, channel: paramiko.Channel, timeout: float) -> CommandRe
     """
     deadline = time.monotonic() + timeout
     out, err = bytearray(), bytearray()
+
+    def take(data: bytes) -> bool:
+        out.extend(data)
+        return on_stdout is None or on_stdout(data)
+
     while True:
         # EOF first: everything sent before it is in the buffers drained just below.
         eof = channel.eof_received or channel.closed
+        keep = True
         while channel.recv_ready():
-            out += channel.recv(65536)
+            keep = take(channel.recv(65536)) and keep
+        if not keep:
+            return CommandResult(ABANDONED, bytes(out), bytes(err))
         while channel.recv_stderr_ready():
             err += channel.recv_stderr(65536)
         if len(out) + len(err) > MAX_OUTPUT:
@@ -296,9 +312,12 @@ def _collect(label: str, channel: paramiko.Channel, timeout: float) -> CommandRe
         # stderr alone does not wake it, so it is drained at least every 0.2 s.
         channel.settimeout(min(remaining, 0.2))
         try:
-            out += channel.recv(65536)
+            if not take(channel.recv(65536)):
+                return CommandResult(ABANDONED, bytes(out), bytes(err))
         except TimeoutError:
-            pass
+            # No output for a while: the caller may have stopped listening meanwhile.
+            if not take(b""):
+                return CommandResult(ABANDONED, bytes(out), bytes(err))
     # The exit status follows EOF (or the channel closed without one: status -1).
     if not channel.status_event.wait(max(0.0, deadline - time.monotonic())):
         raise CommandTimeout(label, f"remote command timed out after {timeout:g}s")

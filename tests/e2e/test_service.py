@@ -1,44 +1,169 @@
-"""Stopping and starting the engine under a real supervisor (runit) on a lab host."""
+"""The restart script (executor/swap_script.py) under a real supervisor (runit) on a lab
+host: stop, write and start in one exec, the engine's state reported from the host."""
 
 from __future__ import annotations
 
+import re
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
+from executor.readiness import EngineState
+from executor.remote import HostWriter
+from executor.swap_script import (
+    Event,
+    OutputReader,
+    Probed,
+    Started,
+    StepDone,
+    Stopped,
+    SwapScript,
+    write_step,
+)
+from planner.hosts.ssh import ABANDONED, CommandResult
+from tests.e2e.test_files import PLAN, REGISTRIES, writer
+from tests.lab import HostSpec, Lab
 
-from executor.service import ServiceError, start, state, stop
-from planner.errors import CommandError
-from tests.e2e.test_files import writer
-from tests.lab import HostSpec
+
+def run_until(host: HostWriter, script: SwapScript, done: Callable[[list[Event]], bool],
+              *, swap: bool = True, timeout: float = 30) -> tuple[CommandResult, list[Event]]:
+    """Run the script, collecting its events, until `done` says so (then stop reading)."""
+    reader = OutputReader(script.token)
+    seen: list[Event] = []
+
+    def feed(data: bytes) -> bool:
+        seen.extend(reader.feed(data))
+        return not done(seen)
+
+    return host.stream_root(script.render(swap=swap), feed, timeout), seen
 
 
-def test_stop_then_start_the_engine(lab_factory) -> None:
+def running_new(before: EngineState | None) -> Callable[[list[Event]], bool]:
+    def done(seen: list[Event]) -> bool:
+        return any(isinstance(e, Probed) and e.name == "state" and e.state.state == "running"
+                   and before is not None and e.state.pid != before.pid for e in seen)
+    return done
+
+
+def engine_pid(lab: Lab, host: str) -> str:
+    out = lab.exec(host, "sv status /etc/service/rke2-agent").stdout
+    found = re.search(r"\(pid (\d+)\)", out)
+    assert found, out
+    return found.group(1)
+
+
+def test_stop_write_start_in_one_exec(lab_factory) -> None:
     lab = lab_factory([HostSpec("wrk-1", "worker", user="alice")])
     marker = Path(lab.host("wrk-1").dir) / "rancher-var" / "rke2" / "lab-engine.json"
+    assert marker.exists()
     host = writer(lab, "wrk-1")
-    assert state(host, "runit", "rke2-agent") == "running"
-    stop(host, "runit", "rke2-agent", timeout=15)
-    assert state(host, "runit", "rke2-agent") == "stopped" and not marker.exists()
-    start(host, "runit", "rke2-agent", timeout=15)
-    assert state(host, "runit", "rke2-agent") == "running"
+    secret = b"configs: {r.io: {auth: {password: pw-5e2a}}}\n"
+    script = SwapScript.of("runit", "rke2-agent", False,
+                           [write_step(REGISTRIES, secret, mode=0o600, plan_id=PLAN)],
+                           stop_timeout=15, watch_seconds=30)
+    trips = host.round_trips
+    result, seen = run_until(host, script, lambda s: any(
+        isinstance(e, Probed) and e.name == "state" and e.state.state == "running"
+        for e in s))
+    assert host.round_trips == trips + 1  # one exec for all of it
+    assert result.exit_code == ABANDONED  # we stopped listening; the host's watch exits
+    kinds = [type(e).__name__ + (f":{e.name}" if isinstance(e, Probed) else "") for e in seen]
+    assert kinds[:5] == ["Probed:before", "Stopped", "StepDone", "Probed:starting", "Started"]
+    before = next(e.state for e in seen if isinstance(e, Probed) and e.name == "before")
+    after = [e.state for e in seen if isinstance(e, Probed) and e.name == "state"][-1]
+    assert before.state == "running" and after.state == "running"
+    assert before.pid != after.pid  # a new engine process
+    stopped = next(e for e in seen if isinstance(e, Stopped))
+    assert abs(stopped.at - time.time()) < 30
+    done = next(e for e in seen if isinstance(e, StepDone))
+    assert (done.index, done.result) == (0, "backup")
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout.encode() == secret
+    assert lab.exec("wrk-1", f"stat -c %a {REGISTRIES}").stdout.strip() == "600"
+    # The engine stopped in between: its events log says so, in order.
+    events = lab.exec("wrk-1", "cat /var/log/lab-engine/events.log").stdout.split("\n")
+    assert [ln.split()[1] for ln in events if ln][-3:] == ["stopped", "starting", "ready"] \
+        or [ln.split()[1] for ln in events if ln][-4:-1] == ["stopped", "starting", "ready"]
+    # The host's watch goes away once nobody reads it.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = lab.exec("wrk-1", "pgrep -x -f 'sh -s' || true").stdout.split()
+        if not left:
+            break
+        time.sleep(0.1)
+    assert not left, "the host's watch outlived its reader"
     host.close()
 
 
-def test_missing_service_is_an_error(lab_factory) -> None:
-    lab = lab_factory([HostSpec("wrk-1", "worker", engine_installed=False)])
-    host = writer(lab, "wrk-1")
-    assert state(host, "runit", "rke2-agent") == "absent"
-    with pytest.raises(CommandError, match="remote command failed"):
-        start(host, "runit", "rke2-agent", timeout=2)
-    host.close()
-
-
-def test_start_times_out_with_the_state_seen(lab_factory) -> None:
+def test_the_content_is_never_on_a_command_line(lab_factory) -> None:
     lab = lab_factory([HostSpec("wrk-1", "worker")])
     host = writer(lab, "wrk-1")
-    stop(host, "runit", "rke2-agent", timeout=15)
-    # Make the service unable to run at all: its run script is gone.
+    secret = b"password: pw-" + b"9" * 40 + b"\n"
+    script = SwapScript.of("runit", "rke2-agent", False,
+                           [write_step(REGISTRIES, secret, mode=0o600, plan_id=PLAN)],
+                           stop_timeout=15, watch_seconds=30)
+    lines: list[str] = []
+    stop = threading.Event()
+
+    def watch_ps() -> None:
+        while not stop.is_set():
+            lines.extend(lab.exec("wrk-1", "ps -eo args").stdout.splitlines())
+
+    watcher = threading.Thread(target=watch_ps)
+    watcher.start()
+    try:
+        run_until(host, script, lambda s: any(isinstance(e, Started) for e in s))
+    finally:
+        stop.set()
+        watcher.join()
+    assert any("sh -s" in ln for ln in lines)  # the watcher did see the script run
+    assert not [ln for ln in lines if "pw-999" in ln or "cGFzc3dvcmQ" in ln]
+    host.close()
+
+
+def test_a_missing_service_fails_before_anything_is_written(lab_factory) -> None:
+    lab = lab_factory([HostSpec("wrk-1", "worker", engine_installed=False)])
+    host = writer(lab, "wrk-1")
+    before = lab.exec("wrk-1", f"cat {REGISTRIES} 2>/dev/null || echo none").stdout
+    script = SwapScript.of("runit", "rke2-agent", False,
+                           [write_step(REGISTRIES, b"x: 1\n", mode=0o600, plan_id=PLAN)],
+                           stop_timeout=2, watch_seconds=5)
+    result, seen = run_until(host, script, lambda s: False)
+    assert result.exit_code == 4
+    assert re.search(rb"stopping rke2-agent failed", result.stderr), result.stderr
+    assert not [e for e in seen if isinstance(e, StepDone | Started)]
+    assert lab.exec("wrk-1", f"cat {REGISTRIES} 2>/dev/null || echo none").stdout == before
+    host.close()
+
+
+def test_an_engine_that_cannot_run_is_reported_as_it_is(lab_factory) -> None:
+    """The run script gone: runit reports the service down-and-wanted or failing; the host
+    keeps reporting each change until its own deadline."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    host = writer(lab, "wrk-1")
     lab.exec("wrk-1", "chmod -x /etc/service/rke2-agent/run")
-    with pytest.raises(ServiceError, match=r"rke2-agent is \w+, not running, after 1s"):
-        start(host, "runit", "rke2-agent", timeout=1)
+    script = SwapScript.of("runit", "rke2-agent", False, [], stop_timeout=15,
+                           watch_seconds=3)
+    result, seen = run_until(host, script, lambda s: False)
+    assert result.exit_code == 0  # the host's watch ran out of time: its deadline
+    states = [e.state.state for e in seen if isinstance(e, Probed) and e.name == "state"]
+    assert states and "running" not in states, states
+    assert type(seen[-1]).__name__ == "Deadline"
+    host.close()
+
+
+def test_after_a_lost_connection_only_the_watch_runs_again(lab_factory) -> None:
+    """swap=False: no stop, no write, no start: the engine keeps its process."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    host = writer(lab, "wrk-1")
+    first = engine_pid(lab, "wrk-1")
+    script = SwapScript.of("runit", "rke2-agent", False,
+                           [write_step(REGISTRIES, b"x: 1\n", mode=0o600, plan_id=PLAN)],
+                           stop_timeout=15, watch_seconds=30)
+    result, seen = run_until(host, script, lambda s: any(
+        isinstance(e, Probed) and e.name == "state" for e in s), swap=False)
+    assert result.exit_code == ABANDONED
+    assert not [e for e in seen if isinstance(e, Stopped | StepDone | Started)]
+    assert engine_pid(lab, "wrk-1") == first
+    assert "x: 1" not in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
     host.close()

@@ -13,6 +13,7 @@ from kubernetes.client.rest import ApiException
 from executor.drain import (
     DrainError,
     DrainOptions,
+    EvictedPods,
     NodeOps,
     NotReadyError,
     PodVerdict,
@@ -20,8 +21,8 @@ from executor.drain import (
     classify_pod,
     eviction_body,
     ready_condition,
-    still_present,
 )
+from executor.watch import WatchEvent
 from planner.errors import CargoshipError
 
 
@@ -113,12 +114,21 @@ def test_api_message_includes_the_budget_named_in_the_causes() -> None:
         "HTTP 502 Too Many Requests")
 
 
-def test_still_present_matches_name_and_uid() -> None:
-    evicted = {"default/web-1": "u1", "db/db-1": "u2"}
-    listed = [pod("web-1", uid="u1"), pod("db-1", ns="db", uid="new"), pod("other", uid="u3")]
+def raw_pod(name: str, ns: str = "default", uid: str = "u") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": ns, "uid": uid}}
+
+
+def test_evicted_pods_are_gone_by_name_and_uid() -> None:
+    left = EvictedPods({"default/web-1": "u1", "db/db-1": "u2", "default/web-2": "u4"})
+    listed = [raw_pod("web-1", uid="u1"), raw_pod("db-1", ns="db", uid="new"),
+              raw_pod("other", uid="u3"), raw_pod("web-2", uid="u4")]
     # db-1 with another uid is a replacement, not the evicted pod.
-    assert still_present(listed, evicted) == ["default/web-1"]
-    assert still_present([], evicted) == []
+    assert not left.seen(WatchEvent("SYNCED", {"items": listed}))
+    assert left.pods == {"default/web-1": "u1", "default/web-2": "u4"}
+    assert not left.seen(WatchEvent("MODIFIED", raw_pod("web-1", uid="u1")))  # terminating
+    assert not left.seen(WatchEvent("DELETED", raw_pod("web-1", uid="u1")))
+    assert left.pods == {"default/web-2": "u4"}
+    assert left.seen(WatchEvent("ADDED", raw_pod("web-2", uid="u5")))  # a replacement
 
 
 def node(*conditions: client.V1NodeCondition) -> client.V1Node:

@@ -1,0 +1,277 @@
+"""An engine restart with a change, followed as it happens.
+
+One remote script (swap_script.py) stops the engine, changes the files, starts the engine
+and then reports its state from the host; the node's status arrives through the API's
+watch (watch.py); readiness.Waiter judges, at every event, whether the host is back. The
+script runs in a thread of its own and so does the watch: both hand their events to one
+queue, which this module's loop reads. Only a controller's /readyz is asked at intervals.
+
+A connection lost while the script runs is dialled again: before the start was asked for,
+the whole script runs again (every step is idempotent: the engine stops again, a write
+keeps its first backup); after it, only the watch part does, so the engine is not
+restarted twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.errors import CargoshipError, CommandError, CommandTimeout, ConnectionLost
+from planner.hosts.ssh import ABANDONED
+
+from .files import Written
+from .polling import pause
+from .readiness import POLL_CAP, Waiter
+from .remote import MAX_RERUNS, HostWriter
+from .swap_script import (
+    Deadline,
+    Event,
+    OutputReader,
+    Probed,
+    Started,
+    Step,
+    StepDone,
+    Stopped,
+    SwapScript,
+)
+from .watch import WatchEvent, node_watcher
+
+log = logging.getLogger("cargoship.executor")
+
+
+@dataclass(frozen=True)
+class ScriptEnded:
+    exit_code: int
+    stderr: str  # its first line
+
+
+@dataclass(frozen=True)
+class ScriptFailed:
+    error: CargoshipError
+
+
+@dataclass(frozen=True)
+class NodeVersion:
+    node: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NodeUnreadable:
+    why: str
+
+
+# What the host lacks while nothing has been seen of it yet (see Waiter.waiting_for).
+QUIET = ("not seen yet", "nothing seen yet", "not asked yet")
+
+Message = Event | ScriptEnded | ScriptFailed | NodeVersion | NodeUnreadable
+
+
+@dataclass
+class RemoteSwap:
+    """Runs the swap script on a host in a thread, every line of it an event."""
+
+    writer: HostWriter
+    script: SwapScript
+    timeout: float
+    push: Callable[[Message], None]
+    started: bool = False
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, name=f"cargoship-swap-{self.writer.label}",
+                         daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop reading: the script's next line fails to write and it exits."""
+        self._stop.set()
+
+    def _feed(self, reader: OutputReader) -> Callable[[bytes], bool]:
+        def feed(data: bytes) -> bool:
+            for event in reader.feed(data):
+                if isinstance(event, Started):
+                    self.started = True
+                self.push(event)
+            return not self._stop.is_set()
+        return feed
+
+    def _run(self) -> None:
+        reruns = 0
+        while True:
+            script = self.script.render(swap=not self.started)
+            try:
+                result = self.writer.stream_root(script, self._feed(
+                    OutputReader(self.script.token)), self.timeout)
+            except (ConnectionLost, CommandTimeout) as exc:
+                if self._stop.is_set():
+                    return
+                if reruns >= MAX_RERUNS:
+                    self.push(ScriptFailed(exc))
+                    return
+                reruns += 1
+                try:
+                    self.writer.reconnect(exc)
+                except CargoshipError as again:
+                    self.push(ScriptFailed(again))
+                    return
+                continue
+            except CargoshipError as exc:
+                self.push(ScriptFailed(exc))
+                return
+            first = result.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+            self.push(ScriptEnded(result.exit_code, first[0][:300] if first else ""))
+            return
+
+
+@dataclass
+class Restart:
+    """Stop, change and start one host's engine, and wait until it is freshly back."""
+
+    writer: HostWriter
+    init: str
+    service: str
+    node: str
+    controller: bool
+    readyz: Callable[[], tuple[bool, str]] | None
+    api: Any  # the official client's CoreV1Api
+    ready_timeout: float
+    note: Callable[[str], None]
+    clock: Callable[[], float] = time.monotonic
+
+    def run(self, steps: list[Step], written: list[Written]) -> None:
+        """`written` receives each file write or removal as the host reports it, so a
+        caller rolling back knows what to restore even when this fails half-way."""
+        waiter = Waiter(self.writer, self.init, self.service, self.node, self.controller,
+                        self.readyz)
+        messages: queue.Queue[Message] = queue.Queue()
+        since = self._node_version()
+        script = SwapScript.of(self.init, self.service, self.controller, steps,
+                               stop_timeout=self.ready_timeout,
+                               watch_seconds=self.ready_timeout + 30)
+        swap = RemoteSwap(self.writer, script, 2 * self.ready_timeout + 60, messages.put)
+        watch: list[Any] = []
+        swap.start()
+        try:
+            self._follow(waiter, messages, steps, written, lambda until: watch.append(
+                self._watch_node(since, until, messages.put)))
+        finally:
+            swap.stop()
+            for watcher in watch:
+                watcher.close()
+
+    def _follow(self, waiter: Waiter, messages: queue.Queue[Message], steps: list[Step],
+                written: list[Written], start_watch: Callable[[float], None]) -> None:
+        deadline: float | None = None  # from the start on
+        readyz_from: float | None = None
+        readyz_due = 0.0
+        seen = "nothing yet"
+        announced: set[str] = set()
+        while True:
+            now = self.clock()
+            wait = None if deadline is None else max(0.0, min(deadline, readyz_due) - now) \
+                if readyz_from is not None else max(0.0, deadline - now)
+            try:
+                message = messages.get(timeout=wait)
+            except queue.Empty:
+                message = None
+            if message is not None:
+                if self._take(message, waiter, steps, written, deadline is not None):
+                    deadline = self.clock() + self.ready_timeout
+                    start_watch(deadline)
+            if deadline is None:
+                continue
+            now = self.clock()
+            waiting = waiter.waiting_for(ask_readyz=now >= readyz_due)
+            if waiting.startswith("API server:"):
+                if readyz_from is None:
+                    readyz_from = now
+                if now >= readyz_due:  # it was asked just now: pace the next time
+                    readyz_due = now + pause(now - readyz_from, POLL_CAP)
+            else:
+                readyz_from, readyz_due = None, 0.0
+            if not waiting:
+                self.note("back: new engine, fresh node status"
+                          + (", API server ready" if self.controller and self.readyz else ""))
+                return
+            if not waiting.endswith(QUIET):  # nothing seen yet is nothing to say
+                seen = waiting
+                step = waiting.split(":", 1)[0]
+                if step not in announced:
+                    announced.add(step)
+                    self.note(f"waiting: {waiting}")
+            if self.clock() >= deadline:
+                raise waiter.not_back(self.ready_timeout, seen)
+
+    def _take(self, message: Message, waiter: Waiter, steps: list[Step],
+              written: list[Written], started: bool) -> bool:
+        """Apply one message; True when it is the start (the wait for readiness begins)."""
+        if isinstance(message, Probed):
+            waiter.probed(message.name, message.state)  # a crash loop raises here
+        elif isinstance(message, Stopped):
+            waiter.stopped_at = message.at
+            self.note(f"stopped {self.service}")
+        elif isinstance(message, StepDone) and message.index < len(steps):
+            step = steps[message.index]
+            item = step.written(message.result)
+            if item is not None:
+                written.append(item)
+            self.note(f"restored {message.result} file(s) from {step.path}"
+                      if step.verb == "restored" and message.result.isdigit()
+                      else f"{step.verb} {step.path}")
+        elif isinstance(message, Started):
+            self.note(f"started {self.service}, waiting until it is freshly back")
+            return not started
+        elif isinstance(message, NodeVersion):
+            waiter.node_seen(message.node)
+        elif isinstance(message, NodeUnreadable):
+            waiter.node_unreadable(message.why)
+        elif isinstance(message, ScriptFailed):
+            raise message.error
+        elif isinstance(message, ScriptEnded):
+            if message.exit_code not in (0, ABANDONED):
+                raise CommandError(self.writer.label, f"remote command failed (exit "
+                                   f"{message.exit_code}): {message.stderr or 'no message'}")
+            if not started:
+                raise CommandError(self.writer.label, "the restart script ended before it "
+                                                      "started the engine")
+            log.debug("%s: the host's watch of %s ended", self.writer.label, self.service)
+        elif isinstance(message, Deadline):
+            log.debug("%s: the host's watch of %s ran out of time", self.writer.label,
+                      self.service)
+        return False
+
+    def _node_version(self) -> str:
+        """The node's resourceVersion before the stop: the watch starts there ("" if the
+        API cannot say: the watch then reads the node first)."""
+        try:
+            node = self.api.read_node(self.node, _request_timeout=10)
+            return str(node.metadata.resource_version or "")
+        except Exception as exc:  # noqa: BLE001 - the watch reads again; this only saves it
+            log.debug("%s: node %s unreadable before the stop: %s", self.writer.label,
+                      self.node, exc)
+            return ""
+
+    def _watch_node(self, since: str, until: float,
+                    push: Callable[[Message], None]) -> Any:
+        def handle(event: WatchEvent) -> bool:
+            if event.type == "SYNCED":
+                items = event.object["items"]
+                push(NodeVersion(items[0]) if items else NodeUnreadable("not found"))
+            elif event.type == "DELETED":
+                push(NodeUnreadable("deleted"))
+            else:
+                push(NodeVersion(event.object))
+            return False  # watched until closed
+
+        # The watch's own deadline is on time.monotonic's scale, whatever our clock is.
+        limit = time.monotonic() + max(0.0, until - self.clock()) + 5
+        watcher = node_watcher(self.api, self.node, handle,
+                               lambda why: push(NodeUnreadable(why)), limit)
+        threading.Thread(target=watcher.run, args=(since, limit), daemon=True,
+                         name=f"cargoship-watch-{self.node}").start()
+        return watcher

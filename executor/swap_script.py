@@ -1,0 +1,283 @@
+"""The one remote script of an engine restart: stop, change the files, start, then watch
+the engine on the host, reporting as it goes.
+
+A restart used to cost a round trip per step and more per poll (stop, wait for stopped,
+each file, start, the engine's state every fraction of a second while it came back). Here
+the host does all of it in one exec, waiting locally for each service state (bounded), and
+streams one line per event, so the executor hears of each step as it happens:
+
+    <token> before | starting | state   a probe of the engine (readiness.probe_script),
+    ...                                 its lines, then `<token> end`
+    <token> stopped <unix seconds>      the engine is down; the host's clock then
+    <token> done <index> <result>       a file step finished (`backup`, `new`, a count)
+    <token> started                     the start was asked for
+    <token> alive                       nothing changed for a second (the client is there)
+    <token> deadline                    the watch ran out of time
+
+After `started` the script keeps probing the engine every 0.2 s and prints a probe only
+when it changed, until its deadline or until the executor stops reading (its next line
+then fails to write, and it exits). It asks for the start again when the service stays
+plainly down for two seconds (runit can drop an `sv up` that arrives during its restart
+back-off). Hang-ups and broken pipes before that are ignored: a client that dies mid-way
+leaves the engine started on whatever files were written, never stopped for good, and the
+in-progress marker tells the next plan to recover the host.
+
+File content travels inside the script, which goes to `sh -s` on stdin (never a command
+line), as base64 here-documents. The token is random per script, so no probe output can
+forge a line.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+from dataclasses import dataclass
+
+from planner.hosts.batch import quote
+
+from .files import (
+    Written,
+    backup_path,
+    remove_script,
+    restore_script,
+    restore_tree_script,
+    write_script,
+)
+from .readiness import EngineState, parse_probe, probe_script
+from .service import start_command, stop_command
+
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+TICK = 0.2  # seconds between two probes on the host
+ALIVE_TICKS = 5  # an `alive` line at least every second
+NUDGE_TICKS = 10  # plainly down this long: ask for the start again
+STOP_FAILED, START_FAILED = 4, 5
+
+
+@dataclass(frozen=True)
+class Step:
+    """One change of a file, as a script run in its own subshell (set -eu)."""
+
+    verb: str  # what the progress note says: wrote, removed, restored
+    path: str
+    script: str
+    content: bytes | None = None  # the step's stdin
+    plan_id: str = ""
+
+    def written(self, result: str) -> Written | None:
+        """What a restore needs to undo this step, from the step's result word."""
+        if self.verb == "wrote":
+            return Written(self.path, backup_path(self.plan_id, self.path)
+                           if result == "backup" else None)
+        if self.verb == "removed":
+            return Written(self.path, backup_path(self.plan_id, self.path))
+        return None  # restores are not undone
+
+
+def write_step(path: str, content: bytes, *, mode: int, plan_id: str) -> Step:
+    return Step("wrote", path, write_script(path, mode=mode, plan_id=plan_id,
+                                            source="base64 -d"), content, plan_id)
+
+
+def remove_step(path: str, *, plan_id: str) -> Step:
+    return Step("removed", path, remove_script(path, plan_id=plan_id), plan_id=plan_id)
+
+
+def restore_step(item: Written) -> Step:
+    return Step("restored", item.path, restore_script(item))
+
+
+def restore_tree_step(backup_dir: str) -> Step:
+    return Step("restored", backup_dir, restore_tree_script(backup_dir))
+
+
+def _stopped_case() -> str:
+    """Shell patterns of a probe whose service is down (or gone), for every init system."""
+    return ('"state absent"*|"state systemd inactive"*|"state systemd failed"*|'
+            '"state runit down:"*|"state runit fail:"*|"state runit warning:"*|'
+            '"state openrc "*stopped*|"state openrc "*crashed*')
+
+
+def _plainly_down_case() -> str:
+    """Down and not coming back by itself (runit says `want up` between restarts)."""
+    return '"state systemd inactive"*|"state runit down:"*|"state openrc "*stopped*'
+
+
+def _step_lines(index: int, step: Step, token: str) -> str:
+    delimiter = f"CS_{token}_{index}"
+    if step.content is None:
+        feed = "</dev/null"
+        body = ""
+    else:
+        feed = f"<<'{delimiter}'"
+        encoded = base64.encodebytes(step.content).decode()
+        body = f"{encoded}{delimiter}\n"
+    return (f"( {step.script}\n) >\"$o\" {feed}\n{body}"
+            f"rc=$?; if [ $rc -ne 0 ]; then exit $rc; fi\n"
+            f"r=$(tr -d '\\n' <\"$o\"); say \"$T done {index} ${{r:-new}}\"\n")
+
+
+@dataclass(frozen=True)
+class SwapScript:
+    init: str
+    service: str
+    controller: bool
+    steps: tuple[Step, ...]
+    stop_timeout: float
+    watch_seconds: float
+    token: str = ""
+
+    @classmethod
+    def of(cls, init: str, service: str, controller: bool, steps: list[Step], *,
+           stop_timeout: float, watch_seconds: float) -> SwapScript:
+        return cls(init, service, controller, tuple(steps), stop_timeout, watch_seconds,
+                   "sw" + secrets.token_hex(10))
+
+    def render(self, *, swap: bool = True) -> str:
+        """The whole restart, or (swap=False) only the watch after it, for a connection
+        that dropped once the start had been asked for."""
+        svc = quote(self.service)
+        lines = [
+            f"export LC_ALL=C PATH={_PATH}",
+            f"T={self.token}",
+            "say() { printf '%s\\n' \"$*\" 2>/dev/null; }",
+            f"probe() {{\n{probe_script(self.init, self.service, self.controller)}\n}}",
+            'block() { p=$(probe 2>/dev/null); say "$T $1" && say "$p" && say "$T end"; }',
+            "main() {",
+        ]
+        if swap:
+            lines += [
+                "trap '' HUP PIPE",
+                "o=$(mktemp) || exit 1",
+                "trap 'rm -f \"$o\"' EXIT",
+                "block before",
+                f"e=$({stop_command(self.init, self.service)} 2>&1) || "
+                f"{{ echo \"stopping {svc} failed: $e\" >&2; exit {STOP_FAILED}; }}",
+                "n=0",
+                "while :; do",
+                "  p=$(probe 2>/dev/null)",
+                f"  case \"$p\" in {_stopped_case()}) break;; esac",
+                "  n=$((n + 1))",
+                f"  if [ $n -ge {max(1, round(self.stop_timeout / TICK))} ]; then",
+                f"    echo \"{svc} did not stop within {self.stop_timeout:g} s: "
+                "$(echo \"$p\" | head -n 1)\" >&2; exit " f"{STOP_FAILED}",
+                "  fi",
+                f"  sleep {TICK}",
+                "done",
+                'say "$T stopped $(date +%s)"',
+            ]
+            lines += [_step_lines(i, step, self.token) for i, step in enumerate(self.steps)]
+            lines += [
+                "block starting",
+                f"e=$({start_command(self.init, self.service)} 2>&1) || "
+                f"{{ echo \"starting {svc} failed: $e\" >&2; exit {START_FAILED}; }}",
+                'say "$T started"',
+                "trap - PIPE",
+            ]
+        lines += [
+            f"end=$(( $(date +%s) + {max(1, round(self.watch_seconds))} ))",
+            "last=; tick=0; down=0",
+            "while :; do",
+            "  p=$(probe 2>/dev/null)",
+            '  if [ "$p" != "$last" ]; then',
+            '    say "$T state" && say "$p" && say "$T end" || exit 0',
+            "    last=$p; tick=0",
+            "  fi",
+            '  case "$p" in *"want up"*) down=0;; '
+            f"{_plainly_down_case()}) down=$((down + 1));; *) down=0;; esac",
+            f"  if [ $down -ge {NUDGE_TICKS} ]; then "
+            f"{start_command(self.init, self.service)} >/dev/null 2>&1; down=0; fi",
+            "  tick=$((tick + 1))",
+            f"  if [ $tick -ge {ALIVE_TICKS} ]; then say \"$T alive\" || exit 0; tick=0; fi",
+            '  if [ "$(date +%s)" -ge "$end" ]; then say "$T deadline"; exit 0; fi',
+            f"  sleep {TICK}",
+            "done",
+            "}",
+            "main </dev/null",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+# --- what the script says --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Probed:
+    name: str  # before, starting, state
+    state: EngineState
+
+
+@dataclass(frozen=True)
+class Stopped:
+    at: int  # the host's clock, whole seconds, once the engine was down
+
+
+@dataclass(frozen=True)
+class StepDone:
+    index: int
+    result: str  # backup, new, or a count (restore of a whole backup)
+
+
+@dataclass(frozen=True)
+class Started:
+    pass
+
+
+@dataclass(frozen=True)
+class Alive:
+    pass
+
+
+@dataclass(frozen=True)
+class Deadline:
+    pass
+
+
+Event = Probed | Stopped | StepDone | Started | Alive | Deadline
+_LINE = re.compile(r"(before|starting|state|end|stopped|done|started|alive|deadline)"
+                   r"(?: (\S+))?(?: (\S+))?")
+
+
+class OutputReader:
+    """Turns the script's stdout, fed as it arrives, into events."""
+
+    def __init__(self, token: str) -> None:
+        self._prefix = token + " "
+        self._pending = b""
+        self._block: tuple[str, list[str]] | None = None
+
+    def feed(self, data: bytes) -> list[Event]:
+        self._pending += data
+        *lines, self._pending = self._pending.split(b"\n")
+        events: list[Event] = []
+        for raw in lines:
+            event = self._line(raw.decode("utf-8", "replace"))
+            if event is not None:
+                events.append(event)
+        return events
+
+    def _line(self, line: str) -> Event | None:
+        if not line.startswith(self._prefix):
+            if self._block is not None:
+                self._block[1].append(line)
+            return None  # not the script's own line: nothing a host can forge
+        found = _LINE.fullmatch(line[len(self._prefix):])
+        if found is None:
+            return None
+        word, first, second = found.groups()
+        if word in ("before", "starting", "state"):
+            self._block = (word, [])
+        elif word == "end" and self._block is not None:
+            name, body = self._block
+            self._block = None
+            return Probed(name, parse_probe("\n".join(body)))
+        elif word == "stopped" and first is not None and first.isdigit():
+            return Stopped(int(first))
+        elif word == "done" and first is not None and first.isdigit():
+            return StepDone(int(first), second or "new")
+        elif word == "started":
+            return Started()
+        elif word == "alive":
+            return Alive()
+        elif word == "deadline":
+            return Deadline()
+        return None

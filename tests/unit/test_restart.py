@@ -1,0 +1,153 @@
+"""The restart script's output (executor/swap_script.py) and the loop that follows a restart
+(executor/restart.py), with scripted events; tests/e2e/test_service.py runs the script on
+a real supervisor and tests/e2e/test_rollout_fidelity.py the whole restart."""
+
+from __future__ import annotations
+
+import datetime
+import queue
+import subprocess
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from executor.files import Written
+from executor.readiness import CrashLoopError, NotBackError, Waiter, parse_probe
+from executor.restart import Message, NodeVersion, Restart, ScriptEnded, ScriptFailed
+from executor.swap_script import (
+    Alive,
+    OutputReader,
+    Probed,
+    Started,
+    StepDone,
+    Stopped,
+    SwapScript,
+    remove_step,
+    write_step,
+)
+from planner.errors import CommandError, ConnectionLost
+
+T = "swtoken"
+PLAN = "0123456789abcdef0123456789abcdef"
+T0 = datetime.datetime(2026, 12, 1, 12, 0, 0, tzinfo=datetime.UTC)
+RUN = "state runit run: /etc/service/x: (pid {}) 1s"
+
+
+def test_output_reader_splits_events_across_any_chunking() -> None:
+    text = (f"{T} before\n{RUN.format(10)}\n{T} end\n{T} stopped 1764590400\n"
+            f"{T} done 0 backup\n{T} done 1 new\n{T} starting\n{RUN.format(10)}\n{T} end\n"
+            f"{T} started\n{T} state\n{RUN.format(11)}\n{T} end\n{T} alive\n").encode()
+    for size in (1, 7, len(text)):
+        reader = OutputReader(T)
+        events = [e for i in range(0, len(text), size) for e in reader.feed(text[i:i + size])]
+        assert [type(e).__name__ for e in events] == [
+            "Probed", "Stopped", "StepDone", "StepDone", "Probed", "Started", "Probed",
+            "Alive"]
+        assert events[0] == Probed("before", parse_probe(RUN.format(10)))
+        assert events[1] == Stopped(1764590400)
+        assert events[2:4] == [StepDone(0, "backup"), StepDone(1, "new")]
+        assert isinstance(events[6], Probed) and events[6].state.pid == 11
+
+
+def test_a_host_cannot_forge_lines_without_the_token() -> None:
+    reader = OutputReader(T)
+    forged = (b"other started\nstarted\n" + f"{T}x started\n{T} stopped soon\n".encode()
+              + f"{T} state\nstate runit run: x (pid 5)\nxx started\n{T} end\n".encode())
+    events = reader.feed(forged)
+    assert [type(e).__name__ for e in events] == ["Probed"]
+
+
+def test_script_puts_content_in_a_heredoc_and_only_the_watch_when_asked() -> None:
+    steps = [write_step("/etc/x.yaml", b"password: pw-1\n", mode=0o600, plan_id=PLAN),
+             remove_step("/etc/y.yaml", plan_id=PLAN)]
+    script = SwapScript.of("runit", "rke2-agent", False, steps, stop_timeout=10,
+                           watch_seconds=20)
+    full, watch = script.render(), script.render(swap=False)
+    assert "pw-1" not in full and "cGFzc3dvcmQ6IHB3LTEK" in full  # base64 in a heredoc
+    assert "sv down" in full and "sv up" in full
+    assert "sv down" not in watch and "cGFzc3dvcmQ" not in watch
+    for text in (full, watch):  # POSIX sh parses it
+        assert subprocess.run(["sh", "-n"], input=text.encode(), check=False).returncode == 0
+    assert steps[0].written("backup") == Written("/etc/x.yaml",
+                                                 f"/var/lib/cargoship/backups/{PLAN}/etc/x.yaml")
+    assert steps[0].written("new") == Written("/etc/x.yaml", None)
+
+
+class Host:
+    label = "wrk-1"
+
+    def run_root(self, script: str, **_: Any) -> Any:
+        return SimpleNamespace(stdout=b"== engine\nlevel=fatal msg=boom\n", stderr=b"",
+                               exit_code=0)
+
+
+def node(beat: datetime.datetime) -> dict[str, Any]:
+    return {"status": {"conditions": [{"type": "Ready", "status": "True",
+                                       "lastHeartbeatTime": beat.isoformat()}]}}
+
+
+def follow(messages: list[Message], timeout: float = 5.0) -> tuple[list[str], list[Written]]:
+    notes: list[str] = []
+    restart = Restart(Host(), "runit", "rke2-agent", "wrk-1", False, None,  # type: ignore[arg-type]
+                      None, timeout, notes.append)
+    waiter = Waiter(Host(), "runit", "rke2-agent", "wrk-1", False, None)  # type: ignore[arg-type]
+    inbox: queue.Queue[Message] = queue.Queue()
+    for message in messages:
+        inbox.put(message)
+    steps = [write_step("/etc/x.yaml", b"a: 1\n", mode=0o600, plan_id=PLAN)]
+    written: list[Written] = []
+    watches: list[float] = []
+    restart._follow(waiter, inbox, steps, written, watches.append)
+    assert len(watches) == 1  # the node is watched once the engine was started
+    return notes, written
+
+
+def swap(pid_after: int = 11) -> list[Message]:
+    stop = int(T0.timestamp())
+    return [Probed("before", parse_probe(RUN.format(10))), Stopped(stop),
+            StepDone(0, "backup"), Probed("starting", parse_probe("state runit down: x")),
+            Started(), Probed("state", parse_probe(RUN.format(pid_after)))]
+
+
+def test_a_restart_is_back_on_a_new_process_and_a_fresh_heartbeat() -> None:
+    fresh = T0 + datetime.timedelta(seconds=2)
+    notes, written = follow([*swap(), NodeVersion(node(T0)), Alive(), NodeVersion(node(fresh))])
+    assert notes == ["stopped rke2-agent", "wrote /etc/x.yaml",
+                     "started rke2-agent, waiting until it is freshly back",
+                     "waiting: node: wrk-1 has posted no status since the restart",
+                     "back: new engine, fresh node status"]
+    assert written == [Written("/etc/x.yaml", f"/var/lib/cargoship/backups/{PLAN}/etc/x.yaml")]
+
+
+def test_a_host_that_never_comes_back_times_out_with_what_was_seen() -> None:
+    with pytest.raises(NotBackError, match=r"not back after 0.3 s \(last seen: engine: "
+                                           r"rke2-agent still runs its old process 10\)"):
+        follow([*swap(pid_after=10), NodeVersion(node(T0 + datetime.timedelta(seconds=2)))],
+               timeout=0.3)
+
+
+def test_script_failures_before_the_start_are_errors_and_writes_are_kept() -> None:
+    messages: list[Message] = [Stopped(int(T0.timestamp())), StepDone(0, "new"),
+                               ScriptEnded(3, "/etc/x.yaml is a link: refusing")]
+    notes: list[str] = []
+    restart = Restart(Host(), "runit", "rke2-agent", "wrk-1", False, None,  # type: ignore[arg-type]
+                      None, 5, notes.append)
+    inbox: queue.Queue[Message] = queue.Queue()
+    for message in messages:
+        inbox.put(message)
+    written: list[Written] = []
+    waiter = Waiter(Host(), "runit", "rke2-agent", "wrk-1", False, None)  # type: ignore[arg-type]
+    with pytest.raises(CommandError, match=r"exit 3\): /etc/x.yaml is a link"):
+        restart._follow(waiter, inbox, [write_step("/etc/x.yaml", b"", mode=0o600,
+                                                   plan_id=PLAN)], written, lambda _: None)
+    assert written == [Written("/etc/x.yaml", None)]  # the caller restores it
+
+
+def test_a_crash_loop_and_a_lost_host_end_the_wait() -> None:
+    down = "state runit down: /etc/service/x: 0s, normally up, want up"
+    with pytest.raises(CrashLoopError, match="crash-looping"):
+        follow([*swap(), *(Probed("state", parse_probe(p)) for p in
+                           (down, RUN.format(12), down, RUN.format(13)))])
+    with pytest.raises(ConnectionLost):
+        follow([*swap(), ScriptFailed(ConnectionLost("wrk-1", "SSH connection lost"))])
