@@ -63,7 +63,7 @@ def ready(node: client.V1Node) -> client.V1NodeCondition:
     return next(c for c in node.status.conditions if c.type == "Ready")
 
 
-def test_node_watch_sees_heartbeats_then_the_stale_unknown(lab_factory,
+def test_node_watch_sees_heartbeats_then_the_stale_unknown(lab_factory: Callable[..., Lab],
                                                            tmp_path: Path) -> None:
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("ctl-2", "controller")],
                       timing=TIMING)
@@ -137,7 +137,8 @@ def pod(name: str, node: str, grace: int | None = None, **labels: str) -> client
                               containers=[client.V1Container(name="main", image="busybox")]))
 
 
-def test_pod_watches_eviction_selectors_expiry_and_timeout(lab_factory) -> None:
+def test_pod_watches_eviction_selectors_expiry_and_timeout(
+        lab_factory: Callable[..., Lab]) -> None:
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")],
                       timing=TIMING)
     core = core_api(lab, "ctl-1")
