@@ -24,7 +24,7 @@ ENGINE_SOURCE = HERE / "engine.py"
 # Programs copied into each host's /usr/local/bin (the host may not see the checkout).
 HOST_PROGRAMS = {"lab-engine.py": "engine.py", "engine_node.py": "engine_node.py",
                  "engine_config.py": "engine_config.py"}
-API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py")
+API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py", "kubeapi_watch.py")
 API_PORT = 6443  # every controller's API server (TLS)
 DATASTORE_PORT = 6444  # the lab's one object store, on the first controller (plain HTTP)
 RC_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login")

@@ -19,7 +19,8 @@ loop. With --pod-log-dir its log goes to DIR/<restart count>.log, as the kubelet
 static pod's logs.
 
 This module is the HTTP side (auth, routing, discovery, framing); kubeapi_lang.py parses
-selectors and patches; kubeapi_store.py holds the objects and their semantics. All three
+selectors and patches; kubeapi_store.py holds the objects and their semantics;
+kubeapi_watch.py streams watches (`?watch=1`), and relays them through front ends. All
 run on the system Python with the standard library only and import nothing from the
 repository, so the lab can copy them onto a host.
 """
@@ -43,7 +44,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 # Run as a script, so its own directory is on sys.path and the siblings import by name.
 from kubeapi_lang import patcher, selector
-from kubeapi_store import KINDS, NODES, PODS, ApiError, Obj, Store, bad_request
+from kubeapi_store import KINDS, NODES, PODS, ApiError, Kind, Obj, Store, bad_request
+from kubeapi_watch import forward_watch, serve_watch, wants_watch
 
 VERSION = {"major": "1", "minor": "30", "gitVersion": "v1.30.4+rke2r1",
            "gitCommit": "c6b0f4b4a6b4a6f0b2f3e7f1d4d0d4a8e0f3c2b1", "gitTreeState": "clean",
@@ -81,10 +83,9 @@ DISCOVERY: dict[str, Obj] = {
 }
 
 
-def route(store: Store, method: str, path: str, query: dict[str, str], body: Any,
-          ctype: str) -> tuple[int, Obj]:
-    """Map a request onto the store: /api/v1/... and /apis/policy/v1/..., optionally under
-    namespaces/{ns}/, then {resource}[/{name}[/{subresource}]]."""
+def parse_path(path: str) -> tuple[Kind, str | None, str | None, str | None]:
+    """/api/v1/... and /apis/policy/v1/..., optionally under namespaces/{ns}/, then
+    {resource}[/{name}[/{subresource}]]: (kind, ns, name, subresource)."""
     parts = [unquote(p) for p in path.strip("/").split("/")]
     if parts[:2] == ["api", "v1"]:
         group, rest = "", parts[2:]
@@ -98,8 +99,13 @@ def route(store: Store, method: str, path: str, query: dict[str, str], body: Any
     kind = KINDS.get((group, rest[0])) if rest else None
     if kind is None or len(rest) > 3 or (ns is not None and not kind.namespaced):
         raise no_such_path()
-    name = rest[1] if len(rest) > 1 else None
-    sub = rest[2] if len(rest) > 2 else None
+    return kind, ns, rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None
+
+
+def route(store: Store, method: str, path: str, query: dict[str, str], body: Any,
+          ctype: str) -> tuple[int, Obj]:
+    """Map a request onto the store."""
+    kind, ns, name, sub = parse_path(path)
     if name is None:
         if method == "GET":  # a namespaced kind without a namespace lists all namespaces
             limit = int(query["limit"]) if query.get("limit", "").isdigit() else 0
@@ -176,11 +182,18 @@ class KubeServer(ThreadingHTTPServer):
         self.engine_state: Path | None = None  # the engine's READY file, if any
         self._engine_seen = False
         self.faults_lock = threading.Lock()
+        self.closing = threading.Event()  # open watches end when it is set
         super().__init__(address, Handler)
         if tls is not None:
             # The handshake happens in the request's thread, not in accept().
             self.socket = tls.wrap_socket(self.socket, server_side=True,
                                           do_handshake_on_connect=False)
+
+    def shutdown(self) -> None:
+        self.closing.set()
+        if self.store is not None:
+            self.store.close()  # wakes the watches waiting for a change
+        super().shutdown()
 
     def engine_ready(self) -> bool:
         if not self._engine_seen and self.engine_state is not None:
@@ -278,6 +291,13 @@ class Handler(BaseHTTPRequestHandler):
                                str(fault.get("message", "lab fault: the API is unavailable")))
             ctype = self.headers.get("Content-Type", "application/json").split(";")[0].strip()
             assert self.server.store is not None
+            kind, ns, name, _ = parse_path(url.path)
+            if wants_watch(self.command, query) and name is None:
+                # kubectl get nodes --watch asks for Tables: each event's object one then.
+                tables = "as=Table" in self.headers.get("Accept", "") and kind is NODES
+                serve_watch(self, self.server.store, kind, ns, query, self.server.closing,
+                            node_table if tables else None)
+                return
             code, obj = route(self.server.store, self.command, url.path, query, payload, ctype)
             if "as=Table" in self.headers.get("Accept", "") and obj.get("kind") == "NodeList":
                 obj = node_table(obj)
@@ -339,6 +359,11 @@ class Handler(BaseHTTPRequestHandler):
                    "Accept": self.headers.get("Accept", "application/json"),
                    "Host": self.headers.get("Host", "")}
         try:
+            query = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
+            if wants_watch(self.command, query):  # streamed through, never buffered
+                forward_watch(self, upstream.hostname or "", upstream.port or 80, headers,
+                              self.server.closing)
+                return
             conn = http.client.HTTPConnection(upstream.hostname or "", upstream.port,
                                               timeout=10)
             conn.request(self.command, self.path, body=body or None, headers=headers)

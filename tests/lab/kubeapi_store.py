@@ -2,8 +2,10 @@
 
 Nodes, pods and PodDisruptionBudgets in the real API's shapes, the eviction subresource, and
 two controllers folded in because nothing else would run them: the node lifecycle controller
-(a node with no status patch for `stale_after` seconds reads Ready "Unknown") and the
-disruption controller (a PDB's status is computed from the live pods on every read).
+(a node with no status patch for `stale_after` seconds reads Ready "Unknown", and a ticker
+writes that into the stored node, as the real controller patches it) and the disruption
+controller (a PDB's status is computed from the live pods on every read). Every write is
+also an event in a bounded history, which watches (kubeapi_watch.py) stream from.
 Standard library only: it runs on the lab host's system Python.
 """
 
@@ -17,14 +19,27 @@ import os
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 Obj = dict[str, Any]
 # Kubelet-owned node conditions that the node lifecycle controller marks Unknown.
 KUBELET_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+HISTORY = 1000  # events kept for watches from a resourceVersion (the watch cache's window)
+LIFECYCLE_TICK = 0.5  # seconds between the node lifecycle controller's passes
+
+
+class Event(NamedTuple):
+    """A write: the object as read after it (None: deleted) and before it (None: created)."""
+
+    rv: int
+    type: str  # ADDED, MODIFIED or DELETED
+    resource: str
+    obj: Obj | None
+    prev: Obj | None
 
 
 @dataclass(frozen=True)
@@ -122,8 +137,10 @@ class Store:
 
     def __init__(self, stale_after: float, state_file: Path | None):
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)  # notified on every recorded event
         self.stale_after, self.state_file = stale_after, state_file
         self.rv = 0
+        self.history: deque[Event] = deque(maxlen=HISTORY)
         self.objects: dict[str, dict[str, Obj]] = {k.resource: {} for k in KINDS.values()}
         # Monotonic time of each node's last status patch. Not persisted: like the node
         # lifecycle controller after a restart, a loaded node gets a fresh grace period.
@@ -133,6 +150,16 @@ class Store:
             self.rv, self.objects = state["resourceVersion"], state["objects"]
             self.heartbeats = {n["metadata"]["name"]: time.monotonic()
                                for n in self.objects["nodes"].values()}
+        self.floor = self.rv  # every change after this resourceVersion is in the history
+        self.closed = threading.Event()
+        if stale_after > 0:
+            threading.Thread(target=self._lifecycle, daemon=True,
+                             name="node-lifecycle").start()
+
+    def close(self) -> None:
+        self.closed.set()
+        with self.changed:
+            self.changed.notify_all()  # watches waiting for a change look at `closed` now
 
     def _save(self) -> None:
         if self.state_file is None:
@@ -147,6 +174,26 @@ class Store:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         return obj
+
+    def _record(self, kind: Kind, type: str, obj: Obj | None, prev: Obj | None) -> None:
+        """Called under the lock right after the write that took resourceVersion self.rv."""
+        if len(self.history) == self.history.maxlen:
+            self.floor = self.history[0].rv  # about to be dropped: watches from before it 410
+        self.history.append(Event(self.rv, type, kind.resource, obj, prev))
+        self.changed.notify_all()
+
+    def _lifecycle(self) -> None:
+        """The node lifecycle controller writes what _view shows of an overdue node, so a
+        watch sees the transition as a change (a new resourceVersion), as for real."""
+        while not self.closed.wait(LIFECYCLE_TICK):
+            with self.lock:
+                for key, node in list(self.objects["nodes"].items()):
+                    view = self._view(NODES, node)
+                    if view.get("status") != node.get("status"):
+                        self.objects["nodes"][key] = self._bump(view)
+                        self._record(NODES, "MODIFIED", copy.deepcopy(view),
+                                     self._view(NODES, node))
+                        self._save()
 
     def _find(self, kind: Kind, ns: str, name: str) -> Obj:
         obj = self.objects[kind.resource].get(f"{ns}/{name}")
@@ -276,6 +323,7 @@ class Store:
             self.objects[kind.resource][key] = self._bump(obj)
             if kind is NODES:
                 self.heartbeats[name] = time.monotonic()
+            self._record(kind, "ADDED", self._view(kind, obj), None)
             self._save()
             return self._view(kind, obj)
 
@@ -305,6 +353,7 @@ class Store:
                                   "creationTimestamp", "generation") if k in old["metadata"]}}
             new["kind"], new["apiVersion"] = kind.kind, kind.api_version
             _validate(kind, name, new)
+            prev = self._view(kind, old)  # before the heartbeat below makes it fresh
             if kind is NODES and status:
                 self._stamp_heartbeat(old, new)
             if new == old:
@@ -312,6 +361,7 @@ class Store:
             if kind is PDBS and new.get("spec") != old.get("spec"):
                 new["metadata"]["generation"] += 1
             self.objects[kind.resource][f"{ns}/{name}"] = self._bump(new)
+            self._record(kind, "MODIFIED", self._view(kind, new), prev)
             self._save()
             return self._view(kind, new)
 
@@ -342,6 +392,7 @@ class Store:
             if kind is NODES:
                 self.heartbeats.pop(name, None)
             self.rv += 1
+            self._record(kind, "DELETED", None, copy.deepcopy(obj))
             self._save()
         if kind is PODS:  # the pod registry returns the deleted object, others a Status
             return obj
@@ -367,12 +418,14 @@ class Store:
                 if pdbs:
                     self._check_budget(pdbs[0], pod)
             grace = _grace_period(body, pod)
+            prev = self._view(PODS, pod)
             if grace > 0 and not pod["metadata"].get("deletionTimestamp"):
                 # Like a kubelet given a grace period: the pod stays listed, terminating,
                 # until it has shut down, then it is gone.
                 pod["metadata"].update(deletionTimestamp=rfc3339(time.time() + grace),
                                        deletionGracePeriodSeconds=grace)
                 self._bump(pod)
+                self._record(PODS, "MODIFIED", self._view(PODS, pod), prev)
                 timer = threading.Timer(grace, self._terminated, (ns, name,
                                                                   pod["metadata"]["uid"]))
                 timer.daemon = True
@@ -380,6 +433,7 @@ class Store:
             else:
                 del self.objects["pods"][f"{ns}/{name}"]
                 self.rv += 1
+                self._record(PODS, "DELETED", None, prev)
             self._save()
         return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
 
@@ -389,6 +443,7 @@ class Store:
             if pod is not None and pod["metadata"].get("uid") == uid:
                 del self.objects["pods"][f"{ns}/{name}"]
                 self.rv += 1
+                self._record(PODS, "DELETED", None, self._view(PODS, pod))
                 self._save()
 
     def _check_budget(self, pdb: Obj, pod: Obj) -> None:

@@ -1,0 +1,191 @@
+"""Watches through a lab controller's API server (TLS, the lab CA, the admin's client
+certificate), read with the official client as the executor will: the kubelet's heartbeats
+and the node lifecycle controller's Unknown as node events, an eviction with a grace period
+as pod events, 410 for a version older than the history, selectors that stop and start
+matching, and the end of a watch at timeoutSeconds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from tests.lab import HostSpec, Lab, Timing
+
+TIMING = Timing(engine_start=0, kubelet_heartbeat=0.5, node_grace=3)
+
+
+def poll(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached before the deadline"
+        time.sleep(0.05)
+
+
+def core_api(lab: Lab, host: str) -> client.CoreV1Api:
+    pki = lab.pki_dir
+    config = client.Configuration(host=lab.apiserver_url(host))
+    config.ssl_ca_cert = str(pki / "server-ca.crt")
+    config.cert_file, config.key_file = str(pki / "client-admin.crt"), str(
+        pki / "client-admin.key")
+    return client.CoreV1Api(client.ApiClient(config))
+
+
+class Collector:
+    """A watch read in a background thread: (type, object) pairs as they arrive."""
+
+    def __init__(self, stream: Iterator[dict[str, Any]]):
+        self.events: list[tuple[str, Any]] = []
+        self.error: Exception | None = None
+        self.ended = threading.Event()
+        threading.Thread(target=self._run, args=(stream,), daemon=True).start()
+
+    def _run(self, stream: Iterator[dict[str, Any]]) -> None:
+        try:
+            for event in stream:
+                self.events.append((event["type"], event["object"]))
+        except Exception as exc:
+            self.error = exc
+        finally:
+            self.ended.set()
+
+
+def ready(node: client.V1Node) -> client.V1NodeCondition:
+    return next(c for c in node.status.conditions if c.type == "Ready")
+
+
+def test_node_watch_sees_heartbeats_then_the_stale_unknown(lab_factory: Callable[..., Lab],
+                                                           tmp_path: Path) -> None:
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("ctl-2", "controller")],
+                      timing=TIMING)
+    core = core_api(lab, "ctl-1")
+    rv = core.read_node("ctl-2").metadata.resource_version
+    seen = Collector(watch.Watch().stream(core.list_node, field_selector="metadata.name=ctl-2",
+                                          resource_version=rv, timeout_seconds=60))
+    # The kubelet's status posts, each a new lastHeartbeatTime (1 s resolution): MODIFIED.
+    poll(lambda: len(seen.events) >= 2, timeout=10)
+    assert all(t == "MODIFIED" and o.metadata.name == "ctl-2" for t, o in seen.events)
+    assert all(ready(o).status == "True" for _, o in seen.events)
+    versions = [int(o.metadata.resource_version) for _, o in seen.events]
+    assert versions == sorted(versions) and versions[0] > int(rv)
+    lab.exec("ctl-2", "sv down /etc/service/rke2-server")
+    stopped = time.monotonic()
+    # The node lifecycle controller's transition is an event of its own, as for real.
+    poll(lambda: any(ready(o).status == "Unknown" for _, o in seen.events),
+         timeout=TIMING.node_grace + 10)
+    assert time.monotonic() - stopped >= TIMING.node_grace - TIMING.kubelet_heartbeat - 0.5
+    kind, node = next((t, o) for t, o in seen.events if ready(o).status == "Unknown")
+    assert kind == "MODIFIED" and ready(node).reason == "NodeStatusUnknown"
+    # And a read shows what the event did.
+    assert ready(core.read_node("ctl-2")).status == "Unknown"
+    assert seen.error is None and not seen.ended.is_set()
+    if shutil.which("kubectl"):
+        kubectl_watch(lab, tmp_path)
+
+
+def kubectl_watch(lab: Lab, tmp_path: Path) -> None:
+    """`kubectl get nodes --watch` with the engine's admin kubeconfig: the list, then a row
+    per change (kubectl asks for Tables, in the watch too)."""
+    config = json.loads(lab.exec("ctl-1", "cat /etc/rancher/rke2/rke2.yaml").stdout)
+    config["clusters"][0]["cluster"]["server"] = lab.apiserver_url("ctl-1")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps(config))
+    out, err = tmp_path / "kubectl.out", tmp_path / "kubectl.err"
+    before = watchers(lab)
+    assert before >= 1  # the test's own node watch, at least
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        proc = subprocess.Popen(["kubectl", "--kubeconfig", str(kubeconfig), "get", "nodes",
+                                 "--watch"], stdout=stdout, stderr=stderr)
+    try:
+        # ctl-1 keeps posting status: after the list's two rows, rows for its changes.
+        poll(lambda: out.read_text().count("ctl-1") >= 3, timeout=15)
+    finally:
+        proc.kill()
+        proc.wait()
+    lines = out.read_text().splitlines()
+    assert lines[0].split()[:2] == ["NAME", "STATUS"], lines
+    assert any(line.split()[:2] == ["ctl-2", "Unknown"] for line in lines), lines
+    assert any(line.split()[:2] == ["ctl-1", "Ready"] for line in lines[3:]), lines
+    assert err.read_text() == ""
+    # kubectl killed mid-watch (TLS, no goodbye): the API server lets its watch go, and
+    # neither it nor the datastore says a word about it.
+    poll(lambda: watchers(lab) <= before, timeout=5)
+    assert "Traceback" not in lab.exec("ctl-1", "cat /var/log/pods/kube-system_kube-apiserver"
+                                               "-ctl-1_lab/kube-apiserver/*.log").stdout
+    assert "Traceback" not in (Path(lab.host("ctl-1").dir) / "console.log").read_text()
+
+
+def watchers(lab: Lab) -> int:
+    """Connections the API server on ctl-1 holds open (established, on its port)."""
+    out = lab.exec("ctl-1", "ss -Htn state established '( sport = :6443 )'").stdout
+    return len(out.splitlines())
+
+
+def pod(name: str, node: str, grace: int | None = None, **labels: str) -> client.V1Pod:
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, labels=labels or None),
+        spec=client.V1PodSpec(node_name=node, termination_grace_period_seconds=grace,
+                              containers=[client.V1Container(name="main", image="busybox")]))
+
+
+def test_pod_watches_eviction_selectors_expiry_and_timeout(
+        lab_factory: Callable[..., Lab]) -> None:
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")],
+                      timing=TIMING)
+    core = core_api(lab, "ctl-1")
+    rv = core.list_pod_for_all_namespaces().metadata.resource_version
+    on_node = Collector(watch.Watch().stream(
+        core.list_pod_for_all_namespaces, field_selector="spec.nodeName=wrk-1",
+        resource_version=rv, timeout_seconds=60))
+    web = Collector(watch.Watch().stream(core.list_namespaced_pod, "default",
+                                         label_selector="app=web", timeout_seconds=60))
+    core.create_namespaced_pod("default", pod("elsewhere", "ctl-1", app="web"))
+    core.create_namespaced_pod("default", pod("app", "wrk-1", grace=1, app="web"))
+    poll(lambda: [t for t, _ in on_node.events] == ["ADDED"])
+    poll(lambda: [(t, o.metadata.name) for t, o in web.events] == [
+        ("ADDED", "elsewhere"), ("ADDED", "app")])
+
+    # Evicted with a grace period: terminating (MODIFIED), then gone (DELETED).
+    core.create_namespaced_pod_eviction("app", "default", client.V1Eviction(
+        metadata=client.V1ObjectMeta(name="app", namespace="default")))
+    poll(lambda: len(on_node.events) == 3, timeout=10)
+    (_, added), (modified, terminating), (deleted, gone) = on_node.events
+    assert (modified, deleted) == ("MODIFIED", "DELETED")
+    assert added.metadata.deletion_timestamp is None
+    assert terminating.metadata.deletion_timestamp is not None
+    assert terminating.metadata.deletion_grace_period_seconds == 1
+    assert gone.metadata.name == "app" and gone.metadata.deletion_timestamp is not None
+    assert int(gone.metadata.resource_version) > int(terminating.metadata.resource_version)
+
+    # A label that stops matching is a DELETED for this watcher, matching again an ADDED.
+    core.patch_namespaced_pod("elsewhere", "default", {"metadata": {"labels": {"app": "db"}}})
+    core.patch_namespaced_pod("elsewhere", "default", {"metadata": {"labels": {"app": "web"}}})
+    poll(lambda: [(t, o.metadata.name) for t, o in web.events][-3:] == [
+        ("DELETED", "app"), ("DELETED", "elsewhere"), ("ADDED", "elsewhere")])
+    assert web.events[-2][1].metadata.labels == {"app": "web"}  # its last matching state
+    assert web.events[-1][1].metadata.labels == {"app": "web"}
+
+    # Older than the event history (the last 1000 changes): 410 Expired.
+    for i in range(1000):
+        core.patch_namespaced_pod("elsewhere", "default", {"metadata": {"annotations": {
+            "i": str(i)}}})
+    with pytest.raises(ApiException) as caught:
+        list(watch.Watch().stream(core.list_pod_for_all_namespaces, resource_version=rv,
+                                  timeout_seconds=5))
+    assert caught.value.status == 410 and "too old resource version" in caught.value.reason
+
+    # A watch ends at its timeoutSeconds, quiet or not.
+    began = time.monotonic()
+    quiet = list(watch.Watch().stream(core.list_pod_for_all_namespaces, timeout_seconds=2,
+                                      field_selector="spec.nodeName=wrk-1"))
+    assert quiet == [] and 1.8 <= time.monotonic() - began < 4
+    assert on_node.error is None and web.error is None
