@@ -6,11 +6,11 @@ drain (evicted pods followed with a watch), then one remote script stops the eng
 writes the files (atomic, backed up) and starts it (restart.py, swap_script.py), and the
 host is awaited until it is freshly back (readiness.py: a new engine process, a node status
 posted after the restart, seen through the API's watch, and for a controller its API
-server's /readyz with its etcd check); then uncordon if we cordoned. Chart values alone are written in place. If anything
-fails after the first write (a crash loop is seen early), the previous files are restored,
-the engine restarted and the node uncordoned, and the rollout stops: no further host is
-touched. An uncordon that fails after the host came back is retried until a deadline and
-never undoes the change.
+server's /readyz with its etcd check); then uncordon if we cordoned. Chart values alone
+are written in place. If anything fails after the first write (a crash loop is seen
+early), the previous files are restored, the engine restarted and the node uncordoned,
+and the rollout stops: no further host is touched. An uncordon that fails after the host
+came back is retried until a deadline and never undoes the change.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from planner.errors import CargoshipError
 from planner.hosts.batch import quote
 
 
-
 class ServiceError(CargoshipError):
     pass
 

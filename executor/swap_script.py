@@ -104,17 +104,17 @@ def _plainly_down_case() -> str:
 
 
 def _step_lines(index: int, step: Step, token: str) -> str:
+    """The step in a subshell, its stdout (`backup`, a count) its result; the content,
+    if any, on its stdin from a here-document."""
     delimiter = f"CS_{token}_{index}"
     if step.content is None:
-        feed = "</dev/null"
-        body = ""
+        feed, body = "</dev/null", ""
     else:
         feed = f"<<'{delimiter}'"
-        encoded = base64.encodebytes(step.content).decode()
-        body = f"{encoded}{delimiter}\n"
-    return (f"( {step.script}\n) >\"$o\" {feed}\n{body}"
+        body = base64.encodebytes(step.content).decode() + f"{delimiter}\n"
+    return (f"r=$( ( {step.script}\n) {feed}\n{body})\n"
             f"rc=$?; if [ $rc -ne 0 ]; then exit $rc; fi\n"
-            f"r=$(tr -d '\\n' <\"$o\"); say \"$T done {index} ${{r:-new}}\"\n")
+            f"set -- $r; say \"$T done {index} ${{1:-new}}\"\n")
 
 
 @dataclass(frozen=True)
@@ -148,8 +148,6 @@ class SwapScript:
         if swap:
             lines += [
                 "trap '' HUP PIPE",
-                "o=$(mktemp) || exit 1",
-                "trap 'rm -f \"$o\"' EXIT",
                 "block before",
                 f"e=$({stop_command(self.init, self.service)} 2>&1) || "
                 f"{{ echo \"stopping {svc} failed: $e\" >&2; exit {STOP_FAILED}; }}",

@@ -136,21 +136,26 @@ class Watcher:
         response = self.open_watch(version)
         with self._lock:
             if self._closed.is_set():
-                response.release_conn()
+                _discard(response)
                 return False, version
             self._response = response
+        finished = False
         try:
             for event in events(response):
                 version = resource_version(event.object) or version
                 if event.type != "BOOKMARK" and self.handle(event):
                     return True, version
                 if self.clock() >= until:
-                    break
+                    return False, version
+            finished = True
             return False, version
         finally:
             with self._lock:
                 self._response = None
-            response.release_conn()
+            if finished:
+                response.release_conn()  # read to its end: the connection can serve again
+            else:
+                _discard(response)
 
     def close(self) -> None:
         """Stop watching, from any thread: the blocked read ends at once."""
@@ -162,6 +167,15 @@ class Watcher:
                 response.shutdown()
             except Exception as exc:  # noqa: BLE001 - closing must never fail the caller
                 log.debug("watch: closing: %s", exc)
+
+
+def _discard(response: Any) -> None:
+    """A stream left half-read must never go back to the pool: the next request on its
+    connection would read the rest of the watch as its answer."""
+    try:
+        response.close()
+    finally:
+        response.release_conn()
 
 
 def watch_timeout(until: float, clock: Callable[[], float] = time.monotonic) -> int:

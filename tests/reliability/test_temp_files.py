@@ -32,6 +32,12 @@ out=$(readlink /proc/$$/fd/1)
 case "$out" in */.cargoship.*) stat -c 'cat %a %u %n' "$out" >> {WATCH_LOG};; esac
 exec /bin/cat "$@"
 """
+# A restart's writes get their content from base64 (it travels inside the restart script).
+BASE64 = f"""#!/bin/sh
+out=$(readlink /proc/$$/fd/1)
+case "$out" in */.cargoship.*) stat -c 'base64 %a %u %n' "$out" >> {WATCH_LOG};; esac
+exec /usr/bin/base64 "$@"
+"""
 SYNC = f"""#!/bin/sh
 for f; do case "$f" in */.cargoship.*) stat -c 'sync %a %u %n' "$f" >> {WATCH_LOG};; esac; done
 exec /bin/sync "$@"
@@ -49,7 +55,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     for lab in shared_lab(tmp_path_factory):
         for host in ("ctl-1", "wrk-1"):
             bin_dir = Path(lab.host(host).dir, "bin")
-            for name, script in (("cat", CAT), ("sync", SYNC)):
+            for name, script in (("cat", CAT), ("base64", BASE64), ("sync", SYNC)):
                 (bin_dir / name).write_text(script)
                 (bin_dir / name).chmod(0o755)
         yield lab
@@ -84,11 +90,11 @@ def test_temps_are_root_only_and_gone_after_a_write(lab: Lab, tmp_path: Path, ta
     seen = _watched(lab)
     # registries.yaml and the apply record, each seen as content lands and before rename.
     assert {(step, Path(path).parent.as_posix()) for step, _, _, path in seen} >= {
-        ("cat", "/etc/rancher/rke2"), ("sync", "/etc/rancher/rke2"),
+        ("base64", "/etc/rancher/rke2"), ("sync", "/etc/rancher/rke2"),
         ("cat", "/var/lib/cargoship/applied"), ("sync", "/var/lib/cargoship/applied")}
     for step, mode, uid, path in seen:
         assert uid == "0", (step, path)
-        if step == "cat" or path.startswith("/etc/rancher/"):
+        if step in ("cat", "base64") or path.startswith("/etc/rancher/"):
             assert mode == "600", (step, mode, path)  # no one else can read it, ever
     _no_temp_left(lab, seen)
     written = {host: [p for p in paths if p != WATCH_LOG]  # (the watchers' own log)
