@@ -149,7 +149,6 @@ class Restart:
         waiter = Waiter(self.writer, self.init, self.service, self.node, self.controller,
                         self.readyz)
         messages: queue.Queue[Message] = queue.Queue()
-        since = self._node_version()
         script = SwapScript.of(self.init, self.service, self.controller, steps,
                                stop_timeout=self.ready_timeout,
                                watch_seconds=self.ready_timeout + 30)
@@ -157,8 +156,11 @@ class Restart:
         watch: list[Any] = []
         swap.start()
         try:
+            # The node is read and watched from the start on, while the engine starts: a
+            # heartbeat is judged by the host's clock at the stop (Waiter), so what the node
+            # said before needs no reading.
             self._follow(waiter, messages, steps, written, lambda until: watch.append(
-                self._watch_node(since, until, messages.put)))
+                self._watch_node(until, messages.put)))
         finally:
             swap.stop()
             for watcher in watch:
@@ -245,19 +247,7 @@ class Restart:
                       self.service)
         return False
 
-    def _node_version(self) -> str:
-        """The node's resourceVersion before the stop: the watch starts there ("" if the
-        API cannot say: the watch then reads the node first)."""
-        try:
-            node = self.api.read_node(self.node, _request_timeout=10)
-            return str(node.metadata.resource_version or "")
-        except Exception as exc:  # noqa: BLE001 - the watch reads again; this only saves it
-            log.debug("%s: node %s unreadable before the stop: %s", self.writer.label,
-                      self.node, exc)
-            return ""
-
-    def _watch_node(self, since: str, until: float,
-                    push: Callable[[Message], None]) -> Any:
+    def _watch_node(self, until: float, push: Callable[[Message], None]) -> Any:
         def handle(event: WatchEvent) -> bool:
             if event.type == "SYNCED":
                 items = event.object["items"]
@@ -272,6 +262,6 @@ class Restart:
         limit = time.monotonic() + max(0.0, until - self.clock()) + 5
         watcher = node_watcher(self.api, self.node, handle,
                                lambda why: push(NodeUnreadable(why)), limit)
-        threading.Thread(target=watcher.run, args=(since, limit), daemon=True,
+        threading.Thread(target=watcher.run, args=("", limit), daemon=True,
                          name=f"cargoship-watch-{self.node}").start()
         return watcher

@@ -14,13 +14,13 @@ streams one line per event, so the executor hears of each step as it happens:
     <token> alive                       nothing changed for a second (the client is there)
     <token> deadline                    the watch ran out of time
 
-After `started` the script keeps probing the engine every 0.2 s and prints a probe only
-when it changed, until its deadline or until the executor stops reading (its next line
-then fails to write, and it exits). It asks for the start again when the service stays
-plainly down for two seconds (runit can drop an `sv up` that arrives during its restart
-back-off). Hang-ups and broken pipes before that are ignored: a client that dies mid-way
-leaves the engine started on whatever files were written, never stopped for good, and the
-in-progress marker tells the next plan to recover the host.
+After `started` the script keeps probing the engine (every 0.1 s until it runs, then every
+0.5 s) and prints a probe only when it changed, until its deadline or until the executor
+stops reading (its next line then fails to write, and it exits). It asks for the start
+again when the service stays plainly down for two seconds (runit can drop an `sv up` that
+arrives during its restart back-off). Hang-ups and broken pipes before that are ignored: a
+client that dies mid-way leaves the engine started on whatever files were written, never
+stopped for good, and the in-progress marker tells the next plan to recover the host.
 
 File content travels inside the script, which goes to `sh -s` on stdin (never a command
 line), as base64 here-documents. The token is random per script, so no probe output can
@@ -48,9 +48,14 @@ from .readiness import EngineState, parse_probe, probe_script
 from .service import start_command, stop_command
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-TICK = 0.2  # seconds between two probes on the host
-ALIVE_TICKS = 5  # an `alive` line at least every second
-NUDGE_TICKS = 10  # plainly down this long: ask for the start again
+# Seconds between two probes on the host: quick while a stop or a start is awaited (each
+# tick of lag is lag of the whole rollout), slow once the engine runs (a crash loop shows
+# in new process ids whenever it is looked at).
+STOP_TICK = 0.05
+START_TICK = 0.1
+RUN_TICK = 0.5
+ALIVE_EVERY = 1  # seconds: an `alive` line at least this often
+NUDGE_AFTER = 2  # seconds plainly down: ask for the start again
 STOP_FAILED, START_FAILED = 4, 5
 
 
@@ -96,6 +101,10 @@ def _stopped_case() -> str:
     return ('"state absent"*|"state systemd inactive"*|"state systemd failed"*|'
             '"state runit down:"*|"state runit fail:"*|"state runit warning:"*|'
             '"state openrc "*stopped*|"state openrc "*crashed*')
+
+
+def _running_case() -> str:
+    return '"state systemd active"*|"state runit run:"*|"state openrc "*started*'
 
 
 def _plainly_down_case() -> str:
@@ -156,11 +165,11 @@ class SwapScript:
                 "  p=$(probe 2>/dev/null)",
                 f"  case \"$p\" in {_stopped_case()}) break;; esac",
                 "  n=$((n + 1))",
-                f"  if [ $n -ge {max(1, round(self.stop_timeout / TICK))} ]; then",
+                f"  if [ $n -ge {max(1, round(self.stop_timeout / STOP_TICK))} ]; then",
                 f"    echo \"{svc} did not stop within {self.stop_timeout:g} s: "
                 "$(echo \"$p\" | head -n 1)\" >&2; exit " f"{STOP_FAILED}",
                 "  fi",
-                f"  sleep {TICK}",
+                f"  sleep {STOP_TICK}",
                 "done",
                 'say "$T stopped $(date +%s)"',
             ]
@@ -174,21 +183,24 @@ class SwapScript:
             ]
         lines += [
             f"end=$(( $(date +%s) + {max(1, round(self.watch_seconds))} ))",
-            "last=; tick=0; down=0",
+            # Times in tenths of a second, so the shell's integer arithmetic can count them.
+            f"last=; quiet=0; down=0; tick={round(START_TICK * 10)}",
             "while :; do",
             "  p=$(probe 2>/dev/null)",
             '  if [ "$p" != "$last" ]; then',
             '    say "$T state" && say "$p" && say "$T end" || exit 0',
-            "    last=$p; tick=0",
+            "    last=$p; quiet=0",
             "  fi",
+            f'  case "$p" in {_running_case()}) tick={round(RUN_TICK * 10)};; esac',
             '  case "$p" in *"want up"*) down=0;; '
-            f"{_plainly_down_case()}) down=$((down + 1));; *) down=0;; esac",
-            f"  if [ $down -ge {NUDGE_TICKS} ]; then "
+            f"{_plainly_down_case()}) down=$((down + tick));; *) down=0;; esac",
+            f"  if [ $down -ge {NUDGE_AFTER * 10} ]; then "
             f"{start_command(self.init, self.service)} >/dev/null 2>&1; down=0; fi",
-            "  tick=$((tick + 1))",
-            f"  if [ $tick -ge {ALIVE_TICKS} ]; then say \"$T alive\" || exit 0; tick=0; fi",
+            "  quiet=$((quiet + tick))",
+            f"  if [ $quiet -ge {ALIVE_EVERY * 10} ]; then say \"$T alive\" || exit 0; "
+            "quiet=0; fi",
             '  if [ "$(date +%s)" -ge "$end" ]; then say "$T deadline"; exit 0; fi',
-            f"  sleep {TICK}",
+            '  sleep "$((tick / 10)).$((tick % 10))"',
             "done",
             "}",
             "main </dev/null",
