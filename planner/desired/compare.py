@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from deepdiff import DeepDiff
 
 from ..config.secrets import Secret
 from ..credentials import is_credential_key
@@ -136,6 +135,9 @@ def _structured(kind: str, data: Any) -> Any:
 
 
 def _structure(current: Any, wanted: Any) -> tuple[str, ...]:
+    # deepdiff costs ~45 ms to import: only once a host's file is in hand to compare.
+    from deepdiff import DeepDiff
+
     found = DeepDiff(current, wanted)  # values stay out of what we print: paths only
     lines = []
     for kind, items in sorted(found.items()):

@@ -129,24 +129,29 @@ class SshConfigFiles:
         (cluster.yaml's keyPath) come before the files' IdentityFile entries."""
         found = self.lookup(address)
         host = found.get("hostname", address)
+        port = port or int(found.get("port", 22))
         jump = found.get("proxyjump")
         hops: tuple[Hop, ...] = ()
         if jump and jump.lower() != "none":
             hops = tuple(Hop.parse(h) for h in jump.split(",") if h.strip())
             # A wildcard Host block naming the jump host itself: the jump host is not
-            # reached through itself (fabric's rule too).
-            if any(h.host in (address, host) for h in hops):
+            # reached through itself (fabric's rule, which compared the address alone).
+            if any(self._endpoint_of(h) == (host, port) for h in hops):
                 hops = ()
         command = None if hops else found.get("proxycommand")
         return Target(
             host=host,
-            port=port or int(found.get("port", 22)),
+            port=port,
             user=user or found.get("user") or self.local_user(),
             identity_files=tuple(dict.fromkeys([*extra_keys,
                                                 *found.get("identityfile", [])])),
             proxy_command=command or None,
             proxy_jump=hops,
         )
+
+    def _endpoint_of(self, hop: Hop) -> tuple[str, int]:
+        found = self.lookup(hop.host)
+        return found.get("hostname", hop.host), hop.port or int(found.get("port", 22))
 
     def resolve_hop(self, hop: Hop) -> Target:
         return self.resolve(hop.host, hop.port, hop.user)
