@@ -93,8 +93,8 @@ def _keyword(key: str, value: Any, schema: dict[str, Any], x: Any,
     if key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         if not _number(x):
             return True
-        return {"minimum": x >= value, "maximum": x <= value,
-                "exclusiveMinimum": x > value, "exclusiveMaximum": x < value}[key]
+        return bool({"minimum": x >= value, "maximum": x <= value,
+                     "exclusiveMinimum": x > value, "exclusiveMaximum": x < value}[key])
     if key == "const":
         return _equal(x, value)
     if key == "enum":
