@@ -78,6 +78,8 @@ def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | N
     content = desired.content().encode()
     after = file_digest(content, salt)
     wanted = normalize(desired.kind, desired.content())
+    if live.exists and live.content == content and not _metadata_note(desired, live):
+        return None  # the very bytes (most hosts, most plans): no parse, no diff to find
     shown_after = _masked(_structured(desired.kind, desired.data), None)
     if not live.exists:
         diff = _unified(desired.path, "", _dump(shown_after), f"(absent) -> mode "
