@@ -25,6 +25,9 @@ def render_stats(report: DryRunReport) -> str:
     # ru_maxrss is in KiB on Linux, bytes on macOS.
     rss_mib = usage.ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1 << 10)
     lines.append(f"  max round trips per host per phase: {worst}")
+    if ctx.startup is not None:
+        lines.append(f"  start-up before the first dial: {ctx.startup.wall:.3f} s wall, "
+                     f"{ctx.startup.cpu:.3f} s CPU (from process start)")
     lines.append(f"  hosts: {len(ctx.hosts)}, phases: {report.seconds:.3f} s wall, process: "
                  f"{usage.ru_utime + usage.ru_stime:.3f} s CPU, {rss_mib:.1f} MiB peak RSS")
     return "\n".join(lines) + "\n"

@@ -28,6 +28,7 @@ from .hosts.ssh import ConnectOptions
 from .kube import ApiFactory, official_client
 from .plan.actions import ACTIONS
 from .plan.model import HostRef, KeyChange
+from .startup import Startup
 
 
 @dataclass
@@ -136,6 +137,9 @@ class PlanContext:
     # bastion, take). Those sessions stay open at the end of the run: they are the
     # caller's to close. None: Connect opens a session per host and the run closes it.
     held_sessions: Callable[[HostConfig], HostReader] | None = None
+    # Process start to the Connect phase's first dial: what `plan --stats` reports as
+    # start-up. None until Connect runs.
+    startup: Startup | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod

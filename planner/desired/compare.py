@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from deepdiff import DeepDiff
 
 from ..config.secrets import Secret
 from ..credentials import is_credential_key
@@ -79,6 +78,8 @@ def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | N
     content = desired.content().encode()
     after = file_digest(content, salt)
     wanted = normalize(desired.kind, desired.content())
+    if live.exists and live.content == content and not _metadata_note(desired, live):
+        return None  # the very bytes (most hosts, most plans): no parse, no diff to find
     shown_after = _masked(_structured(desired.kind, desired.data), None)
     if not live.exists:
         diff = _unified(desired.path, "", _dump(shown_after), f"(absent) -> mode "
@@ -136,6 +137,9 @@ def _structured(kind: str, data: Any) -> Any:
 
 
 def _structure(current: Any, wanted: Any) -> tuple[str, ...]:
+    # deepdiff costs ~45 ms to import: only once a host's file is in hand to compare.
+    from deepdiff import DeepDiff
+
     found = DeepDiff(current, wanted)  # values stay out of what we print: paths only
     lines = []
     for kind, items in sorted(found.items()):

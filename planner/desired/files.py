@@ -8,6 +8,7 @@ Pod Security config and the config drop-in that points at them on controllers; c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import yaml
@@ -37,6 +38,12 @@ class DesiredFile:
         sorted keys, so a config with `username` before `password` rendered differently at
         apply than at plan, and every such plan was refused as drifted. Mapping order means
         nothing to the engines; lists keep theirs."""
+        return self._rendered
+
+    @cached_property
+    def _rendered(self) -> str:
+        # Once per file, not once or twice per host: every host of a role shares it, and
+        # the YAML dump was a large part of a plan's own CPU per host.
         return dump_yaml(_reveal(self.data), sort_keys=True)
 
 

@@ -12,8 +12,6 @@ import json
 import re
 from typing import Any
 
-from deepdiff import DeepDiff
-
 from ..plan.model import KeyChange
 
 _BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -28,6 +26,9 @@ def key_changes(before: Any, after: Any) -> tuple[KeyChange, ...]:
     """Every leaf that differs between `before` and `after` (None: the file is absent or
     was not shown), sorted by path. A subtree added or removed is listed leaf by leaf."""
     found: dict[Path, KeyChange] = {}
+    # deepdiff costs ~45 ms to import: only once there are values to compare.
+    from deepdiff import DeepDiff
+
     for kind, nodes in DeepDiff(before, after, view="tree").items():
         for node in nodes:
             path = tuple(node.path(output_format="list"))

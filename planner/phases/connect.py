@@ -10,6 +10,7 @@ from ..errors import HostError
 from ..hosts.pool import parallel
 from ..hosts.reader import HostReader
 from ..hosts.ssh import direct_endpoint, open_session
+from ..startup import since_process_start
 from .base import DryRun, Phase
 
 
@@ -27,6 +28,7 @@ class Connect(Phase):
 
     def run(self, ctx: PlanContext) -> None:
         options = ctx.config.options
+        ctx.startup = since_process_start()
 
         if ctx.held_sessions is None:
             # Every direct host's TCP connection at once: dead hosts cost one connect

@@ -12,7 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..context import HostState, PlanContext
-from ..facts.firewall import FIREWALL_SCRIPT, FirewallParseError, engine_ports, parse_firewall
+from ..facts.firewall import FIREWALL_SCRIPT, FirewallParseError, engine_ports
 from ..facts.system import CLOCK, PRIVILEGE, as_root
 from ..hosts.batch import Fact
 from .base import DryRun, Phase
@@ -88,6 +88,9 @@ class ValidateHosts(Phase):
         return f"arch {arch}"
 
     def _firewall(self, ctx: PlanContext, host: HostState, output: str) -> str:
+        # The parsers cost ~60 ms to import: only once a firewall listing is in.
+        from ..facts.firewall.parse import parse_firewall
+
         try:
             state = parse_firewall(output)
         except FirewallParseError as exc:

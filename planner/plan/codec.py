@@ -16,14 +16,10 @@ import stat
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-import jsonschema
-from referencing import Registry, Resource
+from typing import TYPE_CHECKING, Any
 
 import schemas
 
-from ..config.schema_errors import describe_error
 from ..config.yamlio import format_path
 from ..errors import CargoshipError
 from ..localfiles import atomic_write
@@ -43,6 +39,9 @@ from .model import (
     Signature,
     Unassessed,
 )
+
+if TYPE_CHECKING:
+    import jsonschema
 
 PLAN_SCHEMA = "plan.schema.json"
 MAX_PLAN_BYTES = 64 << 20
@@ -114,6 +113,11 @@ def _notice(data: dict[str, Any]) -> Notice:
 def _validators() -> tuple[jsonschema.Draft202012Validator, jsonschema.Draft202012Validator]:
     """The plan schema, and the cluster schema's engineConfig. The plan schema refers to the
     cluster schema's definitions, so a plan's desired state obeys the config's rules."""
+    # jsonschema costs ~110 ms to import: only when a plan is written or read, never
+    # before a plan has reached its hosts.
+    import jsonschema
+    from referencing import Registry, Resource
+
     plan, cluster = schemas.load(PLAN_SCHEMA), schemas.load(schemas.CLUSTER_SCHEMA)
     registry: Registry[Any] = Registry().with_resources(
         (schema["$id"], Resource.from_contents(schema)) for schema in (plan, cluster))
@@ -134,7 +138,11 @@ def _validate(path: Path | str, data: Any) -> None:
 
 def _raise_first(path: Path | str, prefix: tuple[str, ...],
                  validator: jsonschema.Draft202012Validator, data: Any) -> None:
-    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    from jsonschema.exceptions import best_match  # loaded by _validators already
+
+    from ..config.schema_errors import describe_error
+
+    error = best_match(validator.iter_errors(data))
     if error is not None:
         # Phrased as config errors are, and like them never echoing a value under a
         # secret's key.

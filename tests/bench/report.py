@@ -132,7 +132,8 @@ def targets_15(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult],
                       f"{rss:.1f} MiB" if rss else "not run (--sizes ...,500)"))
     out.append(Target("start-up (imports) of `plan` at most 0.3 s", None if startup is None
                       else startup.wall <= 0.3,
-                      f"{startup.wall:.2f} s wall, {startup.cpu:.2f} s CPU (plan --help)"
+                      f"{startup.wall:.2f} s wall, {startup.cpu:.2f} s CPU (process start to a "
+                      "plan's first dial)"
                       if startup else "not run"))
     return out
 

@@ -69,6 +69,30 @@ def test_a_hundred_hosts_share_one_connection_to_their_bastion(lab_factory) -> N
     assert lab.ssh_logins("bastion") == 1
 
 
+def test_proxyjump_in_ssh_config_reaches_hosts_through_the_bastion(lab_factory,
+                                                                   tmp_path: Path) -> None:
+    # No bastion in cluster.yaml: ~/.ssh/config's ProxyJump alone gets through, with one
+    # connection to the jump host for both hosts, its key checked in the same known_hosts.
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
+                       HostSpec("bastion", "worker", engine_installed=False)])
+    behind_bastion(lab)
+    edit_config(lab.dir / "cluster.yaml", lambda d: [h["ssh"].pop("bastion")
+                                                      for h in d["spec"]["hosts"]])
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    targets = " ".join(h.address for h in lab.hosts if h.name != "bastion")
+    (home / ".ssh" / "config").write_text(
+        f"Host jump\n  HostName {lab.host('bastion').address}\n  User root\n"
+        f"  IdentityFile {lab.dir / 'id_ed25519'}\n"
+        f"Host {targets}\n  ProxyJump jump\n")
+    before = lab.ssh_logins("bastion")
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--detailed-exitcode",
+                       "--verbose", env={"HOME": str(home)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert phase_block(result.stdout, "Connect to hosts").count("connected as root to") == 2
+    assert lab.ssh_logins("bastion") - before == 1
+
+
 def test_apply_holds_one_connection_per_host(lab_factory, tmp_path: Path) -> None:
     # The drift check used to connect to every host again, beside the sessions held for
     # the rollout: two logins per host, each with a connection of its own to the bastion.

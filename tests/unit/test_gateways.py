@@ -1,5 +1,6 @@
 """Hosts behind one bastion share one connection to it (a direct-tcpip channel each); a
 bastion that cannot be reached costs one attempt, whose error every host behind it gets.
+ssh_config's ProxyJump hosts are shared alike; its ProxyCommand pipes the connection.
 
 The bastion and the hosts are paramiko SSH servers in this process, on 127.0.0.1."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,9 +18,10 @@ import paramiko
 import pytest
 
 from planner.config.model import Bastion, SshConfig
-from planner.errors import CommandError, ConnectError
+from planner.errors import CommandError, ConnectError, HostKeyError
 from planner.hosts.pool import parallel
 from planner.hosts.ssh import ConnectOptions, SshSession, open_session
+from planner.hosts.ssh_config import SshConfigFiles
 
 
 def _until(what: str, check: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -237,3 +240,79 @@ def test_a_bastion_that_dropped_its_connection_is_dialled_again(
     again.close()
     first.close()
     options.gateways.close()
+
+
+def _via_ssh_config(tmp_path: Path, text: str) -> ConnectOptions:
+    path = tmp_path / "ssh_config"
+    path.write_text(text)
+    return ConnectOptions(connect_timeout=5, ssh_config=SshConfigFiles((path,)))
+
+
+def test_proxyjump_from_ssh_config_one_connection_to_the_jump_host(
+        servers: Callable[[], SshServer], tmp_path: Path) -> None:
+    jump = servers()
+    hosts = [servers() for _ in range(4)]
+    key = tmp_path / "id_ed25519"
+    # The jump host's credentials come from ssh_config, the hosts' from cluster.yaml.
+    options = _via_ssh_config(tmp_path, "".join(
+        f"Host host-{i}\n    HostName 127.0.0.1\n    Port {h.port}\n"
+        f"    ProxyJump jumper@127.0.0.1:{jump.port}\n" for i, h in enumerate(hosts))
+        + f"Host 127.0.0.1\n    IdentityFile {key}\n")
+    sessions = parallel(list(enumerate(hosts)), lambda ih: open_session(
+        f"h{ih[0]}", SshConfig(f"host-{ih[0]}", None, "root", key, tmp_path / "known_hosts"),
+        options), 4)
+    assert not [s for s in sessions if isinstance(s, Exception)], sessions
+    opened = [s for s in sessions if isinstance(s, SshSession)]
+    assert [s.run("true", 5).stdout for s in opened] == [b"ok\n"] * 4
+    assert [s.endpoint for s in opened] == [f"127.0.0.1:{h.port}" for h in hosts]
+    assert jump.accepted == 1 and all(h.accepted == 1 for h in hosts)
+    for session in opened:
+        session.close()
+    options.gateways.close()
+    _until("the jump host connection to close", lambda: jump.open_connections() == 0)
+
+
+def test_a_jump_host_with_an_unknown_key_is_refused(
+        servers: Callable[[], SshServer], tmp_path: Path) -> None:
+    host = servers()
+    stranger = SshServer(_keygen(tmp_path / "stranger"), host.client_key)
+    key = tmp_path / "id_ed25519"
+    options = _via_ssh_config(tmp_path, f"Host target\n    HostName 127.0.0.1\n"
+                                        f"    Port {host.port}\n"
+                                        f"    ProxyJump 127.0.0.1:{stranger.port}\n")
+    try:
+        error = _error(lambda: open_session(
+            "h", SshConfig("target", None, "root", key, tmp_path / "known_hosts"), options))
+    finally:
+        stranger.close()
+    assert isinstance(error, HostKeyError), error
+    assert f"of jump host 127.0.0.1:{stranger.port} is not in" in error.message
+    assert host.accepted == 0
+
+
+RELAY = """\
+import socket, sys, threading
+sock = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+def up():
+    while data := sys.stdin.buffer.read1(65536):
+        sock.sendall(data)
+    sock.shutdown(socket.SHUT_WR)
+threading.Thread(target=up, daemon=True).start()
+while data := sock.recv(65536):
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+"""
+
+
+def test_proxycommand_from_ssh_config(servers: Callable[[], SshServer], tmp_path: Path) -> None:
+    host = servers()
+    (tmp_path / "relay.py").write_text(RELAY)
+    options = _via_ssh_config(tmp_path, f"Host piped\n    HostName 127.0.0.1\n"
+                                        f"    Port {host.port}\n"
+                                        f"    ProxyCommand {sys.executable} "
+                                        f"{tmp_path / 'relay.py'} %h %p\n")
+    ssh = SshConfig("piped", None, "root", tmp_path / "id_ed25519", tmp_path / "known_hosts")
+    session = open_session("h", ssh, options)
+    assert session.run("true", 5).stdout == b"ok\n"
+    session.close()
+    assert host.accepted == 1

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import paramiko
 
-from planner.hosts import ssh
+from planner.hosts.host_keys import KnownHostsFiles, known_hosts_name
 
 
 def _key(tmp_path: Path, name: str) -> str:
@@ -23,16 +23,17 @@ def test_only_the_hosts_own_keys_are_trusted(tmp_path: Path) -> None:
     known.write_text(f"10.0.0.1 {a}\n[127.0.0.1]:2201 {b}\n10.0.0.3 {c}\n")
     subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(known)], check=True,
                    capture_output=True)  # hashed names, as HashKnownHosts writes them
+    files = KnownHostsFiles()
     for host, port, expected in (("10.0.0.1", 22, a), ("127.0.0.1", 2201, b),
                                  ("10.0.0.3", 22, c)):
         client = paramiko.SSHClient()
-        ssh._trust_known(client, known, host, port)
+        files.trust(client, known, host, port)
         keys = client.get_host_keys()
-        name = ssh.known_hosts_name(host, port)
+        name = known_hosts_name(host, port)
         assert [f"{k.get_name()} {k.get_base64()}" for k in keys[name].values()] == [expected]
         assert len(keys) == 1
     client = paramiko.SSHClient()
-    ssh._trust_known(client, known, "10.0.0.9", 22)
+    files.trust(client, known, "10.0.0.9", 22)
     assert len(client.get_host_keys()) == 0
 
 
@@ -40,6 +41,7 @@ def test_a_changed_file_is_read_again(tmp_path: Path) -> None:
     a, b = _key(tmp_path, "a"), _key(tmp_path, "b")
     known = tmp_path / "known_hosts"
     known.write_text(f"10.0.0.1 {a}\n")
-    assert ssh._parsed_known_hosts(known).lookup("10.0.0.2") is None
+    files = KnownHostsFiles()
+    assert files.parsed(known).lookup("10.0.0.2") is None
     known.write_text(f"10.0.0.1 {a}\n10.0.0.2 {b}\n")  # another size: another version
-    assert ssh._parsed_known_hosts(known).lookup("10.0.0.2") is not None
+    assert files.parsed(known).lookup("10.0.0.2") is not None

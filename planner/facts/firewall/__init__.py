@@ -19,13 +19,31 @@ exactly). The one real duplicate, a table that iptables-nft wrote into nftables,
 once; see iptables.split_iptables_nft.
 """
 
-from .firewalld import FirewalldService, FirewalldState, FirewalldZone
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# What a plan needs before it reads any host (the script, the ports, the errors) is
+# imported here; the parsers (~60 ms of imports) only when a name of theirs is first used.
 from .model import BlockedPort, FirewallParseError, Port, ToolError
-from .parse import parse_firewall
 from .ports import engine_ports
 from .script import FIREWALL_SCRIPT, TOOLS
-from .state import FirewallState
-from .ufw import UfwRule, UfwState
+
+if TYPE_CHECKING:
+    from .firewalld import FirewalldService, FirewalldState, FirewalldZone
+    from .parse import parse_firewall
+    from .state import FirewallState
+    from .ufw import UfwRule, UfwState
+
+_LAZY = {"FirewalldService": ".firewalld", "FirewalldState": ".firewalld",
+         "FirewalldZone": ".firewalld", "parse_firewall": ".parse",
+         "FirewallState": ".state", "UfwRule": ".ufw", "UfwState": ".ufw"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "FIREWALL_SCRIPT",
