@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     lines += [*rollout_table(rollouts), ""]
     lines += ["Targets (issue 6):"] + [t.line() for t in targets(plans, ansible, rollouts,
                                                                   cores)]
-    lines += ["Targets (issue 15):"] + [t.line() for t in targets_15(plans, ansible, startup)]
+    lines += ["Targets (issue 15):"] + [t.line() for t in targets_15(plans, ansible, startup,
+                                                                      rollouts)]
     for failed_run in [p.run for p in plans if not p.ok] + [r.apply for r in rollouts
                                                            if r.apply.code != 0]:
         said = (failed_run.stderr.strip() or failed_run.stdout.strip()).splitlines()[-3:]

@@ -33,6 +33,14 @@ class RolloutResult:
     restart: float
     apply: Run
     rollout: float  # the rollout alone, as the executor logged it
+    # Each host's time in the rollout, from the moment it is taken to the moment it is
+    # done (the executor's "host begins"/"host ends" log lines).
+    spans: tuple[float, ...] = ()
+
+    @property
+    def host_overheads(self) -> tuple[float, ...]:
+        """Per host: its span beyond the drain and restart waits (what cargoship adds)."""
+        return tuple(span - self.drain - self.restart for span in self.spans)
 
     @property
     def nodes(self) -> int:
@@ -95,7 +103,26 @@ def bench_rollout(lab: Lab, work: Path, concurrency: int, drain: float,
     log.unlink(missing_ok=True)
     applied = run([*cargoship(), "--log-file", str(log), "apply", str(plan), "--confirm"],
                   timeout=1800)
-    match = re.search(r"rollout of .* took ([\d.]+) s", log.read_text() if log.exists() else "")
+    text = log.read_text() if log.exists() else ""
+    match = re.search(r"rollout of .* took ([\d.]+) s", text)
     controllers = sum(1 for h in lab.hosts if h.role == "controller")
     return RolloutResult(controllers, len(lab.hosts) - controllers, concurrency, drain,
-                         restart, applied, float(match.group(1)) if match else -1.0)
+                         restart, applied, float(match.group(1)) if match else -1.0,
+                         host_spans(text))
+
+
+_STAMP = r"^\S+ (\d\d):(\d\d):(\d\d),(\d\d\d) DEBUG cargoship\.executor: (.+): host (begins|ends)"
+
+
+def host_spans(log_text: str) -> tuple[float, ...]:
+    """Seconds from each host's "host begins" to its "host ends" line in a --log-file."""
+    began: dict[str, float] = {}
+    spans: list[float] = []
+    for found in re.finditer(_STAMP, log_text, re.MULTILINE):
+        h, m, s, ms, host, what = found.groups()
+        at = int(h) * 3600 + int(m) * 60 + int(s) + int(ms) / 1000
+        if what == "begins":
+            began[host] = at
+        elif host in began:
+            spans.append((at - began.pop(host)) % 86400)
+    return tuple(spans)

@@ -8,6 +8,7 @@ skipped, not installed, otherwise.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,9 @@ def test_the_benchmark_runs_and_prints_every_figure(tmp_path: Path) -> None:
     assert "Targets (issue 15):" in out
     assert "start-up (imports) of `plan` at most 0.3 s:" in out
     assert "Apply rollout: 1 controller(s) + 2 workers" in out
+    # Each host's span in the rollout, read from the executor's log (3 hosts).
+    assert re.search(r"rollout overhead per node outside the drain and restart waits at most "
+                     r"0\.3 s: c=2: mean -?[\d.]+ s, max -?[\d.]+ s", out), out
     assert any(line.strip().startswith("2 |") for line in out.splitlines())
     assert "Targets (issue 6):" in out
     assert "at most 1 remote command round trip per host per phase: max 1" in out
