@@ -44,6 +44,10 @@ from .watch import WatchEvent, node_watcher
 
 log = logging.getLogger("cargoship.executor")
 
+# Seconds without a line from the restart script (it prints one at least every second
+# while it waits) after which its connection counts as lost.
+SILENCE = 15.0
+
 
 @dataclass(frozen=True)
 class ScriptEnded:
@@ -92,7 +96,18 @@ class RemoteSwap:
         self._stop.set()
 
     def _feed(self, reader: OutputReader) -> Callable[[bytes], bool]:
+        heard = [time.monotonic()]
+
         def feed(data: bytes) -> bool:
+            # Called with b"" when a read times out: the script says something at least
+            # every second, so a long silence is a connection that is gone (a cut cable
+            # sends no reset), not a slow host.
+            now = time.monotonic()
+            if data:
+                heard[0] = now
+            elif now - heard[0] > SILENCE and not self._stop.is_set():
+                raise ConnectionLost(self.writer.label, f"the host said nothing for "
+                                                        f"{SILENCE:g} s: connection lost")
             for event in reader.feed(data):
                 if isinstance(event, Started):
                     self.started = True

@@ -165,6 +165,7 @@ class SwapScript:
                 "  p=$(probe 2>/dev/null)",
                 f"  case \"$p\" in {_stopped_case()}) break;; esac",
                 "  n=$((n + 1))",
+                f"  [ $((n % {round(ALIVE_EVERY / STOP_TICK)})) -eq 0 ] && say \"$T alive\"",
                 f"  if [ $n -ge {max(1, round(self.stop_timeout / STOP_TICK))} ]; then",
                 f"    echo \"{svc} did not stop within {self.stop_timeout:g} s: "
                 "$(echo \"$p\" | head -n 1)\" >&2; exit " f"{STOP_FAILED}",
