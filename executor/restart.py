@@ -88,8 +88,18 @@ class RemoteSwap:
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
-        threading.Thread(target=self._run, name=f"cargoship-swap-{self.writer.label}",
+        threading.Thread(target=self._guarded, name=f"cargoship-swap-{self.writer.label}",
                          daemon=True).start()
+
+    def _guarded(self) -> None:
+        # Whatever happens here, the rollout waiting on the queue hears of it.
+        try:
+            self._run()
+        except Exception as exc:  # noqa: BLE001 - a bug must fail the host, not hang it
+            log.debug("%s: restart script runner failed", self.writer.label, exc_info=True)
+            self.push(ScriptFailed(CargoshipError(
+                f"{self.writer.label}: running the restart script failed: "
+                f"{type(exc).__name__}: {exc}")))
 
     def stop(self) -> None:
         """Stop reading: the script's next line fails to write and it exits."""
