@@ -95,7 +95,7 @@ class RemoteSwap:
         # Whatever happens here, the rollout waiting on the queue hears of it.
         try:
             self._run()
-        except Exception as exc:  # noqa: BLE001 - a bug must fail the host, not hang it
+        except Exception as exc:  # a bug must fail the host, not hang the rollout
             log.debug("%s: restart script runner failed", self.writer.label, exc_info=True)
             self.push(ScriptFailed(CargoshipError(
                 f"{self.writer.label}: running the restart script failed: "
