@@ -136,8 +136,10 @@ class Rollout:
     def run_host(self, job: HostJob) -> HostOutcome:
         # Both lines timestamped in --log-file: the benchmark measures each host's span.
         log.debug("%s: host begins", job.label)
+        before = job.writer.round_trips
         outcome = self._host(job)
-        log.debug("%s: host ends: %s", job.label, outcome.status)
+        log.debug("%s: host ends: %s after %d remote command(s)", job.label, outcome.status,
+                  job.writer.round_trips - before)
         return outcome
 
     def _host(self, job: HostJob) -> HostOutcome:

@@ -9,6 +9,7 @@ side, when its engine went down and when it was really serving again.
 from __future__ import annotations
 
 import itertools
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -165,3 +166,26 @@ def test_kubectl_through_the_merged_kubeconfig(lab_factory, tmp_path: Path) -> N
     assert all(row.split()[1] == "Ready" for row in rows.values()), got.stdout
     assert "node-role.kubernetes.io/edge=true" in rows["ctl-2"]
     assert "node-role.kubernetes.io/edge" not in rows["ctl-1"]
+
+
+def test_a_restart_is_one_remote_command(lab_factory, tmp_path: Path) -> None:
+    """Issue 15: stop, write and start as one remote script. Per restarted host the apply
+    runs three remote commands: the in-progress marker, the restart script, and the
+    marker's removal; the engine's state and the node are never polled."""
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
+                       HostSpec("wrk-2", "worker")])
+    edit_config(lab.dir / "cluster.yaml", new_mirror)
+    path = tmp_path / "plan.json"
+    plan(lab, path)
+    log = tmp_path / "apply.log"
+    result = cargoship("--log-file", log, "apply", path, "--confirm")
+    assert result.returncode == 0, result.stdout + result.stderr
+    ends = {host: (status, count) for host, status, count in re.findall(
+        r"DEBUG cargoship\.executor: (\S+) \(.*\): host ends: (\w+) after (\d+) remote "
+        r"command\(s\)", log.read_text())}
+    assert ends == {"ctl-1": ("applied", "3"), "wrk-1": ("applied", "3"),
+                    "wrk-2": ("applied", "3")}, ends
+    for host in ("ctl-1", "wrk-1", "wrk-2"):
+        assert NEW_MIRROR in lab.exec(host, f"cat {REGISTRIES}").stdout
+        assert [name for _, name in lab.events(host)][-3:] == ["stopped", "starting",
+                                                               "ready"]
