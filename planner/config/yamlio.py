@@ -52,8 +52,24 @@ def format_path(path: Path_) -> str:
     return out
 
 
+# libyaml's loader (C) where PyYAML has it: with hundreds of hosts, the pure-Python
+# scanner was a visible part of a plan's CPU. Its nodes carry the same line marks.
+_FAST: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_yaml(text: str) -> YamlDoc:
-    loader = yaml.SafeLoader(text)  # pure Python: its nodes carry the line marks we report
+    try:
+        return _load(text, _FAST)
+    except YamlSyntaxError:
+        if _FAST is yaml.SafeLoader:
+            raise
+    # The pure-Python loader says what is wrong in the words the error messages (and the
+    # tests of them) have always used.
+    return _load(text, yaml.SafeLoader)
+
+
+def _load(text: str, loader_class: type[yaml.SafeLoader]) -> YamlDoc:
+    loader = loader_class(text)
     try:
         node = compose(text, loader)  # refuses alias bombs before _walk would expand them
         if node is None:

@@ -10,7 +10,6 @@ file's content cannot forge a boundary.
 
 from __future__ import annotations
 
-import re
 import secrets
 import shlex
 from collections.abc import Callable, Sequence
@@ -63,14 +62,20 @@ class Batch:
         return "\n".join(lines) + "\n"
 
     def split(self, stdout: str) -> list[Output]:
-        pattern = re.compile(rf"\n{self.token} (\d+) (\d+)\n")
+        # Plain string splitting on the token (no pattern compiled per batch: a regex per
+        # host was a visible part of a large plan's CPU).
+        chunks = stdout.split(f"\n{self.token} ")
         outputs: list[Output] = []
-        position = 0
-        for match in pattern.finditer(stdout):
-            if int(match.group(1)) != len(outputs):
+        pending = chunks[0]
+        for chunk in chunks[1:]:
+            head, newline, rest = chunk.partition("\n")
+            index, _, code = head.partition(" ")
+            if not newline or not index.isdigit() or not code.isdigit():
+                break  # a marker cut short: the script ended there
+            if int(index) != len(outputs):
                 raise FactParseError("remote script output is out of order")
-            outputs.append(Output(stdout[position:match.start()], int(match.group(2))))
-            position = match.end()
+            outputs.append(Output(pending, int(code)))
+            pending = rest
         if len(outputs) != len(self.facts):
             raise FactParseError(
                 f"remote script ended early: {len(outputs)} of {len(self.facts)} reads finished")
