@@ -146,8 +146,12 @@ def test_pod_watches_eviction_selectors_expiry_and_timeout(
     on_node = Collector(watch.Watch().stream(
         core.list_pod_for_all_namespaces, field_selector="spec.nodeName=wrk-1",
         resource_version=rv, timeout_seconds=60))
+    # From `rv` too: the events then come in the order of the changes, whenever the watch
+    # request reaches the server (without it, a watch that connects after the creates
+    # starts with both pods as ADDED, in the list's key order).
     web = Collector(watch.Watch().stream(core.list_namespaced_pod, "default",
-                                         label_selector="app=web", timeout_seconds=60))
+                                         label_selector="app=web", resource_version=rv,
+                                         timeout_seconds=60))
     core.create_namespaced_pod("default", pod("elsewhere", "ctl-1", app="web"))
     core.create_namespaced_pod("default", pod("app", "wrk-1", grace=1, app="web"))
     poll(lambda: [t for t, _ in on_node.events] == ["ADDED"])
