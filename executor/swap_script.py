@@ -157,6 +157,13 @@ class SwapScript:
         if swap:
             lines += [
                 "trap '' HUP PIPE",
+                # A blocking stop (systemctl waits for the unit, up to its TimeoutStopSec)
+                # or a slow sync says nothing for a while: something must, or the executor
+                # takes the silence for a lost connection. Gone with the script.
+                "( while sleep 1 >/dev/null; do say \"$T alive\" || exit 0; done ) "
+                "</dev/null &",
+                "ka=$!",
+                "trap 'kill $ka 2>/dev/null' EXIT",
                 "block before",
                 f"e=$({stop_command(self.init, self.service)} 2>&1) || "
                 f"{{ echo \"stopping {svc} failed: $e\" >&2; exit {STOP_FAILED}; }}",
@@ -165,7 +172,6 @@ class SwapScript:
                 "  p=$(probe 2>/dev/null)",
                 f"  case \"$p\" in {_stopped_case()}) break;; esac",
                 "  n=$((n + 1))",
-                f"  [ $((n % {round(ALIVE_EVERY / STOP_TICK)})) -eq 0 ] && say \"$T alive\"",
                 f"  if [ $n -ge {max(1, round(self.stop_timeout / STOP_TICK))} ]; then",
                 f"    echo \"{svc} did not stop within {self.stop_timeout:g} s: "
                 "$(echo \"$p\" | head -n 1)\" >&2; exit " f"{STOP_FAILED}",
@@ -180,6 +186,7 @@ class SwapScript:
                 f"e=$({start_command(self.init, self.service)} 2>&1) || "
                 f"{{ echo \"starting {svc} failed: $e\" >&2; exit {START_FAILED}; }}",
                 'say "$T started"',
+                "kill $ka 2>/dev/null",
                 "trap - PIPE",
             ]
         lines += [

@@ -3,6 +3,7 @@ host: stop, write and start in one exec, the engine's state reported from the ho
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 from executor.readiness import EngineState
 from executor.remote import HostWriter
 from executor.swap_script import (
+    Alive,
     Event,
     OutputReader,
     Probed,
@@ -166,4 +168,31 @@ def test_after_a_lost_connection_only_the_watch_runs_again(lab_factory) -> None:
     assert not [e for e in seen if isinstance(e, Stopped | StepDone | Started)]
     assert engine_pid(lab, "wrk-1") == first
     assert "x: 1" not in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+    host.close()
+
+
+def test_a_slow_stop_is_not_silence(lab_factory) -> None:
+    """A stop that blocks (systemctl waits for the unit to go) still has the script say
+    something every second: the executor takes 15 s of silence for a lost connection."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    slow_sv = Path(lab.host("wrk-1").dir, "bin", "sv")  # /usr/local/bin: first in PATH
+    slow_sv.write_text('#!/bin/sh\n[ "$1" = down ] && sleep 3\nexec /usr/bin/sv "$@"\n')
+    slow_sv.chmod(0o755)
+    host = writer(lab, "wrk-1")
+    script = SwapScript.of("runit", "rke2-agent", False, [], stop_timeout=15,
+                           watch_seconds=30)
+    arrived: list[tuple[float, Event]] = []
+    reader = OutputReader(script.token)
+
+    def feed(data: bytes) -> bool:
+        arrived.extend((time.monotonic(), e) for e in reader.feed(data))
+        return not any(isinstance(e, Started) for _, e in arrived)
+
+    host.stream_root(script.render(), feed, 60)
+    before = next(t for t, e in arrived if isinstance(e, Probed) and e.name == "before")
+    stopped = next(t for t, e in arrived if isinstance(e, Stopped))
+    assert stopped - before >= 3  # the stop did block
+    during = [t for t, e in arrived if isinstance(e, Alive) and before < t < stopped]
+    assert len(during) >= 2, arrived
+    assert max(b - a for a, b in itertools.pairwise([before, *during, stopped])) < 2
     host.close()
