@@ -9,26 +9,17 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-from tests.lab import HostSpec, Lab, Timing
-
-TIMING = Timing(engine_start=0, kubelet_heartbeat=0.5, node_grace=3)
-
-
-def poll(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.05)
+from tests.e2e.test_kubeapi_watch import Collector
+from tests.e2e.test_lab_fidelity import TIMING, poll
+from tests.lab import HostSpec, Lab
 
 
 def core_api(lab: Lab, host: str) -> client.CoreV1Api:
@@ -38,25 +29,6 @@ def core_api(lab: Lab, host: str) -> client.CoreV1Api:
     config.cert_file, config.key_file = str(pki / "client-admin.crt"), str(
         pki / "client-admin.key")
     return client.CoreV1Api(client.ApiClient(config))
-
-
-class Collector:
-    """A watch read in a background thread: (type, object) pairs as they arrive."""
-
-    def __init__(self, stream: Iterator[dict[str, Any]]):
-        self.events: list[tuple[str, Any]] = []
-        self.error: Exception | None = None
-        self.ended = threading.Event()
-        threading.Thread(target=self._run, args=(stream,), daemon=True).start()
-
-    def _run(self, stream: Iterator[dict[str, Any]]) -> None:
-        try:
-            for event in stream:
-                self.events.append((event["type"], event["object"]))
-        except Exception as exc:
-            self.error = exc
-        finally:
-            self.ended.set()
 
 
 def ready(node: client.V1Node) -> client.V1NodeCondition:
