@@ -187,7 +187,7 @@ class SwapScript:
                 f"{{ echo \"starting {svc} failed: $e\" >&2; exit {START_FAILED}; }}",
                 'say "$T started"',
                 "kill $ka 2>/dev/null",
-                "trap - PIPE",
+                "trap - PIPE EXIT",  # its pid may be another process's by the script's end
             ]
         lines += [
             f"end=$(( $(date +%s) + {max(1, round(self.watch_seconds))} ))",
