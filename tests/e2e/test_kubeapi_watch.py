@@ -186,8 +186,11 @@ def test_a_client_leaving_mid_watch_ends_it(pair: tuple[Kube, Kube], tmp_path: P
         response = raw_watch(front.port, "/api/v1/pods?watch=1")
         poll(lambda: threads(store.proc.pid) > before[0])
         response.close()  # hang up with the watch open and quiet
-    # Each end notices within a second, and its thread ends without a word.
-    poll(lambda: (threads(store.proc.pid), threads(front.proc.pid)) == before, timeout=5)
+    # Each end notices within a second, and its thread ends without a word. At most as
+    # many as before, not exactly: the thread of the fixture's own "is it up?" connection
+    # may still have been ending when `before` was counted (seen once in CI).
+    poll(lambda: threads(store.proc.pid) <= before[0] and threads(front.proc.pid) <= before[1],
+         timeout=5)
     front.core.list_node()  # both still serve
     for kube in pair:  # the fixture's log of each server's stderr
         assert "Traceback" not in (tmp_path / f"kubeapi-{kube.port}.log").read_text()
