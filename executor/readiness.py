@@ -50,7 +50,6 @@ APISERVER_LOGS = "/var/log/pods/kube-system_kube-apiserver-*/kube-apiserver"
 CRASH_RESTARTS = 2
 LOG_LINES = 6
 POLL_CAP = 1.0
-NUDGE_EVERY = 2.0  # seconds
 READYZ_TIMEOUT = 5.0
 
 
