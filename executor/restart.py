@@ -199,9 +199,10 @@ class Restart:
         seen = "nothing yet"
         announced: set[str] = set()
         while True:
-            now = self.clock()
-            wait = None if deadline is None else max(0.0, min(deadline, readyz_due) - now) \
-                if readyz_from is not None else max(0.0, deadline - now)
+            wait = None  # before the start: the script's own lines (alive every second)
+            if deadline is not None:
+                until = min(deadline, readyz_due) if readyz_from is not None else deadline
+                wait = max(0.0, until - self.clock())
             try:
                 message = messages.get(timeout=wait)
             except queue.Empty:

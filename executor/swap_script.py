@@ -43,6 +43,7 @@ from .files import (
     restore_script,
     restore_tree_script,
     write_script,
+    written,
 )
 from .readiness import EngineState, parse_probe, probe_script
 from .service import start_command, stop_command
@@ -72,8 +73,7 @@ class Step:
     def written(self, result: str) -> Written | None:
         """What a restore needs to undo this step, from the step's result word."""
         if self.verb == "wrote":
-            return Written(self.path, backup_path(self.plan_id, self.path)
-                           if result == "backup" else None)
+            return written(self.path, self.plan_id, result.encode())
         if self.verb == "removed":
             return Written(self.path, backup_path(self.plan_id, self.path))
         return None  # restores are not undone
