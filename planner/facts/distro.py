@@ -66,7 +66,7 @@ def status_snippet(init: str, service: str) -> str:
     if init == "runit":
         return (f"s=; for d in /etc/service /var/service /service; do "
                 f"[ -e \"$d\"/{svc} ] && {{ s=\"$d\"/{svc}; break; }}; done; "
-                f"if [ -n \"$s\" ]; then st=$(sv status \"$s\" 2>&1 | head -n 1); "
+                f"if [ -n \"$s\" ]; then st=$(sv status \"$s\" 2>&1); st=${{st%%\n*}}; "
                 # runit's `check` is its Type=notify: a process that runs but has not
                 # passed it is starting, as systemd says "activating" until READY.
                 f"case \"$st\" in run:*) if [ -x \"$s\"/check ] && "
@@ -86,7 +86,10 @@ def engine_fact(layout: DistroLayout, role: str, init: str) -> Fact[EngineFacts]
     command = (
         f"b=$(command -v {binary} 2>/dev/null); "
         f"if [ -n \"$b\" ]; then echo \"binary $b\"; "
-        f"\"$b\" --version 2>&1 | head -n 1 | sed 's/^/version /'; fi; "
+        # Its first line, read by the shell itself (head and sed would be two more
+        # programs started on every host); the rest is left unread, as head leaves it.
+        f"\"$b\" --version 2>&1 | {{ if IFS= read -r v || [ -n \"$v\" ]; then "
+        f"echo \"version $v\"; fi; }}; fi; "
         f"o=$(command -v {other} 2>/dev/null); [ -n \"$o\" ] && echo \"other {layout.distro}\"; "
         f"{status_snippet(init, layout.service(role))}"
     )

@@ -77,7 +77,7 @@ def engine_config_fact(layout: DistroLayout) -> Fact[EngineSettings]:
         f"for f in {quote(main)} {quote(layout.config_dir)}/config.yaml.d/*.yaml; do "
         "[ -f \"$f\" ] || continue; "
         "s=$(wc -c < \"$f\" 2>/dev/null || echo -1); "
-        f"echo \"file $s $(head -c {MAX_BYTES} \"$f\" | base64 | tr -d '\\n') $f\"; done; true"
+        f"echo \"file $s $(head -c {MAX_BYTES} \"$f\" | base64 -w0) $f\"; done; true"
     )
     return Fact("engine config", f"LC_ALL=C; {command}", parse_engine_config)
 

@@ -47,9 +47,12 @@ def files_fact(paths: Sequence[str], list_dirs: Sequence[str] = ()) -> Fact[
     parts = [_read_script(quote(path)) for path in paths]
     for directory in list_dirs:
         d = quote(directory)
-        parts.append(f"if [ -d {d} ] && [ ! -L {d} ]; then echo \"dir $(ls -A {d} | "
-                     "tr '\\n' '/')\"; elif [ -e {d} ]; then echo notadir; else echo nodir; fi"
-                     .replace("{d}", d))
+        # The entries' names by the shell's own globbing (dot names included, `.` and `..`
+        # not), each followed by a slash; no ls or tr to start. The order is the parse's.
+        parts.append(f"if [ -d {d} ] && [ ! -L {d} ]; then printf 'dir '; "
+                     f"for e in {d}/* {d}/.[!.]* {d}/..?*; do "
+                     "{ [ -e \"$e\" ] || [ -L \"$e\" ]; } && printf '%s/' \"${e##*/}\"; done; "
+                     f"echo; elif [ -e {d} ]; then echo notadir; else echo nodir; fi")
     command = "; ".join(parts) if parts else "true"
     return Fact("files", command, lambda out: _parse(out, paths, list_dirs))
 
@@ -96,5 +99,7 @@ def _parse(out: Output, paths: Sequence[str], list_dirs: Sequence[str]) -> tuple
         if kind == "notadir":
             raise FactParseError(f"{directory} is not a directory (a link or a file): "
                                  "cargoship never writes through links")
-        listings[directory] = [n for n in rest.split("/") if n] if kind == "dir" else []
+        # Sorted here (code points: the byte order `ls` uses in the C locale), so the plan
+        # lists a directory's entries in one order whatever the host's shell globbed.
+        listings[directory] = sorted(n for n in rest.split("/") if n) if kind == "dir" else []
     return files, listings

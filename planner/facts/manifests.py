@@ -44,7 +44,7 @@ def foreign_charts_fact(manifests_dir: str, owned_prefix: str) -> Fact[ForeignMa
         "while IFS= read -r f; do "
         f"grep -q {KIND} \"$f\" 2>/dev/null || continue; "
         "s=$(wc -c < \"$f\"); "
-        f"echo \"file $s $(head -c {MAX_BYTES} \"$f\" | base64 | tr -d '\\n') $f\"; done; true"
+        f"echo \"file $s $(head -c {MAX_BYTES} \"$f\" | base64 -w0) $f\"; done; true"
     )
     return Fact("foreign chart configs", command, parse_foreign_charts)
 

@@ -84,15 +84,19 @@ OS_RELEASE: Fact[OsRelease] = Fact(
     "os-release",
     # /usr/lib/os-release is the fallback the os-release spec itself names. Capped: a huge
     # file would otherwise be sent whole before anything could refuse it.
-    f"{{ cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release; }} | "
-    f"head -c {MAX_OS_RELEASE + 1}",
+    f"head -c {MAX_OS_RELEASE + 1} /etc/os-release 2>/dev/null || "
+    f"head -c {MAX_OS_RELEASE + 1} /usr/lib/os-release",
     parse_os_release,
 )
 KERNEL: Fact[Kernel] = Fact("kernel", "uname -srm", parse_kernel)
 INIT_SYSTEM: Fact[str] = Fact(
     "init system",
     "if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then echo systemd; "
-    "elif command -v sv >/dev/null && pgrep -x runsvdir >/dev/null 2>&1; then echo runit; "
+    # runsvdir running, found by reading /proc/*/comm with the shell's own `read` (what
+    # `pgrep -x` matches), not pgrep: a host pays for every process a snapshot starts.
+    "elif command -v sv >/dev/null && { r=; for c in /proc/[0-9]*/comm; do "
+    "read -r n < \"$c\" && [ \"$n\" = runsvdir ] && { r=1; break; }; done; "
+    "[ -n \"$r\" ]; } 2>/dev/null; then echo runit; "
     "elif command -v rc-service >/dev/null; then echo openrc; "
     "else echo unknown; fi",
     parse_init_system,

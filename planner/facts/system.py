@@ -36,8 +36,8 @@ def parse_epoch(out: Output) -> float:
 PRIVILEGE: Fact[Privilege] = Fact(
     "privilege",
     # `sudo -n` never prompts: a password prompt would hang a non-interactive run.
-    "echo \"uid $(id -u)\"; "
-    "if [ \"$(id -u)\" != 0 ]; then if sudo -n true >/dev/null 2>&1; then echo 'sudo yes'; "
+    "u=$(id -u); echo \"uid $u\"; "
+    "if [ \"$u\" != 0 ]; then if sudo -n true >/dev/null 2>&1; then echo 'sudo yes'; "
     "else echo 'sudo no'; fi; fi",
     parse_privilege,
 )

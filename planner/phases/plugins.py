@@ -10,7 +10,8 @@ cargoship's own environment: trusted as cargoship itself is.
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+import os
+import sys
 
 from ..errors import CargoshipError
 from .base import Phase
@@ -23,6 +24,10 @@ class PluginError(CargoshipError):
 
 
 def plugin_phases() -> list[Phase]:
+    if not _may_declare(f"[{GROUP}]"):
+        return []
+    from importlib.metadata import entry_points  # only when a plugin may exist
+
     phases: list[Phase] = []
     for point in sorted(entry_points(group=GROUP), key=lambda p: p.name):
         try:
@@ -35,3 +40,34 @@ def plugin_phases() -> list[Phase]:
                               "list of Phase objects")
         phases.extend(made)
     return phases
+
+
+def _may_declare(section: str) -> bool:
+    """False only when no distribution importlib.metadata could find declares the section:
+    every *.dist-info and *.egg-info folder on sys.path has no entry_points.txt naming it.
+    A plan runs this on every start, and importing importlib.metadata to learn that no
+    plugin is installed cost more than all of this (it pulls in the email package). Anything
+    this look cannot see through (a zip on the path, a finder of distributions other than
+    the path's own) answers True, and importlib.metadata decides."""
+    for finder in sys.meta_path:
+        if hasattr(finder, "find_distributions") and \
+                getattr(finder, "__name__", "") != "PathFinder":
+            return True
+    for entry in sys.path:
+        folder = entry or "."
+        try:
+            names = os.listdir(folder)
+        except NotADirectoryError:
+            return True  # a zip archive: it may hold distributions
+        except OSError:
+            continue  # missing, as python311.zip usually is: nothing to find there
+        for name in names:
+            if not name.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(folder, name, "entry_points.txt"), "rb") as fh:
+                    if section.encode() in fh.read():
+                        return True
+            except OSError:
+                continue
+    return False

@@ -7,7 +7,6 @@ and each clock within the allowed skew of the median of all hosts.
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from typing import Any
 
@@ -131,6 +130,8 @@ class ValidateHosts(Phase):
     def _clock_skew(self, ctx: PlanContext, offsets: dict[str, float]) -> None:
         if len(offsets) < 2:
             return
+        import statistics  # with its fractions: only where clocks are compared
+
         median = statistics.median(offsets.values())
         limit = ctx.config.options.max_clock_skew
         for host in ctx.active_hosts():

@@ -15,7 +15,10 @@ import yaml
 
 NEVER = ("fabric", "invoke")
 NOT_BEFORE_A_HOST_IS_READ = ("jsonschema", "deepdiff", "kubernetes",
-                             "planner.facts.firewall.parse")
+                             "planner.facts.firewall.parse", "statistics")
+# Not at all when nothing asks for them: importlib.metadata unless a distribution on the path
+# declares a phase plugin, uuid (and its platform) for a plan id.
+NOT_WITHOUT_A_REASON = ("importlib.metadata", "uuid", "platform")
 
 PROBE = """\
 import json, sys
@@ -50,3 +53,27 @@ def test_a_plan_whose_host_refuses_imports_nothing_it_does_not_use(tmp_path: Pat
         "paramiko imports invoke whenever it is installed (~150 ms): uninstall it")
     assert not set(modules) & set(NOT_BEFORE_A_HOST_IS_READ), \
         sorted(set(modules) & set(NOT_BEFORE_A_HOST_IS_READ))
+    assert not set(modules) & set(NOT_WITHOUT_A_REASON), \
+        sorted(set(modules) & set(NOT_WITHOUT_A_REASON))
+
+
+def test_the_plugin_look_finds_a_declaring_distribution_and_passes_a_zip_on(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from planner.phases.plugins import GROUP, _may_declare
+
+    plain = tmp_path / "plain"
+    (plain / "other-1.0.dist-info").mkdir(parents=True)
+    (plain / "other-1.0.dist-info" / "entry_points.txt").write_text(
+        "[console_scripts]\nother = other:main\n")
+    (plain / "bare-1.0.dist-info").mkdir()  # no entry_points.txt at all
+    monkeypatch.setattr(sys, "path", [str(plain), str(tmp_path / "missing")])
+    assert not _may_declare(f"[{GROUP}]")
+    egg = tmp_path / "egg"
+    (egg / "site.egg-info").mkdir(parents=True)
+    (egg / "site.egg-info" / "entry_points.txt").write_text(f"[{GROUP}]\nsite = site:phases\n")
+    monkeypatch.setattr(sys, "path", [str(plain), str(egg)])
+    assert _may_declare(f"[{GROUP}]")
+    archive = tmp_path / "bundle.zip"
+    archive.write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip: distributions may hide
+    monkeypatch.setattr(sys, "path", [str(plain), str(archive)])
+    assert _may_declare(f"[{GROUP}]")
