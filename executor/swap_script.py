@@ -34,6 +34,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from planner.facts.lock import SWAP_LOCK_PATH
 from planner.hosts.batch import quote
 
 from .files import (
@@ -58,6 +59,8 @@ RUN_TICK = 0.5
 ALIVE_EVERY = 1  # seconds: an `alive` line at least this often
 NUDGE_AFTER = 2  # seconds plainly down: ask for the start again
 STOP_FAILED, START_FAILED = 4, 5
+_SWAP_LOCK = quote(SWAP_LOCK_PATH)
+_LOCK_DIR = quote(SWAP_LOCK_PATH.rsplit("/", 1)[0])
 
 
 @dataclass(frozen=True)
@@ -164,8 +167,12 @@ class SwapScript:
                 "</dev/null &",
                 "ka=$!",
                 "trap 'kill $ka 2>/dev/null' EXIT",
+                # Until the start is asked for, the files are changing: a plan's snapshot
+                # waits for this lock (after the keepalive, which must not hold it on).
+                f"if [ -d {_LOCK_DIR} ] && command -v flock >/dev/null 2>&1; then "
+                f"exec 9>>{_SWAP_LOCK} && chmod 644 {_SWAP_LOCK} && flock -x 9; fi",
                 "block before",
-                f"e=$({stop_command(self.init, self.service)} 2>&1) || "
+                f"e=$({stop_command(self.init, self.service)} 9>&- 2>&1) || "
                 f"{{ echo \"stopping {svc} failed: $e\" >&2; exit {STOP_FAILED}; }}",
                 "n=0",
                 "while :; do",
@@ -183,8 +190,10 @@ class SwapScript:
             lines += [_step_lines(i, step, self.token) for i, step in enumerate(self.steps)]
             lines += [
                 "block starting",
-                f"e=$({start_command(self.init, self.service)} 2>&1) || "
+                # The engine must not inherit the lock (an openrc daemon would hold it on).
+                f"e=$({start_command(self.init, self.service)} 9>&- 2>&1) || "
                 f"{{ echo \"starting {svc} failed: $e\" >&2; exit {START_FAILED}; }}",
+                "flock -u 9 2>/dev/null; exec 9>&-",
                 'say "$T started"',
                 "kill $ka 2>/dev/null",
                 "trap - PIPE EXIT",  # its pid may be another process's by the script's end
@@ -203,7 +212,7 @@ class SwapScript:
             '  case "$p" in *"want up"*) down=0;; '
             f"{_plainly_down_case()}) down=$((down + tick));; *) down=0;; esac",
             f"  if [ $down -ge {NUDGE_AFTER * 10} ]; then "
-            f"{start_command(self.init, self.service)} >/dev/null 2>&1; down=0; fi",
+            f"{start_command(self.init, self.service)} >/dev/null 2>&1 9>&-; down=0; fi",
             "  quiet=$((quiet + tick))",
             f"  if [ $quiet -ge {ALIVE_EVERY * 10} ]; then say \"$T alive\" || exit 0; "
             "quiet=0; fi",

@@ -19,6 +19,11 @@ from ..hosts.batch import Fact, FactParseError, Output, quote
 LOCK_PATH = "/run/cargoship/lock"
 TOUCH_EVERY = 30
 STALE_AFTER = 60
+# Held (flock, exclusive) by an engine restart's remote script from before it stops the
+# engine until it has asked for the start: the files are changing. A host snapshot waits
+# for it (shared), so a plan never reads a host halfway through a change whose client died
+# (the script finishes the change on its own). Mode 0644, for a plan without sudo.
+SWAP_LOCK_PATH = "/run/cargoship/swap.lock"
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,9 @@ class HostReader:
         script = SnapshotScript.of(facts, sudo=self.user != "root")
         started = time.time()
         try:
-            result = self._session.run(script.command(), self._timeout)
+            # Half the command's time for an earlier run's restart to finish its files.
+            result = self._session.run(script.command(wait=int(self._timeout // 2)),
+                                       self._timeout)
             snapshot = script.split(result.stdout.decode("utf-8", errors="replace"),
                                     result.stderr.decode("utf-8", errors="replace"))
         except (CommandError, FactParseError) as exc:

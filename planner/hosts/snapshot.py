@@ -49,8 +49,19 @@ class SnapshotScript:
 
         return cls(Batch.of(unique(False)), Batch.of(unique(True)), sudo)
 
-    def command(self) -> str:
+    def command(self, wait: int = 0) -> str:
+        """`wait`: seconds to wait, before reading anything, for an engine restart still
+        changing the host's files (facts/lock.py SWAP_LOCK_PATH); then it reads anyway, and
+        the apply's drift check is what stands between such a read and a change."""
         script = self.user.script()
+        if wait > 0:
+            from ..facts.lock import SWAP_LOCK_PATH
+
+            lock = quote(SWAP_LOCK_PATH)
+            script = (f"if [ -r {lock} ] && command -v flock >/dev/null 2>&1; then "
+                      f"flock -s -w {wait} {lock} true 2>/dev/null || echo 'a change by an "
+                      f"earlier run still holds {SWAP_LOCK_PATH} after {wait} s' >&2; fi\n"
+                      + script)
         if self.root.facts:
             root = self.root.script()
             # Its own shell either way, so the root facts run alike with and without sudo.

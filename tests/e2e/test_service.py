@@ -196,3 +196,41 @@ def test_a_slow_stop_is_not_silence(lab_factory) -> None:
     assert len(during) >= 2, arrived
     assert max(b - a for a, b in itertools.pairwise([before, *during, stopped])) < 2
     host.close()
+
+
+def test_the_files_change_under_the_swap_lock(lab_factory) -> None:
+    """From before the stop until the start was asked for, the script holds the swap lock
+    that a plan's snapshot waits for (planner/facts/lock.py); the engine does not inherit
+    it."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    slow_sv = Path(lab.host("wrk-1").dir, "bin", "sv")  # a stop that takes its time
+    slow_sv.write_text('#!/bin/sh\n[ "$1" = down ] && sleep 2\nexec /usr/bin/sv "$@"\n')
+    slow_sv.chmod(0o755)
+    lab.exec("wrk-1", "mkdir -p /run/cargoship")  # as the run's host lock leaves it
+    host = writer(lab, "wrk-1")
+    script = SwapScript.of("runit", "rke2-agent", False,
+                           [write_step(REGISTRIES, b"mirrors: {}\n", mode=0o600, plan_id=PLAN)],
+                           stop_timeout=15, watch_seconds=30)
+    reader = OutputReader(script.token)
+    free: dict[str, bool] = {}
+
+    def lock_free() -> bool:
+        return lab.exec("wrk-1", "flock -n -s /run/cargoship/swap.lock true",
+                        check=False).returncode == 0
+
+    def feed(data: bytes) -> bool:
+        for event in reader.feed(data):
+            if isinstance(event, Probed) and event.name == "before":
+                free["stopping"] = lock_free()
+            if isinstance(event, Started):
+                free["started"] = lock_free()
+                return False
+        return True
+
+    host.stream_root(script.render(), feed, 60)
+    assert free == {"stopping": False, "started": True}
+    assert lab.exec("wrk-1", "stat -c %a /run/cargoship/swap.lock").stdout.strip() == "644"
+    pid = engine_pid(lab, "wrk-1")
+    held = lab.exec("wrk-1", f"ls -l /proc/{pid}/fd", check=False).stdout
+    assert "swap.lock" not in held
+    host.close()
