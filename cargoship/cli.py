@@ -14,10 +14,8 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import schemas
-from cargoship import json_output
 from cargoship.completion import SHELLS
 from cargoship.habits import (
     check_writable,
@@ -27,24 +25,23 @@ from cargoship.habits import (
     terraform_hint,
 )
 from cargoship.heartbeat import heartbeat
-from cargoship.housekeeping import force_unlock_command, history_command, validate, where_of
-from cargoship.outcome import apply_outcome_lines
-from cargoship.progress import Progress
-from cargoship.stats import render_stats
 from executor.errors import ApplyInterrupted
 from planner import __version__
 from planner.config import load_config
+from planner.connecting import begin
 from planner.context import PlanContext
-from planner.dryrun import DryRunReport, dry_run
 from planner.errors import CargoshipError, ConfigError
 from planner.hosts.ssh import ConnectOptions
 from planner.localfiles import LocalFileError, atomic_write
-from planner.phases import engine_config_sync
-from planner.plan import codec, detached, signing
-from planner.plan.build import build_plan
-from planner.plan.codec import plan_digest
-from planner.plan.model import Plan
-from planner.render import View, printable, render_markdown, render_text, split_markdown
+from planner.render import printable
+
+# What a plan needs only once its hosts' handshakes have begun is imported where it is used,
+# so that it loads while they run (planner/hosts/handshakes.py); other commands pay only
+# for what they use too.
+if TYPE_CHECKING:
+    from planner.dryrun import DryRunReport
+    from planner.plan.model import Plan
+    from planner.render.text import View
 
 EXAMPLES = {
     "plan": "examples:\n  cargoship plan -c cluster.yaml\n"
@@ -267,18 +264,22 @@ def _dispatch(args: argparse.Namespace) -> int:
         sys.stdout.write(SHELLS[args.shell](build_parser()))
         return 0
     if args.command == "schema":
+        import schemas
+
         name = "plan.schema.json" if args.plan else schemas.CLUSTER_SCHEMA
         sys.stdout.write(json.dumps(schemas.load(name), indent=2) + "\n")
         return 0
     args.config = config_path(args.config)
     if args.command == "validate" and args.json:
         return _validate_json(args.config)
-    if args.command == "validate":
-        return validate(args.config)
-    if args.command == "force-unlock":
-        return force_unlock_command(args.config, args.lock_id, args.confirm)
-    if args.command == "history":
-        return history_command(args.config, args.json)
+    if args.command in ("validate", "force-unlock", "history"):
+        from cargoship import housekeeping
+
+        if args.command == "validate":
+            return housekeeping.validate(args.config)
+        if args.command == "force-unlock":
+            return housekeeping.force_unlock_command(args.config, args.lock_id, args.confirm)
+        return housekeeping.history_command(args.config, args.json)
     out: Path | None = getattr(args, "out", None)
     if out is not None:
         check_writable(out)  # before any host is contacted
@@ -291,7 +292,20 @@ def _dispatch(args: argparse.Namespace) -> int:
                              accept_new_host_keys=args.accept_new_host_keys)
     ctx = PlanContext.create(config, options)
     with heartbeat(sys.stderr, lambda: ctx.activity, enabled=not sys.stdout.isatty()):
-        report = dry_run(ctx, engine_config_sync())
+        begin(ctx)  # the handshakes run while the phases' code loads
+        try:
+            from planner.dryrun import dry_run
+            from planner.phases import engine_config_sync
+
+            phases = engine_config_sync()  # a broken plugin fails here
+        except BaseException:
+            if ctx.handshakes is not None:
+                ctx.handshakes.close()
+            raise
+        report = dry_run(ctx, phases)
+    from planner.plan import codec
+    from planner.plan.build import build_plan
+
     plan = build_plan(report)
     as_json = getattr(args, "json", False)
     if as_json:
@@ -325,10 +339,14 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _print_stats(report: DryRunReport) -> None:
+    from cargoship.stats import render_stats
+
     sys.stdout.write("\n" + render_stats(report))
 
 
 def _apply(args: argparse.Namespace) -> int:
+    from cargoship import json_output
+
     # The executor brings the Kubernetes client (~0.5 s to import): only for commands
     # that apply, not for every plan.
     from executor.apply import apply as apply_plan
@@ -344,7 +362,11 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
+    from cargoship import json_output
     from cargoship.lockwait import LockWait
+    from cargoship.outcome import apply_outcome_lines
+    from cargoship.progress import Progress
+    from planner.plan import codec
 
     as_json = getattr(args, "json", False)
     if args.lock_timeout < 0:
@@ -392,6 +414,9 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
 
 
 def _sign(args: argparse.Namespace) -> int:
+    from planner.plan import codec, detached, signing
+    from planner.plan.codec import plan_digest
+
     plan = codec.read(args.plan)
     signature = signing.sign(plan_digest(plan), args.key.expanduser())
     if args.detached:
@@ -413,6 +438,9 @@ def _sign(args: argparse.Namespace) -> int:
 def _require_signatures(plan: Plan, args: argparse.Namespace) -> list[str]:
     """The principals (from the allowed-signers file) of the plan's valid signatures; refuses
     the plan when there are fewer than --min-signatures."""
+    from planner.plan import detached, signing
+    from planner.plan.codec import plan_digest
+
     if args.min_signatures < 1:
         raise CargoshipError("--min-signatures: expected a number >= 1")
     if not args.require_signed_by.exists():
@@ -438,6 +466,8 @@ def _require_signatures(plan: Plan, args: argparse.Namespace) -> list[str]:
 def _as_record(raw: bytes) -> dict[str, Any] | None:
     """An apply record (PLAN.applied.json), or None for anything else (a plan, or junk the
     plan reader will explain)."""
+    from planner.plan import codec
+
     try:
         data = json.loads(raw[: codec.MAX_PLAN_BYTES])
     except (ValueError, RecursionError):  # the plan reader explains
@@ -448,6 +478,8 @@ def _as_record(raw: bytes) -> dict[str, Any] | None:
 
 
 def _show_record(record: dict[str, Any], as_json: bool) -> int:
+    from cargoship.housekeeping import where_of
+
     if as_json:
         sys.stdout.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
         return 0
@@ -479,6 +511,8 @@ def _hosts(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _validate_json(path: Path) -> int:
+    from cargoship import json_output
+
     try:
         config = load_config(path, secrets=False, keys=False)  # offline, like validate
     except ConfigError as exc:
@@ -489,6 +523,9 @@ def _validate_json(path: Path) -> int:
 
 
 def _signature_lines(plan: Plan, path: Path, allowed: Path | None = None) -> list[str]:
+    from planner.plan import detached, signing
+    from planner.plan.codec import plan_digest
+
     """Each signature by its key, and whom it is from only where an allowed-signers file
     says so: a key's comment is whatever its maker typed, never an identity."""
     if allowed is not None and not allowed.is_file():
@@ -514,6 +551,9 @@ def _signature_lines(plan: Plan, path: Path, allowed: Path | None = None) -> lis
 
 
 def _show(args: argparse.Namespace) -> int:
+    from planner.plan import codec
+    from planner.render import render_markdown, split_markdown
+
     raw = codec.read_bytes(args.plan)  # one read: what is shown is what was checked
     record = _as_record(raw)
     if record is not None:
@@ -550,6 +590,8 @@ def _mkdir(path: Path) -> None:
 
 def _view(args: argparse.Namespace, color: bool = False) -> View:
     """Compact unless asked: `plan --verbose`, `show --full`; diffs with `--diff`."""
+    from planner.render.text import View
+
     return View(full=bool(getattr(args, "full", False) or (
                     args.command in ("plan", "engine-config-sync")
                     and getattr(args, "verbose", False))),
@@ -557,5 +599,7 @@ def _view(args: argparse.Namespace, color: bool = False) -> View:
 
 
 def _print_plan(args: argparse.Namespace, plan: Plan) -> None:
+    from planner.render.text import render_text
+
     color = not args.no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
     sys.stdout.write(render_text(plan, _view(args, color)))

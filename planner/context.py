@@ -11,24 +11,31 @@ import secrets
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config.model import ClusterConfig, HostConfig
-from .configurers import Configurer
 from .errors import HostError
-from .facts.distro import EngineFacts
-from .facts.engine_config import EngineSettings
-from .facts.network import Network
-from .facts.os_release import Kernel, OsRelease
-from .facts.system import Privilege
-from .hosts.batch import Fact
 from .hosts.pool import parallel
-from .hosts.reader import HostReader
-from .hosts.ssh import ConnectOptions
-from .kube import ApiFactory, official_client
-from .plan.actions import ACTIONS
-from .plan.model import HostRef, KeyChange
-from .startup import Startup
+from .plan.hostref import HostRef
+
+# Only named in annotations: a run reaches its first dial before it needs these modules
+# (connecting.py), so the context does not load them.
+if TYPE_CHECKING:
+    from kubernetes.client import CoreV1Api
+
+    from .configurers import Configurer
+    from .facts.distro import EngineFacts
+    from .facts.engine_config import EngineSettings
+    from .facts.network import Network
+    from .facts.os_release import Kernel, OsRelease
+    from .facts.system import Privilege
+    from .hosts.batch import Fact
+    from .hosts.handshakes import Handshakes
+    from .hosts.reader import HostReader
+    from .hosts.ssh import ConnectOptions
+    from .kube import ApiFactory
+    from .plan.model import KeyChange
+    from .startup import Startup
 
 
 @dataclass
@@ -100,11 +107,22 @@ class PlannedChange:
 
     @property
     def drain(self) -> bool:
+        from .plan.actions import ACTIONS
+
         return ACTIONS[self.action].drain
 
     @property
     def restart(self) -> bool:
+        from .plan.actions import ACTIONS
+
         return ACTIONS[self.action].restart
+
+
+def _official_client(kubeconfig: dict[str, Any]) -> CoreV1Api:
+    """planner.kube's official client, its module loaded once a phase talks to the API."""
+    from .kube import official_client
+
+    return official_client(kubeconfig)
 
 
 @dataclass
@@ -128,7 +146,7 @@ class PlanContext:
     prefetch: Callable[[HostState], list[tuple[Fact[Any], bool]]] | None = None
     activity: str = "starting"  # what the run is doing now, for progress lines
     # Builds the Kubernetes API client from a kubeconfig dict; tests may hand in another.
-    kube_api: ApiFactory = official_client
+    kube_api: ApiFactory = _official_client
     # The plan an apply is checking drift for: its own records (an interrupted run of it)
     # are not "another plan applied since" (planner.facts.applied).
     applying: str | None = None
@@ -137,9 +155,11 @@ class PlanContext:
     # bastion, take). Those sessions stay open at the end of the run: they are the
     # caller's to close. None: Connect opens a session per host and the run closes it.
     held_sessions: Callable[[HostConfig], HostReader] | None = None
-    # Process start to the Connect phase's first dial: what `plan --stats` reports as
-    # start-up. None until Connect runs.
+    # Process start to the first dial (connect.begin): what `plan --stats` reports as
+    # start-up. None until then.
     startup: Startup | None = None
+    # The hosts' handshakes once begun (connect.begin), until phase 1 takes them.
+    handshakes: Handshakes | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod

@@ -5,20 +5,13 @@ from __future__ import annotations
 
 import threading
 
+from ..connecting import begin
 from ..context import HostState, PlanContext
 from ..errors import HostError
 from ..hosts.pool import parallel
 from ..hosts.reader import HostReader
-from ..hosts.ssh import direct_endpoint, open_session
-from ..startup import since_process_start
+from ..hosts.ssh import open_session
 from .base import DryRun, Phase
-
-
-def _endpoint(ctx: PlanContext, host: HostState) -> tuple[str, int] | None:
-    try:
-        return direct_endpoint(host.config.ssh, ctx.connect_options)
-    except Exception:  # noqa: BLE001 - e.g. a broken ~/.ssh/config: that host's handshake
-        return None    # meets it again and reports it as that host's error
 
 
 class Connect(Phase):
@@ -28,19 +21,15 @@ class Connect(Phase):
 
     def run(self, ctx: PlanContext) -> None:
         options = ctx.config.options
-        ctx.startup = since_process_start()
-
-        if ctx.held_sessions is None:
-            # Every direct host's TCP connection at once: dead hosts cost one connect
-            # timeout in all, not one per wave of `concurrency.hosts` handshakes.
-            endpoints = [e for h in ctx.hosts if (e := _endpoint(ctx, h))]
-            ctx.connect_options.dialled.start(endpoints, options.connect_timeout)
+        begin(ctx)  # unless the caller began already
 
         def connect(host: HostState) -> HostReader:
             if ctx.held_sessions is not None:
                 reader = ctx.held_sessions(host.config)
             else:
-                session = open_session(host.label, host.config.ssh, ctx.connect_options)
+                began = ctx.handshakes.take(host.config.index) if ctx.handshakes else None
+                session = began or open_session(host.label, host.config.ssh,
+                                                ctx.connect_options)
                 reader = HostReader(session, session.user, options.command_timeout)
             if ctx.prefetch is not None:
                 # Right after the handshake, in the same thread: one exec per host for

@@ -23,6 +23,8 @@ def close_all(ctx: PlanContext) -> None:
         if host.reader is not None and ctx.held_sessions is None:
             host.reader.close()
         host.reader = None
+    if ctx.handshakes is not None:
+        ctx.handshakes.close()  # any phase 1 never took (it did not run, or was stopped)
     if ctx.held_sessions is None:
         # After the hosts: their connections run through these.
         ctx.connect_options.gateways.close()

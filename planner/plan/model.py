@@ -9,28 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .hostref import HostRef as HostRef  # where it lives, as every reader imports it
+
 # major.minor: a reader refuses any other major. 2.0: typed actions, hosts as objects.
 FORMAT_VERSION = "2.0"
 
 Outcome = Literal["ran", "no changes", "planned", "reported", "unassessed", "skipped"]
-
-
-@dataclass(frozen=True, order=True)
-class HostRef:
-    """How a plan, a record or a JSON output names a host. A host *is* its address and
-    port: two hosts behind one address on different ports are two hosts."""
-
-    name: str  # its hostname when known, else its address
-    address: str
-    port: int = 22
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.address, self.port)
-
-    def __str__(self) -> str:
-        where = self.address if self.port == 22 else f"{self.address}:{self.port}"
-        return where if self.name == self.address else f"{self.name} ({where})"
 
 
 @dataclass(frozen=True)

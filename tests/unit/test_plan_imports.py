@@ -27,11 +27,26 @@ code = main(["plan", "-c", sys.argv[1]])
 print(json.dumps([code, sorted(sys.modules)]))
 """
 
+# The modules loaded when the first host is dialled (the handshakes begin), and at the end.
+DIAL_PROBE = """\
+import json, sys
+import planner.startup
+at_dial = []
+measure = planner.startup.since_process_start
+def noted():
+    at_dial.extend(sorted(sys.modules))
+    return measure()
+planner.startup.since_process_start = noted
+from cargoship.cli import main
+code = main(["plan", "-c", sys.argv[1]])
+print(json.dumps([code, at_dial, sorted(sys.modules)]))
+"""
+# What a plan needs only once it has hosts to read: loaded while the handshakes run.
+NOT_BEFORE_THE_FIRST_DIAL = ("planner.dryrun", "planner.phases", "planner.plan.model",
+                             "planner.plan.codec", "planner.render.text", "planner.hosts.reader")
 
-def test_a_plan_whose_host_refuses_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
-    # A bound socket that does not listen: the host refuses at once.
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
+
+def _refusing_config(tmp_path: Path, closed: socket.socket) -> Path:
     config = tmp_path / "cluster.yaml"
     config.write_text(yaml.safe_dump({
         "apiVersion": "cargoship/v1", "kind": "Cluster", "metadata": {"name": "imports"},
@@ -39,11 +54,33 @@ def test_a_plan_whose_host_refuses_imports_nothing_it_does_not_use(tmp_path: Pat
                  "hosts": [{"role": "controller", "ssh": {
                      "address": "127.0.0.1", "port": closed.getsockname()[1], "user": "root",
                      "knownHosts": str(tmp_path / "known_hosts")}}]}}))
-    try:
-        result = subprocess.run([sys.executable, "-c", PROBE, str(config)], capture_output=True,
-                                text=True, timeout=60, cwd=tmp_path)
-    finally:
-        closed.close()
+    return config
+
+
+def _probe(tmp_path: Path, probe: str) -> subprocess.CompletedProcess[str]:
+    # A bound socket that does not listen: the host refuses at once.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        config = _refusing_config(tmp_path, closed)
+        return subprocess.run([sys.executable, "-c", probe, str(config)], capture_output=True,
+                              text=True, timeout=60, cwd=tmp_path)
+
+
+def test_the_handshakes_begin_before_the_phases_code_is_loaded(tmp_path: Path) -> None:
+    result = _probe(tmp_path, DIAL_PROBE)
+    assert result.returncode == 0, result.stderr
+    code, at_dial, at_end = json.loads(result.stdout.splitlines()[-1])
+    assert code == 1 and "connection refused" in result.stdout
+    assert at_dial, "the plan never dialled"
+    assert "paramiko" in at_dial  # the handshakes need it: they begin right away
+    early = set(at_dial) & set(NOT_BEFORE_THE_FIRST_DIAL)
+    assert not early, f"{sorted(early)} loaded before the first dial: they could load " \
+                      "while the handshakes run"
+    assert set(NOT_BEFORE_THE_FIRST_DIAL) <= set(at_end)  # and the plan did run its phases
+
+
+def test_a_plan_whose_host_refuses_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
+    result = _probe(tmp_path, PROBE)
     assert result.returncode == 0, result.stderr
     code, modules = json.loads(result.stdout.splitlines()[-1])
     assert code == 1 and "connection refused" in result.stdout
