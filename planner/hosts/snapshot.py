@@ -17,6 +17,9 @@ from typing import Any
 from .batch import Batch, Fact, FactParseError, Output, quote
 
 Key = tuple[str, bool]  # (fact command, as root)
+# Starts the stderr line of a snapshot that waited for the swap lock in vain: a note for
+# the log, never taken for what sudo said.
+WAIT_NOTE = "cargoship-snapshot:"
 
 
 @dataclass
@@ -59,9 +62,8 @@ class SnapshotScript:
 
             lock = quote(SWAP_LOCK_PATH)
             script = (f"if [ -r {lock} ] && command -v flock >/dev/null 2>&1; then "
-                      f"flock -s -w {wait} {lock} true 2>/dev/null || echo 'a change by an "
-                      f"earlier run still holds {SWAP_LOCK_PATH} after {wait} s' >&2; fi\n"
-                      + script)
+                      f"flock -s -w {wait} {lock} true 2>/dev/null || echo '{WAIT_NOTE} "
+                      f"{SWAP_LOCK_PATH} still held after {wait} s' >&2; fi\n" + script)
         if self.root.facts:
             root = self.root.script()
             # Its own shell either way, so the root facts run alike with and without sudo.
@@ -77,7 +79,8 @@ class SnapshotScript:
             try:
                 outputs = self.root.split(stdout[user_end:])
             except FactParseError:
-                first = stderr.strip().splitlines()[0][:200] if stderr.strip() else "no output"
+                said = [ln for ln in stderr.strip().splitlines() if not ln.startswith(WAIT_NOTE)]
+                first = said[0][:200] if said else "no output"
                 snapshot.root_error = first
                 return snapshot
             for fact, out in zip(self.root.facts, outputs, strict=True):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from planner.hosts.batch import Fact, Output
-from planner.hosts.snapshot import SnapshotScript
+from planner.hosts.snapshot import WAIT_NOTE, SnapshotScript
 
 
 def fact(command: str) -> Fact[str]:
@@ -38,6 +38,17 @@ def test_a_root_part_that_did_not_run_says_why() -> None:
     assert snapshot.answer([a], False) == [Output("Linux", 0)]
     assert snapshot.root_error == "sudo: a password is required"
     assert snapshot.answer([b], True) is None
+
+
+def test_a_wait_for_the_swap_lock_in_vain_is_never_taken_for_sudo_s_answer() -> None:
+    a, b = fact("uname -a"), fact("cat /etc/x")
+    script = SnapshotScript.of([(a, False), (b, True)], sudo=True)
+    assert "flock -s -w 30 /run/cargoship/swap.lock" in script.command(wait=30)
+    assert "flock" not in script.command()
+    snapshot = script.split(printed(script, ["Linux"], None),
+                            f"{WAIT_NOTE} /run/cargoship/swap.lock still held after 30 s\n"
+                            "sudo: a password is required\n")
+    assert snapshot.root_error == "sudo: a password is required"
 
 
 def test_as_root_without_sudo_runs_inline() -> None:
