@@ -44,7 +44,8 @@ def plugin_phases() -> list[Phase]:
 
 def _may_declare(section: str) -> bool:
     """False only when no distribution importlib.metadata could find declares the section:
-    every *.dist-info and *.egg-info folder on sys.path has no entry_points.txt naming it.
+    no *.dist-info, *.egg-info or egg's EGG-INFO folder on sys.path has an entry_points.txt
+    naming it.
     A plan runs this on every start, and importing importlib.metadata to learn that no
     plugin is installed cost more than all of this (it pulls in the email package). Anything
     this look cannot see through (a zip on the path, a finder of distributions other than
@@ -62,7 +63,9 @@ def _may_declare(section: str) -> bool:
         except OSError:
             continue  # missing, as python311.zip usually is: nothing to find there
         for name in names:
-            if not name.endswith((".dist-info", ".egg-info")):
+            # As importlib.metadata looks: *.dist-info and *.egg-info, and an egg's EGG-INFO.
+            if not (name.lower().endswith((".dist-info", ".egg-info")) or
+                    (folder.endswith(".egg") and name.lower() == "egg-info")):
                 continue
             try:
                 with open(os.path.join(folder, name, "entry_points.txt"), "rb") as fh:

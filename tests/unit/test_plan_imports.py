@@ -110,6 +110,11 @@ def test_the_plugin_look_finds_a_declaring_distribution_and_passes_a_zip_on(
     (egg / "site.egg-info" / "entry_points.txt").write_text(f"[{GROUP}]\nsite = site:phases\n")
     monkeypatch.setattr(sys, "path", [str(plain), str(egg)])
     assert _may_declare(f"[{GROUP}]")
+    egg = tmp_path / "site_phases-1.0.egg"
+    (egg / "EGG-INFO").mkdir(parents=True)
+    (egg / "EGG-INFO" / "entry_points.txt").write_text(f"[{GROUP}]\nsite = site:phases\n")
+    monkeypatch.setattr(sys, "path", [str(plain), str(egg)])
+    assert _may_declare(f"[{GROUP}]")
     archive = tmp_path / "bundle.zip"
     archive.write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip: distributions may hide
     monkeypatch.setattr(sys, "path", [str(plain), str(archive)])
