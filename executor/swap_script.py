@@ -169,8 +169,12 @@ class SwapScript:
                 "trap 'kill $ka 2>/dev/null' EXIT",
                 # Until the start is asked for, the files are changing: a plan's snapshot
                 # waits for this lock (after the keepalive, which must not hold it on).
-                f"if [ -d {_LOCK_DIR} ] && command -v flock >/dev/null 2>&1; then "
-                f"exec 9>>{_SWAP_LOCK} && chmod 644 {_SWAP_LOCK} && flock -x 9; fi",
+                # Never through a link, and never a chmod: created 0644 (a plan without sudo
+                # reads it), an existing file keeps its mode.
+                f"if [ -d {_LOCK_DIR} ] && [ ! -L {_LOCK_DIR} ] && [ ! -L {_SWAP_LOCK} ] && "
+                f"{{ [ -f {_SWAP_LOCK} ] || [ ! -e {_SWAP_LOCK} ]; }} && "
+                "command -v flock >/dev/null 2>&1; then "
+                f"u=$(umask); umask 022; exec 9>>{_SWAP_LOCK}; umask \"$u\"; flock -x 9; fi",
                 "block before",
                 f"e=$({stop_command(self.init, self.service)} 9>&- 2>&1) || "
                 f"{{ echo \"stopping {svc} failed: $e\" >&2; exit {STOP_FAILED}; }}",

@@ -61,7 +61,9 @@ class SnapshotScript:
             from ..facts.lock import SWAP_LOCK_PATH
 
             lock = quote(SWAP_LOCK_PATH)
-            script = (f"if [ -r {lock} ] && command -v flock >/dev/null 2>&1; then "
+            # A regular file only: opening a FIFO someone put there would block.
+            script = (f"if [ -f {lock} ] && [ ! -L {lock} ] && [ -r {lock} ] && "
+                      "command -v flock >/dev/null 2>&1; then "
                       f"flock -s -w {wait} {lock} true 2>/dev/null || echo '{WAIT_NOTE} "
                       f"{SWAP_LOCK_PATH} still held after {wait} s' >&2; fi\n" + script)
         if self.root.facts:

@@ -234,3 +234,21 @@ def test_the_files_change_under_the_swap_lock(lab_factory) -> None:
     held = lab.exec("wrk-1", f"ls -l /proc/{pid}/fd", check=False).stdout
     assert "swap.lock" not in held
     host.close()
+
+
+def test_the_swap_lock_is_never_taken_through_a_link(lab_factory) -> None:
+    """A link planted as the lock file is neither followed nor changed: the restart runs
+    without the lock, and the file the link names keeps its mode and content."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    lab.exec("wrk-1", "mkdir -p /run/cargoship; printf 'keep\\n' > /root/target; "
+                      "chmod 600 /root/target; ln -s /root/target /run/cargoship/swap.lock")
+    host = writer(lab, "wrk-1")
+    before = engine_pid(lab, "wrk-1")
+    script = SwapScript.of("runit", "rke2-agent", False, [], stop_timeout=15, watch_seconds=30)
+    run_until(host, script, lambda s: any(
+        isinstance(e, Probed) and e.name == "state" and e.state.state == "running"
+        and e.state.pid is not None and str(e.state.pid) != before for e in s))
+    assert engine_pid(lab, "wrk-1") != before  # restarted all the same
+    assert lab.exec("wrk-1", "stat -c %a /root/target; cat /root/target").stdout == "600\nkeep\n"
+    assert lab.exec("wrk-1", "test -L /run/cargoship/swap.lock", check=False).returncode == 0
+    host.close()
