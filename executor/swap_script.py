@@ -21,6 +21,9 @@ again when the service stays plainly down for two seconds (runit can drop an `sv
 arrives during its restart back-off). Hang-ups and broken pipes before that are ignored: a
 client that dies mid-way leaves the engine started on whatever files were written, never
 stopped for good, and the in-progress marker tells the next plan to recover the host.
+From before the stop until the start is asked for, the script holds an exclusive flock on
+planner.facts.lock.SWAP_LOCK_PATH, which a plan's snapshot waits for: a plan made while a
+dead client's script is still finishing its change reads the files once it is done.
 
 File content travels inside the script, which goes to `sh -s` on stdin (never a command
 line), as base64 here-documents. The token is random per script, so no probe output can
