@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import CommandError
 from .batch import Batch, Fact, FactParseError, Output, quote
-from .snapshot import WAIT_NOTE, Snapshot, SnapshotScript
+from .snapshot import Snapshot, SnapshotScript
 from .ssh import SshSession
 
 log = logging.getLogger("cargoship.planner")
@@ -53,10 +53,9 @@ class HostReader:
             log.debug("%s: no snapshot (%s); phases read for themselves", self.label, exc)
             return
         snapshot.started, snapshot.finished = started, time.time()
-        for line in result.stderr.decode("utf-8", errors="replace").splitlines():
-            if line.startswith(WAIT_NOTE):
-                log.debug("%s: %s; read anyway (the drift check at apply stands guard)",
-                          self.label, line.removeprefix(WAIT_NOTE).strip())
+        if snapshot.lock_note:
+            log.debug("%s: %s; read anyway (the drift check at apply stands guard)",
+                      self.label, snapshot.lock_note)
         log.debug("%s: snapshot of %d fact(s) in %.0f ms", self.label, len(facts),
                   (snapshot.finished - started) * 1000)
         self._snapshot = snapshot

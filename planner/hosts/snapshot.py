@@ -26,6 +26,7 @@ WAIT_NOTE = "cargoship-snapshot:"
 class Snapshot:
     outputs: dict[Key, Output] = field(default_factory=dict)
     root_error: str | None = None  # the root part did not run (sudo refused): why
+    lock_note: str | None = None  # the swap lock was still held when the wait gave up
     started: float = 0.0  # this machine's clock (time.time) around the exec
     finished: float = 0.0
 
@@ -74,6 +75,11 @@ class SnapshotScript:
 
     def split(self, stdout: str, stderr: str) -> Snapshot:
         snapshot = Snapshot()
+        said = stderr.strip().splitlines()
+        notes = [ln for ln in said if ln.startswith(WAIT_NOTE)]
+        if notes:
+            snapshot.lock_note = notes[0].removeprefix(WAIT_NOTE).strip()
+            said = [ln for ln in said if not ln.startswith(WAIT_NOTE)]
         user_end = _end_of(self.user, stdout)
         for fact, out in zip(self.user.facts, self.user.split(stdout[:user_end]), strict=True):
             snapshot.outputs[(fact.command, False)] = out
@@ -81,7 +87,6 @@ class SnapshotScript:
             try:
                 outputs = self.root.split(stdout[user_end:])
             except FactParseError:
-                said = [ln for ln in stderr.strip().splitlines() if not ln.startswith(WAIT_NOTE)]
                 first = said[0][:200] if said else "no output"
                 snapshot.root_error = first
                 return snapshot

@@ -49,6 +49,7 @@ def test_a_wait_for_the_swap_lock_in_vain_is_never_taken_for_sudo_s_answer() -> 
                             f"{WAIT_NOTE} /run/cargoship/swap.lock still held after 30 s\n"
                             "sudo: a password is required\n")
     assert snapshot.root_error == "sudo: a password is required"
+    assert snapshot.lock_note == "/run/cargoship/swap.lock still held after 30 s"
 
 
 def test_as_root_without_sudo_runs_inline() -> None:
