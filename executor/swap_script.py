@@ -208,7 +208,7 @@ class SwapScript:
         lines += [
             f"end=$(( $(date +%s) + {max(1, round(self.watch_seconds))} ))",
             # Times in tenths of a second, so the shell's integer arithmetic can count them.
-            f"last=; quiet=0; down=0; tick={round(START_TICK * 10)}",
+            f"last=; quiet=0; down=0; clock=0; tick={round(START_TICK * 10)}",
             "while :; do",
             "  p=$(probe 2>/dev/null)",
             '  if [ "$p" != "$last" ]; then',
@@ -223,7 +223,11 @@ class SwapScript:
             "  quiet=$((quiet + tick))",
             f"  if [ $quiet -ge {ALIVE_EVERY * 10} ]; then say \"$T alive\" || exit 0; "
             "quiet=0; fi",
-            '  if [ "$(date +%s)" -ge "$end" ]; then say "$T deadline"; exit 0; fi',
+            # The clock once a second, not at every tick: `date` is a program, and while
+            # an engine starts every program the host runs slows it down.
+            "  clock=$((clock + tick))",
+            '  if [ $clock -ge 10 ]; then clock=0; '
+            'if [ "$(date +%s)" -ge "$end" ]; then say "$T deadline"; exit 0; fi; fi',
             '  sleep "$((tick / 10)).$((tick % 10))"',
             "done",
             "}",

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.lab import Lab
+from tests.lab import Lab, Timing
 
 from .fleet import specs
 from .measure import Run, run
@@ -67,9 +67,13 @@ class RolloutResult:
 
 
 def start_lab(work: Path, workers: int, controllers: int, restart: float) -> Lab:
-    lab = Lab.up(work / "rollout-lab", specs(controllers + workers, controllers))
-    lab.set_engine_start_delay(restart)
-    return lab
+    # A real kubelet's timings (a status every 10 s, Unknown after 40 s silent), not the
+    # test suite's fast ones: a rollout must not lean on a heartbeat coming soon after a
+    # start, and 21 engines posting every second would load the lab's shared CPUs with
+    # API traffic a real cluster spreads over its own machines.
+    timing = Timing(engine_start=restart, kubelet_heartbeat=10.0, node_grace=40.0)
+    return Lab.up(work / "rollout-lab", specs(controllers + workers, controllers),
+                  timing=timing)
 
 
 def _pods(lab: Lab, round_name: str, drain: float) -> None:

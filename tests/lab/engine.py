@@ -307,4 +307,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Out at once, as the real (Go) engine is once it has shut down: the interpreter's own
+    # finalization takes ~75 ms of CPU after the "stopped" event, and with eight engines
+    # stopping together on the lab's shared CPUs that showed as 0.1-0.2 s more per stop.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
