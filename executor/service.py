@@ -21,7 +21,7 @@ def stop_command(init: str, service: str) -> str:
     if init == "systemd":
         return f"systemctl stop {svc}"
     if init == "runit":
-        return f"sv down {_runit_dir(service)}"  # asks, returns; the caller polls
+        return f"sv down {runit_dir(service)}"  # asks, returns; the caller polls
     if init == "openrc":
         return f"rc-service {svc} stop"
     raise ServiceError(f"cannot stop {service}: unsupported init system {init!r}")
@@ -32,14 +32,15 @@ def start_command(init: str, service: str) -> str:
     if init == "systemd":
         return f"systemctl start --no-block {svc}"
     if init == "runit":
-        return f"sv up {_runit_dir(service)}"
+        return f"sv up {runit_dir(service)}"
     if init == "openrc":
         # openrc has no --no-block: detach the start script and poll instead.
         return f"setsid rc-service {svc} start </dev/null >/dev/null 2>&1 &"
     raise ServiceError(f"cannot start {service}: unsupported init system {init!r}")
 
 
-def _runit_dir(service: str) -> str:
+def runit_dir(service: str) -> str:
+    """Shell: the service's runit directory, wherever the host keeps them."""
     svc = quote(service)
     return (f"\"$(for d in /etc/service /var/service /service; do "
             f"[ -e \"$d\"/{svc} ] && echo \"$d\"/{svc} && break; done)\"")

@@ -50,14 +50,14 @@ from .files import (
     written,
 )
 from .readiness import EngineState, parse_probe, probe_script
-from .service import start_command, stop_command
+from .service import runit_dir, start_command, stop_command
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Seconds between two probes on the host: quick while a stop or a start is awaited (each
 # tick of lag is lag of the whole rollout), slow once the engine runs (a crash loop shows
 # in new process ids whenever it is looked at).
-STOP_TICK = 0.05
-START_TICK = 0.1
+STOP_TICK = 0.02
+START_TICK = 0.05
 RUN_TICK = 0.5
 ALIVE_EVERY = 1  # seconds: an `alive` line at least this often
 NUDGE_AFTER = 2  # seconds plainly down: ask for the start again
@@ -100,6 +100,34 @@ def restore_step(item: Written) -> Step:
 
 def restore_tree_step(backup_dir: str) -> Step:
     return Step("restored", backup_dir, restore_tree_script(backup_dir))
+
+
+def _look_lines(init: str, service: str) -> list[str]:
+    """Before the watch: runit's service directory, for _probe_lines' quick look."""
+    return [f"sd={runit_dir(service)}", "key=x; age=0"] if init == "runit" else []
+
+
+def _probe_lines(init: str) -> list[str]:
+    """The watch's look at the engine: the probe at every tick; on runit the probe only when
+    supervise/ says something changed, or once a second. That look is shell builtins and
+    the service's `check`, where the probe runs `sv` and two subshells more: while a wave
+    of engines starts, every program a host runs slows the others sharing its CPUs."""
+    if init != "runit":
+        return ["  p=$(probe 2>/dev/null)"]
+    return [
+        "  k=; r=; read -r k 2>/dev/null < \"$sd/supervise/stat\"; "
+        "read -r r 2>/dev/null < \"$sd/supervise/pid\"; k=\"$k $r\"",
+        '  case "$k" in run*) if [ -x "$sd/check" ] && '
+        '(cd "$sd" && ./check) >/dev/null 2>&1; then k="$k ok"; fi;; esac',
+        "  age=$((age + tick))",
+        '  if [ "$k" != "$key" ] || [ $age -ge 100 ]; then '
+        "key=$k; age=0; p=$(probe 2>/dev/null); fi",
+    ]
+
+
+def _centi(seconds: float) -> int:
+    """Seconds as whole hundredths, at least one (a tick of 0 would spin)."""
+    return max(1, round(seconds * 100))
 
 
 def _stopped_case() -> str:
@@ -207,28 +235,30 @@ class SwapScript:
             ]
         lines += [
             f"end=$(( $(date +%s) + {max(1, round(self.watch_seconds))} ))",
-            # Times in tenths of a second, so the shell's integer arithmetic can count them.
-            f"last=; quiet=0; down=0; clock=0; tick={round(START_TICK * 10)}",
+            # Times in hundredths of a second, so the shell's integer arithmetic can count
+            # them.
+            f"last=; quiet=0; down=0; clock=0; tick={_centi(START_TICK)}",
+            *_look_lines(self.init, self.service),
             "while :; do",
-            "  p=$(probe 2>/dev/null)",
+            *_probe_lines(self.init),
             '  if [ "$p" != "$last" ]; then',
             '    say "$T state" && say "$p" && say "$T end" || exit 0',
             "    last=$p; quiet=0",
             "  fi",
-            f'  case "$p" in {_running_case()}) tick={round(RUN_TICK * 10)};; esac',
+            f'  case "$p" in {_running_case()}) tick={_centi(RUN_TICK)};; esac',
             '  case "$p" in *"want up"*) down=0;; '
             f"{_plainly_down_case()}) down=$((down + tick));; *) down=0;; esac",
-            f"  if [ $down -ge {NUDGE_AFTER * 10} ]; then "
+            f"  if [ $down -ge {NUDGE_AFTER * 100} ]; then "
             f"{start_command(self.init, self.service)} >/dev/null 2>&1 9>&-; down=0; fi",
             "  quiet=$((quiet + tick))",
-            f"  if [ $quiet -ge {ALIVE_EVERY * 10} ]; then say \"$T alive\" || exit 0; "
+            f"  if [ $quiet -ge {ALIVE_EVERY * 100} ]; then say \"$T alive\" || exit 0; "
             "quiet=0; fi",
             # The clock once a second, not at every tick: `date` is a program, and while
             # an engine starts every program the host runs slows it down.
             "  clock=$((clock + tick))",
-            '  if [ $clock -ge 10 ]; then clock=0; '
+            '  if [ $clock -ge 100 ]; then clock=0; '
             'if [ "$(date +%s)" -ge "$end" ]; then say "$T deadline"; exit 0; fi; fi',
-            '  sleep "$((tick / 10)).$((tick % 10))"',
+            '  sleep "$((tick / 100)).$((tick / 10 % 10))$((tick % 10))"',
             "done",
             "}",
             "main </dev/null",

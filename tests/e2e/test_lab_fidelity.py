@@ -170,10 +170,13 @@ def test_lab_up_takes_the_timing_flags(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("the lab needs root (namespaces)")
     work = tmp_path / "lab"
+    # What the runner's shell has must not reach the hosts' services, as it would not
+    # reach a real host's: PYTHONDONTWRITEBYTECODE made every engine start compile anew.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LAB_RUNNER_ONLY": "x"}
     up = subprocess.run([sys.executable, "-m", "tests.lab", "up", "--dir", str(work),
                          "--controllers", "1", "--engine-start-seconds", "1.5",
                          "--kubelet-heartbeat-seconds", "0.7", "--node-grace-seconds", "9"],
-                        capture_output=True, text=True, timeout=120)
+                        capture_output=True, text=True, timeout=120, env=env)
     try:
         assert up.returncode == 0, up.stderr
         lab = Lab.load(work)
@@ -187,6 +190,11 @@ def test_lab_up_takes_the_timing_flags(tmp_path: Path) -> None:
         assert json.loads(beats)["heartbeat"] == 0.7
         run = lab.exec("ctl-1", "cat /etc/service/lab-datastore/run").stdout
         assert "--stale-after 9" in run
+        environ = lab.exec("ctl-1", f"tr '\\0' '\\n' < /proc/{state['pid']}/environ").stdout
+        assert "PATH=" in environ and "LAB_RUNNER_ONLY" not in environ
+        assert "PYTHONDONTWRITEBYTECODE" not in environ
+        cached = lab.exec("ctl-1", "ls /usr/local/bin/__pycache__").stdout
+        assert "lab_engine." in cached and "engine_config." in cached
     finally:
         subprocess.run([sys.executable, "-m", "tests.lab", "down", "--dir", str(work)],
                        capture_output=True, timeout=120)

@@ -198,6 +198,39 @@ def test_a_slow_stop_is_not_silence(lab_factory) -> None:
     host.close()
 
 
+def test_a_starting_engine_is_watched_without_sv_at_every_tick(lab_factory) -> None:
+    """While the engine starts, the watch runs `sv status` only when runit's supervise/
+    changes, or once a second: at every 0.05 s tick, sv and its subshells made each host
+    of a wave of restarts run hundreds of programs on the lab's shared CPUs."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    lab.set_engine_start_delay(2.5)
+    counting_sv = Path(lab.host("wrk-1").dir, "bin", "sv")  # /usr/local/bin: first in PATH
+    counting_sv.write_text('#!/bin/sh\necho "$1" >> /run/sv-calls\nexec /usr/bin/sv "$@"\n')
+    counting_sv.chmod(0o755)
+    host = writer(lab, "wrk-1")
+    script = SwapScript.of("runit", "rke2-agent", False, [], stop_timeout=15,
+                           watch_seconds=30)
+
+    def back(seen: list[Event]) -> bool:
+        before = [e.state for e in seen if isinstance(e, Probed) and e.name == "before"]
+        return bool(before) and running_new(before[0])(seen)
+
+    arrived: list[tuple[float, Event]] = []
+    reader = OutputReader(script.token)
+
+    def feed(data: bytes) -> bool:
+        arrived.extend((time.monotonic(), e) for e in reader.feed(data))
+        return not back([e for _, e in arrived])
+
+    host.stream_root(script.render(), feed, 60)
+    started = next(t for t, e in arrived if isinstance(e, Started))
+    assert arrived[-1][0] - started >= 2  # it did watch a start of over two seconds
+    calls = lab.exec("wrk-1", "cat /run/sv-calls").stdout.split()
+    # Every 0.05 s for 2.5 s would be 50; changes and once a second are well under 20.
+    assert calls.count("status") < 20, calls
+    host.close()
+
+
 def test_the_files_change_under_the_swap_lock(lab_factory) -> None:
     """From before the stop until the start was asked for, the script holds the swap lock
     that a plan's snapshot waits for (planner/facts/lock.py); the engine does not inherit

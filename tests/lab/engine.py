@@ -39,14 +39,9 @@ import argparse
 import json
 import os
 import signal
-import ssl
-import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -98,15 +93,16 @@ def _check_endpoints(path: Path, registries: dict[str, Any]) -> None:
                 raise EngineError(f"{path}: registry endpoint {endpoint} does not resolve")
 
 
-@dataclass
 class Engine:
-    distro: str
-    role: str
-    config_path: Path
-    data_dir: Path
-    stop: threading.Event = field(default_factory=threading.Event)
-    node: Node | None = None
-    api_server: Any = None  # k3s: the API server inside this process
+    # A plain class, not a dataclass: importing dataclasses (and inspect with it) is ~10 ms
+    # of every start's CPU. What only controllers use (ssl, urllib, subprocess) is imported
+    # where it is used, for the same reason.
+    def __init__(self, distro: str, role: str, config_path: Path, data_dir: Path) -> None:
+        self.distro, self.role = distro, role
+        self.config_path, self.data_dir = config_path, data_dir
+        self.stop = threading.Event()
+        self.node: Node | None = None
+        self.api_server: Any = None  # k3s: the API server inside this process
 
     @property
     def registries_path(self) -> Path:
@@ -145,7 +141,7 @@ class Engine:
         kubelet_at = float(timing.get("start_delay", 0))
         if cluster is not None and self.role == "controller":
             kubelet_at -= float(timing.get("apiserver_start", 0))
-        self._wait(kubelet_at - _running_for())
+        self._wait(kubelet_at - engine_config.process_age())
         if cluster is not None:
             # The kubelet is up before the API server is ready (on a real server it can
             # post through another server's API meanwhile): a fresh node status alone does
@@ -165,7 +161,8 @@ class Engine:
         # ready_after: seconds from the process's start, which the "starting" event can't
         # give (the stand-in logs it only after its own Python start-up, 0.1-1 s under load).
         self._write_state({"pid": os.getpid(), "started_at": time.time(), "node": self.name,
-                           "ready_after": round(_running_for(), 3), "config": self.config})
+                           "ready_after": round(engine_config.process_age(), 3),
+                           "config": self.config})
         log("info", f"{self.distro} {self.role} running (pid {os.getpid()}, node {self.name})")
 
     def _wait(self, seconds: float) -> None:
@@ -200,6 +197,8 @@ class Engine:
             self.api_server = kubeapi.make_server(kubeapi.parse_args(cluster["apiserver_args"]))
             threading.Thread(target=self.api_server.serve_forever, daemon=True).start()
         else:
+            import subprocess
+
             # The kubelet (re)creates the static pod from the manifest this start wrote.
             subprocess.run(["sv", "restart", APISERVER_SERVICE], capture_output=True,
                            check=False, timeout=30)
@@ -236,6 +235,10 @@ class Engine:
 
 def _readyz_ok() -> bool:
     """The local API server is ready but for the lab's own hook (which waits for us)."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE  # only asking whether it answers
@@ -249,17 +252,6 @@ def _readyz_ok() -> bool:
         return False
     failed = [ln for ln in body.splitlines() if ln.startswith("[-]")]
     return "[+]etcd ok" in body and all("lab-engine-ready" in ln for ln in failed)
-
-
-def _running_for() -> float:
-    """Seconds since this process started (from /proc, 0 if unreadable)."""
-    try:
-        stat = Path("/proc/self/stat").read_text()
-        started = int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    return max(0.0, uptime - started)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -306,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def entry() -> None:
+    """The process's whole life: /usr/local/bin/lab-engine.py calls this."""
     code = main()
     # Out at once, as the real (Go) engine is once it has shut down: the interpreter's own
     # finalization takes ~75 ms of CPU after the "stopped" event, and with eight engines
@@ -314,3 +307,7 @@ if __name__ == "__main__":
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+if __name__ == "__main__":
+    entry()

@@ -14,6 +14,7 @@ Runs on the lab host's system Python (python3-yaml); imports nothing from the re
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 from pathlib import Path
@@ -132,3 +133,16 @@ def check_apiserver_files(files: dict[str, str]) -> None:
         if admission.get("kind") != "AdmissionConfiguration":
             raise ConfigError(f"failed to read plugin config: {path}: expected kind "
                               f"AdmissionConfiguration, got {admission.get('kind')!r}")
+
+
+def process_age() -> float:
+    """Seconds since this process started (from /proc, 0 if unreadable): the stand-ins
+    count their fixed start-up times from there, so their own Python start-up is inside
+    them rather than added."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        started = int(stat.rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, uptime - started)

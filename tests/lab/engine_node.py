@@ -9,11 +9,11 @@ Standard library only (it runs on the system Python in a lab host).
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -23,22 +23,28 @@ HEARTBEAT = 1.0  # seconds, unless lab-timing.json says otherwise (a kubelet: 10
 class Node:
     def __init__(self, api: str, token: str, name: str, labels: dict[str, str]) -> None:
         self.api, self.token, self.name, self.labels = api, token, name, labels
+        # http.client, not urllib.request: the datastore speaks plain HTTP, and urllib's
+        # imports are ~10 ms more of every engine start's CPU.
+        url = urllib.parse.urlsplit(api)
+        if url.scheme != "http" or url.hostname is None:
+            raise ValueError(f"the lab's datastore is plain http://host:port, not {api}")
+        self._address = (url.hostname, url.port or 80)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
               content_type: str = "application/json") -> int:
-        request = urllib.request.Request(
-            self.api + path, method=method,
-            data=json.dumps(body).encode() if body is not None else None,
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": content_type})
+        connection = http.client.HTTPConnection(*self._address, timeout=2)
         try:
-            with urllib.request.urlopen(request, timeout=2) as response:
-                response.read()
-                return int(response.status)
-        except urllib.error.HTTPError as exc:
-            exc.read()
-            return int(exc.code)
-        except OSError:
+            connection.request(
+                method, path, body=json.dumps(body).encode() if body is not None else None,
+                headers={"Authorization": f"Bearer {self.token}",
+                         "Content-Type": content_type})
+            response = connection.getresponse()
+            response.read()
+            return int(response.status)
+        except (OSError, http.client.HTTPException):
             return 0  # the API is not up (yet): the next heartbeat tries again
+        finally:
+            connection.close()
 
     def register(self) -> None:
         body = {"apiVersion": "v1", "kind": "Node",

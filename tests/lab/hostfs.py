@@ -21,9 +21,12 @@ from .spec import HostSpec
 
 HERE = Path(__file__).parent
 ENGINE_SOURCE = HERE / "engine.py"
-# Programs copied into each host's /usr/local/bin (the host may not see the checkout).
-HOST_PROGRAMS = {"lab-engine.py": "engine.py", "engine_node.py": "engine_node.py",
+# Programs copied into each host's /usr/local/bin (the host may not see the checkout). The
+# engine is a module behind a two-line script, so that Python caches its bytecode: a script
+# is compiled anew at every start.
+HOST_PROGRAMS = {"lab_engine.py": "engine.py", "engine_node.py": "engine_node.py",
                  "engine_config.py": "engine_config.py"}
+ENGINE_SCRIPT = "import lab_engine\n\nlab_engine.entry()\n"
 API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py", "kubeapi_watch.py")
 API_PORT = 6443  # every controller's API server (TLS)
 DATASTORE_PORT = 6444  # the lab's one object store, on the first controller (plain HTTP)
@@ -115,6 +118,7 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
         set_engine_version(host_dir, distro, version)
         for target, source in HOST_PROGRAMS.items():
             shutil.copyfile(HERE / source, host_dir / "bin" / target)
+        write(host_dir / "bin" / "lab-engine.py", ENGINE_SCRIPT)
         mode = "server" if spec.role == "controller" else "agent"
         _engine_service(services / engine_service(distro, spec.role), distro, mode)
         config_dir = host_dir / "rancher-etc" / distro

@@ -499,6 +499,14 @@ def main(argv: list[str] | None = None) -> int:
             _log("F", f"Error: {exc}")
             return 1
     server = make_server(args)
+    if args.timing_file:
+        import engine_config  # rke2's static pod, on a controller: the engine's modules are there
+
+        # Its own process (rke2): the delay counts from the process's start, as the engine
+        # counts its own, so the stand-in's Python start-up (~0.3 s while a rollout loads the
+        # lab) is part of it rather than added. k3s's, inside the engine, starts counting
+        # when the engine starts it.
+        server.ready_at -= engine_config.process_age()
     _log("I", f"serving on {'https' if args.tls_cert else 'http'}://{args.listen}")
     try:
         server.serve_forever()

@@ -25,6 +25,11 @@ from . import hostfs, network
 from .spec import DEFAULT_VERSIONS, HostSpec, LabHost, Timing
 
 INIT_SCRIPT = Path(__file__).with_name("init.sh")
+# What a host's init starts its services with, as systemd or runit would: not the
+# environment of whoever ran `lab up` (a PYTHONDONTWRITEBYTECODE there made every lab
+# engine compile its modules at every start).
+HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LANG": "C.UTF-8"}
 LAB_REGISTRIES = {"mirrors": {"docker.io": {"endpoint": ["https://mirror.lab.internal:5000"]}}}
 START_TIMEOUT = 60.0
 
@@ -201,7 +206,8 @@ class Lab:
                  "--fork", "--kill-child", "--mount-proc", "/bin/sh", str(INIT_SCRIPT),
                  host.dir],
                 stdin=subprocess.DEVNULL, stdout=console, stderr=console,
-                start_new_session=True)  # survives the `up` command that started it
+                start_new_session=True,  # survives the `up` command that started it
+                env=HOST_ENV)
         finally:
             console.close()
         return proc.pid
