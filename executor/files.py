@@ -49,6 +49,12 @@ def backup_path(plan_id: str, path: str) -> str:
     return f"{BACKUP_ROOT}/{plan_id}{path}"
 
 
+def _mkdir(quoted_dir: str) -> str:
+    # The directory is there on every write but the first: no program then (a wave of
+    # restarts runs every host's write at once, and each program slows the others).
+    return f"[ -d {quoted_dir} ] || mkdir -p {quoted_dir}"
+
+
 def _fail(message: str) -> str:
     return f"{{ echo {quote(message)} >&2; exit {NOT_REGULAR_EXIT}; }}"
 
@@ -74,7 +80,7 @@ def _backup_lines(plan_id: str, path: str) -> str:
     root = quote(BACKUP_ROOT)
     parent = quote(posixpath.dirname(BACKUP_ROOT))
     return f"""{_refuse_linked_dirs(posixpath.dirname(BACKUP_ROOT), BACKUP_ROOT)}
-mkdir -p {root}
+{_mkdir(root)}
 chown 0:0 {parent} {root}
 chmod 0700 {root}
 if [ ! -d {plan_dir} ]; then
@@ -83,7 +89,7 @@ if [ ! -d {plan_dir} ]; then
     | grep -v -x -e {quote(plan_id)} | tail -n +{KEEP_BACKUPS} \\
     | while read -r old; do rm -rf -- {root}/"$old"; done
 fi
-mkdir -p "$(dirname {b})"
+{_mkdir(quote(posixpath.dirname(backup_path(plan_id, path))))}
 if [ ! -e {b} ] && [ ! -e {b}.absent ]; then
   if [ -e {p} ]; then
     cp -P --preserve=mode,ownership,timestamps {p} {b}.tmp
@@ -104,7 +110,7 @@ def write_script(path: str, *, mode: int, plan_id: str, owner: str = "0:0",
     return f"""set -eu
 umask 077
 {_refuse_links(path)}
-mkdir -p {d}
+{_mkdir(d)}
 {_refuse_linked_dirs(directory)}
 tmp=$(mktemp {quote(directory + "/.cargoship.")}XXXXXX)
 trap 'rm -f "$tmp"' EXIT

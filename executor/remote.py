@@ -71,14 +71,16 @@ class HostWriter(HostReader):
                                            f": {first[0][:300] if first else 'no message'}")
         return result
 
-    def stream_root(self, script: str, on_stdout: OnStdout, timeout: float) -> CommandResult:
+    def stream_root(self, script: str, on_stdout: OnStdout, timeout: float,
+                    hold: Callable[[], bytes | None] | None = None) -> CommandResult:
         """Run a long POSIX sh script as root, handing its stdout to `on_stdout` as it
         arrives (see SshSession.run). The script goes to `sh -s` on stdin, so it may carry
-        file content (secrets included) without it ever being on a command line. Never run
-        again on its own: a lost connection is raised, and the caller, who knows how far
-        the script got, calls `reconnect` and decides what to run next."""
+        file content (secrets included) without it ever being on a command line; `hold`
+        may keep back its end (SshSession.run). Never run again on its own: a lost
+        connection is raised, and the caller, who knows how far the script got, calls
+        `reconnect` and decides what to run next."""
         command = "sh -s" if self.user == "root" else "sudo -n -- sh -s"
-        return self._writer_session.run(command, timeout, script.encode(), on_stdout)
+        return self._writer_session.run(command, timeout, script.encode(), on_stdout, hold)
 
     def reconnect(self, cause: CommandError) -> None:
         """Dial the host again after `cause` (a lost connection or an unanswered command);

@@ -30,6 +30,7 @@ from .polling import pause
 from .readiness import POLL_CAP, Waiter
 from .remote import MAX_RERUNS, HostWriter
 from .swap_script import (
+    GO,
     Deadline,
     Event,
     OutputReader,
@@ -76,14 +77,40 @@ QUIET = ("not seen yet", "nothing seen yet", "not asked yet")
 Message = Event | ScriptEnded | ScriptFailed | NodeVersion | NodeUnreadable
 
 
+class Gate:
+    """Holds a sent-ahead script at its last line until `open` (run it) or `cancel`."""
+
+    def __init__(self) -> None:
+        self._decided = threading.Event()
+        self._go = False
+
+    def open(self) -> None:
+        self._go = True
+        self._decided.set()
+
+    def cancel(self) -> None:
+        self._decided.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._decided.is_set() and not self._go
+
+    def wait(self) -> bool:
+        self._decided.wait()
+        return self._go
+
+
 @dataclass
 class RemoteSwap:
-    """Runs the swap script on a host in a thread, every line of it an event."""
+    """Runs the swap script on a host in a thread, every line of it an event. With a gate,
+    the script goes to the host at once and runs when the gate opens; cancelled, it runs
+    nothing and the runner ends without a word."""
 
     writer: HostWriter
     script: SwapScript
     timeout: float
     push: Callable[[Message], None]
+    gate: Gate | None = None
     started: bool = False
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -128,12 +155,19 @@ class RemoteSwap:
     def _run(self) -> None:
         reruns = 0
         while True:
-            script = self.script.render(swap=not self.started)
+            gate = self.gate
+            if gate is None:
+                script, hold = self.script.render(swap=not self.started), None
+            else:
+                script = self.script.prepared(swap=not self.started)
+
+                def hold(gate: Gate = gate) -> bytes | None:
+                    return GO.encode() if gate.wait() else None
             try:
                 result = self.writer.stream_root(script, self._feed(
-                    OutputReader(self.script.token)), self.timeout)
+                    OutputReader(self.script.token)), self.timeout, hold)
             except (ConnectionLost, CommandTimeout) as exc:
-                if self._stop.is_set():
+                if self._stop.is_set() or (gate is not None and gate.cancelled):
                     return
                 if reruns >= MAX_RERUNS:
                     self.push(ScriptFailed(exc))
@@ -148,6 +182,8 @@ class RemoteSwap:
             except CargoshipError as exc:
                 self.push(ScriptFailed(exc))
                 return
+            if gate is not None and not gate.wait():
+                return  # cancelled: the host ran nothing, and nobody is listening
             first = result.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
             self.push(ScriptEnded(result.exit_code, first[0][:300] if first else ""))
             return
@@ -167,19 +203,43 @@ class Restart:
     ready_timeout: float
     note: Callable[[str], None]
     clock: Callable[[], float] = time.monotonic
+    _ahead: tuple[list[Step], queue.Queue[Message], RemoteSwap, Gate] | None = \
+        field(default=None, init=False)
 
-    def run(self, steps: list[Step], written: list[Written]) -> None:
-        """`written` receives each file write or removal as the host reports it, so a
-        caller rolling back knows what to restore even when this fails half-way."""
-        waiter = Waiter(self.writer, self.init, self.service, self.node, self.controller,
-                        self.readyz)
+    def prepare(self, steps: list[Step]) -> None:
+        """Send the script ahead (while the node drains): sudo, the shell's start and the
+        file content are done on the host by the time `run` lets it go. `cancel` if `run`
+        never comes: the host then runs nothing."""
         messages: queue.Queue[Message] = queue.Queue()
         script = SwapScript.of(self.init, self.service, self.controller, steps,
                                stop_timeout=self.ready_timeout,
                                watch_seconds=self.ready_timeout + 30)
-        swap = RemoteSwap(self.writer, script, 2 * self.ready_timeout + 60, messages.put)
-        watch: list[Any] = []
+        gate = Gate()
+        swap = RemoteSwap(self.writer, script, 2 * self.ready_timeout + 60, messages.put,
+                          gate)
         swap.start()
+        self._ahead = (steps, messages, swap, gate)
+
+    def cancel(self) -> None:
+        """Drop a prepared script that was never let go (nothing once `run` took it)."""
+        if self._ahead is not None:
+            _, _, swap, gate = self._ahead
+            self._ahead = None
+            gate.cancel()
+            swap.stop()
+
+    def run(self, steps: list[Step], written: list[Written]) -> None:
+        """`written` receives each file write or removal as the host reports it, so a
+        caller rolling back knows what to restore even when this fails half-way."""
+        if self._ahead is None:
+            self.prepare(steps)
+        assert self._ahead is not None and self._ahead[0] is steps, "prepared other steps"
+        _, messages, swap, gate = self._ahead
+        self._ahead = None
+        waiter = Waiter(self.writer, self.init, self.service, self.node, self.controller,
+                        self.readyz)
+        watch: list[Any] = []
+        gate.open()
         try:
             # The node is read and watched from the start on, while the engine starts: a
             # heartbeat is judged by the host's clock at the stop (Waiter), so what the node

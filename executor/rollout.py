@@ -145,6 +145,7 @@ class Rollout:
     def _host(self, job: HostJob) -> HostOutcome:
         written: list[Written] = []
         cordoned = stopped = False
+        restart: Restart | None = None
         try:
             if job.restart:
                 assert self.ops is not None
@@ -152,19 +153,28 @@ class Rollout:
                 cordoned = self.ops.cordon(job.node, owner=self.plan_id)
                 self._note(job.label, f"cordoned node {job.node}" if cordoned
                            else f"node {job.node} was already cordoned")
+                # On the host and waiting while the node drains: the stop follows the
+                # drain's end without a round trip, sudo or a shell's start between them.
+                restart, steps = self._restart(job), self._steps(job)
+                restart.prepare(steps)
                 report = self.ops.drain(job.node, self.drain)
                 self._note(job.label, f"drained node {job.node} "
                                       f"({len(report.evicted)} pod(s) evicted)")
                 stopped = True  # from the moment we ask: a lost answer may hide a stop
-                self._restart(job).run(self._steps(job), written)
+                restart.run(steps, written)
             else:
                 self._write_in_place(job, written)
         except (CargoshipError, OSError) as exc:
             log.debug("%s failed", job.label, exc_info=True)
+            if restart is not None:
+                restart.cancel()  # a drain that failed: the script sent ahead runs nothing
             if not written and not stopped:
                 detail = self._uncordon(job, cordoned, f"{exc}; nothing was changed")
                 return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
             return self._roll_back(job, written, cordoned, exc)
+        finally:
+            if restart is not None:
+                restart.cancel()  # anything else (an interrupt) on the way out, too
         # The change is in and the host is back: from here on nothing rolls it back.
         if not job.restart:
             return HostOutcome(job.label, "applied")

@@ -53,6 +53,7 @@ from .readiness import EngineState, parse_probe, probe_script
 from .service import runit_dir, start_command, stop_command
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+GO = "main </dev/null\n"  # the script's last line: everything before it only defines
 # Seconds between two probes on the host: quick while a stop or a start is awaited (each
 # tick of lag is lag of the whole rollout), slow once the engine runs (a crash loop shows
 # in new process ids whenever it is looked at).
@@ -261,9 +262,15 @@ class SwapScript:
             '  sleep "$((tick / 100)).$((tick / 10 % 10))$((tick % 10))"',
             "done",
             "}",
-            "main </dev/null",
         ]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + GO
+
+    def prepared(self, *, swap: bool = True) -> str:
+        """All of the script but its last line, GO, which runs it: sent ahead, the host
+        has it read and waiting (sudo, the shell's start, the file content) by the time
+        the drain ends. Without GO the shell reaches the end of its input having defined
+        a function, and nothing else."""
+        return self.render(swap=swap).removesuffix(GO)
 
 
 # --- what the script says --------------------------------------------------------------

@@ -58,11 +58,15 @@ class SshSession:
         self.round_trips = 0
 
     def run(self, command: str, timeout: float, stdin: bytes | None = None,
-            on_stdout: OnStdout | None = None) -> CommandResult:
+            on_stdout: OnStdout | None = None,
+            hold: Callable[[], bytes | None] | None = None) -> CommandResult:
         """Run one command. Data such as file content goes through `stdin`, never the
         command line, which other users of the host can read in the process list.
         `on_stdout` is handed stdout as it arrives; when it returns False the command is
-        abandoned (its channel closed) and the result has exit code ABANDONED."""
+        abandoned (its channel closed) and the result has exit code ABANDONED.
+        `hold`, when given, is called once `stdin` is sent and may block: what it returns
+        is sent after it, or None sends nothing more. Either way stdin is then closed and
+        `timeout` counts from there."""
         transport = self._client.get_transport()
         if transport is None or not transport.is_active():
             raise ConnectionLost(self.label, "SSH connection is closed")
@@ -71,15 +75,9 @@ class SshSession:
             channel = transport.open_session(timeout=timeout)
             try:
                 channel.exec_command(command)
-                if stdin:
-                    try:
-                        channel.sendall(stdin)
-                    except OSError:
-                        # The command ended without reading all of its input (a lock
-                        # found held, a refusal): the channel is closed, the connection
-                        # is not. Its exit status and output say what happened.
-                        if not transport.is_active():
-                            raise
+                _send(channel, transport, stdin)
+                if hold is not None:
+                    _send(channel, transport, hold())
                 if not channel.closed:
                     channel.shutdown_write()
                 return _collect(self.label, channel, timeout, on_stdout)
@@ -91,6 +89,20 @@ class SshSession:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _send(channel: paramiko.Channel, transport: paramiko.Transport,
+          data: bytes | None) -> None:
+    if not data:
+        return
+    try:
+        channel.sendall(data)
+    except OSError:
+        # The command ended without reading all of its input (a lock found held, a
+        # refusal): the channel is closed, the connection is not. Its exit status and
+        # output say what happened.
+        if not transport.is_active():
+            raise
 
 
 def _collect(label: str, channel: paramiko.Channel, timeout: float,

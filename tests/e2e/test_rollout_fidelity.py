@@ -12,6 +12,7 @@ import itertools
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,30 @@ def test_a_restart_is_one_remote_command(lab_factory, tmp_path: Path) -> None:
         assert NEW_MIRROR in lab.exec(host, f"cat {REGISTRIES}").stdout
         assert [name for _, name in lab.events(host)][-3:] == ["stopped", "starting",
                                                                "ready"]
+
+
+def test_a_failed_drain_runs_none_of_the_script_sent_ahead(lab_factory, tmp_path: Path) -> None:
+    """The restart script goes to the host while the node drains, held at its last line.
+    A drain refused (a pod no controller manages, without force) cancels it: the engine
+    never stops, the file is as it was, and no shell is left waiting on the host."""
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
+    lab.api("POST", "/api/v1/namespaces/default/pods", {
+        "metadata": {"name": "loner"},
+        "spec": {"nodeName": "wrk-1", "containers": [{"name": "c", "image": "lab/c:1"}]}})
+    edit_config(lab.dir / "cluster.yaml", new_mirror)
+    path = tmp_path / "plan.json"
+    plan(lab, path)
+    events_before = len(lab.events("wrk-1"))
+    log = tmp_path / "apply.log"
+    result = cargoship("--log-file", log, "apply", path, "--confirm")
+    assert result.returncode != 0
+    assert "drain refused" in result.stdout + result.stderr
+    text = log.read_text()
+    assert re.search(r"wrk-1 \(.*\): host ends: failed", text), text[-2000:]
+    assert NEW_MIRROR in lab.exec("ctl-1", f"cat {REGISTRIES}").stdout  # the rest went on
+    assert NEW_MIRROR not in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+    assert lab.events("wrk-1")[events_before:] == []  # never stopped
+    deadline = time.monotonic() + 10  # the shell leaves once its input ends
+    while lab.exec("wrk-1", "pgrep -x -f 'sh -s' || true").stdout.strip():
+        assert time.monotonic() < deadline, "a shell is left waiting on wrk-1"
+        time.sleep(0.05)

@@ -4,6 +4,7 @@ host: stop, write and start in one exec, the engine's state reported from the ho
 from __future__ import annotations
 
 import itertools
+import queue
 import re
 import threading
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from executor.readiness import EngineState
 from executor.remote import HostWriter
+from executor.restart import Gate, Message, RemoteSwap
 from executor.swap_script import (
     Alive,
     Event,
@@ -285,3 +287,68 @@ def test_the_swap_lock_is_never_taken_through_a_link(lab_factory) -> None:
     assert lab.exec("wrk-1", "stat -c %a /root/target; cat /root/target").stdout == "600\nkeep\n"
     assert lab.exec("wrk-1", "test -L /run/cargoship/swap.lock", check=False).returncode == 0
     host.close()
+
+
+def _until(what: str, check: Callable[[], bool], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting: {what}"
+        time.sleep(0.05)
+
+
+def _waiting_shells(lab: Lab) -> list[str]:
+    return lab.exec("wrk-1", "pgrep -x -f 'sh -s' || true").stdout.split()
+
+
+def _runner_gone() -> bool:
+    return not [t for t in threading.enumerate() if t.name.startswith("cargoship-swap-")]
+
+
+def _sent_ahead(lab: Lab, content: bytes) -> tuple[RemoteSwap, Gate, queue.Queue[Message]]:
+    host = writer(lab, "wrk-1")
+    script = SwapScript.of("runit", "rke2-agent", False,
+                           [write_step(REGISTRIES, content, mode=0o600, plan_id=PLAN)],
+                           stop_timeout=15, watch_seconds=30)
+    messages: queue.Queue[Message] = queue.Queue()
+    gate = Gate()
+    swap = RemoteSwap(host, script, 60, messages.put, gate)
+    swap.start()
+    _until("the script's shell waiting on the host", lambda: bool(_waiting_shells(lab)))
+    return swap, gate, messages
+
+
+def test_a_script_sent_ahead_waits_for_its_go(lab_factory) -> None:
+    """Restart.prepare sends the script while the node drains: on the host a shell has it
+    and waits, nothing stopped or written; let go, it restarts as ever."""
+    lab = lab_factory([HostSpec("wrk-1", "worker", user="alice")])
+    first = engine_pid(lab, "wrk-1")
+    swap, gate, messages = _sent_ahead(lab, b"ahead: 1\n")
+    assert engine_pid(lab, "wrk-1") == first
+    assert "ahead: 1" not in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+    gate.open()
+    seen: list[Message] = []
+    deadline = time.monotonic() + 30
+    while not any(isinstance(m, Started) for m in seen):
+        seen.append(messages.get(timeout=max(0.1, deadline - time.monotonic())))
+    swap.stop()
+    assert [type(m).__name__ for m in seen][:3] == ["Probed", "Stopped", "StepDone"]
+    assert "ahead: 1" in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+    _until("a new engine", lambda: engine_pid(lab, "wrk-1") != first)
+
+
+def test_a_script_sent_ahead_and_cancelled_runs_nothing(lab_factory) -> None:
+    """A drain that failed cancels the script sent ahead: its shell reaches the end of its
+    input and leaves; the engine and the files are as they were, and the runner ends
+    without a word (nobody is listening)."""
+    lab = lab_factory([HostSpec("wrk-1", "worker", user="alice")])
+    first = engine_pid(lab, "wrk-1")
+    before = lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+    _, gate, messages = _sent_ahead(lab, b"never: 1\n")
+    gate.cancel()
+    _until("the shell gone", lambda: not _waiting_shells(lab))
+    _until("the runner done", _runner_gone)
+    assert messages.empty()
+    assert engine_pid(lab, "wrk-1") == first
+    assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == before
+    assert not lab.exec("wrk-1", "ls /run/cargoship/swap.lock 2>/dev/null || true").stdout
+
