@@ -50,6 +50,28 @@ def running_new(before: EngineState | None) -> Callable[[list[Event]], bool]:
     return done
 
 
+def shim_sv(lab: Lab, line: str) -> None:
+    """An sv on wrk-1 first in the script's PATH (/usr/local/bin) that runs `line` with
+    sv's arguments, then the real sv."""
+    sv = Path(lab.host("wrk-1").dir, "bin", "sv")
+    sv.write_text(f'#!/bin/sh\n{line}\nexec /usr/bin/sv "$@"\n')
+    sv.chmod(0o755)
+
+
+def timed_events(host: HostWriter, script: SwapScript,
+                 done: Callable[[list[Event]], bool]) -> list[tuple[float, Event]]:
+    """The script's events as they arrived (monotonic time), until `done` says so."""
+    arrived: list[tuple[float, Event]] = []
+    reader = OutputReader(script.token)
+
+    def feed(data: bytes) -> bool:
+        arrived.extend((time.monotonic(), e) for e in reader.feed(data))
+        return not done([e for _, e in arrived])
+
+    host.stream_root(script.render(), feed, 60)
+    return arrived
+
+
 def engine_pid(lab: Lab, host: str) -> str:
     out = lab.exec(host, "sv status /etc/service/rke2-agent").stdout
     found = re.search(r"\(pid (\d+)\)", out)
@@ -177,20 +199,11 @@ def test_a_slow_stop_is_not_silence(lab_factory) -> None:
     """A stop that blocks (systemctl waits for the unit to go) still has the script say
     something every second: the executor takes 15 s of silence for a lost connection."""
     lab = lab_factory([HostSpec("wrk-1", "worker")])
-    slow_sv = Path(lab.host("wrk-1").dir, "bin", "sv")  # /usr/local/bin: first in PATH
-    slow_sv.write_text('#!/bin/sh\n[ "$1" = down ] && sleep 3\nexec /usr/bin/sv "$@"\n')
-    slow_sv.chmod(0o755)
+    shim_sv(lab, '[ "$1" = down ] && sleep 3')
     host = writer(lab, "wrk-1")
     script = SwapScript.of("runit", "rke2-agent", False, [], stop_timeout=15,
                            watch_seconds=30)
-    arrived: list[tuple[float, Event]] = []
-    reader = OutputReader(script.token)
-
-    def feed(data: bytes) -> bool:
-        arrived.extend((time.monotonic(), e) for e in reader.feed(data))
-        return not any(isinstance(e, Started) for _, e in arrived)
-
-    host.stream_root(script.render(), feed, 60)
+    arrived = timed_events(host, script, lambda s: any(isinstance(e, Started) for e in s))
     before = next(t for t, e in arrived if isinstance(e, Probed) and e.name == "before")
     stopped = next(t for t, e in arrived if isinstance(e, Stopped))
     assert stopped - before >= 3  # the stop did block
@@ -206,9 +219,7 @@ def test_a_starting_engine_is_watched_without_sv_at_every_tick(lab_factory) -> N
     of a wave of restarts run hundreds of programs on the lab's shared CPUs."""
     lab = lab_factory([HostSpec("wrk-1", "worker")])
     lab.set_engine_start_delay(2.5)
-    counting_sv = Path(lab.host("wrk-1").dir, "bin", "sv")  # /usr/local/bin: first in PATH
-    counting_sv.write_text('#!/bin/sh\necho "$1" >> /run/sv-calls\nexec /usr/bin/sv "$@"\n')
-    counting_sv.chmod(0o755)
+    shim_sv(lab, 'echo "$1" >> /run/sv-calls')
     host = writer(lab, "wrk-1")
     script = SwapScript.of("runit", "rke2-agent", False, [], stop_timeout=15,
                            watch_seconds=30)
@@ -217,14 +228,7 @@ def test_a_starting_engine_is_watched_without_sv_at_every_tick(lab_factory) -> N
         before = [e.state for e in seen if isinstance(e, Probed) and e.name == "before"]
         return bool(before) and running_new(before[0])(seen)
 
-    arrived: list[tuple[float, Event]] = []
-    reader = OutputReader(script.token)
-
-    def feed(data: bytes) -> bool:
-        arrived.extend((time.monotonic(), e) for e in reader.feed(data))
-        return not back([e for _, e in arrived])
-
-    host.stream_root(script.render(), feed, 60)
+    arrived = timed_events(host, script, back)
     started = next(t for t, e in arrived if isinstance(e, Started))
     assert arrived[-1][0] - started >= 2  # it did watch a start of over two seconds
     calls = lab.exec("wrk-1", "cat /run/sv-calls").stdout.split()
