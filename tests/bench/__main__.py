@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .ansible import AnsibleResult, bench_ansible, ensure_ansible
 from .fleet import start_fleet
-from .measure import Run, load_average
+from .measure import Run, load_average, settle
 from .plans import PlanResult, bench_plan, bench_startup
 from .report import (
     baseline_table,
@@ -122,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
                 fleet.lab.down()
             fleet = None
         if not args.no_rollout and args.concurrency:
+            if args.sizes and args.latencies:
+                # The kernel tears the plan lab's namespaces down in the background, for
+                # minutes after 500 hosts: wait for it, half a second a host at most.
+                waited = settle(limit=0.5 * max(args.sizes))
+                notes.append(f"the rollout began after {waited:.0f} s waiting for the "
+                             f"machine to settle (load average {load_average()} then)")
             _say(f"starting the rollout lab ({args.rollout_controllers} + "
                  f"{args.rollout_workers})")
             lab = start_lab(work, args.rollout_workers, args.rollout_controllers,

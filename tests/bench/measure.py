@@ -68,6 +68,27 @@ def spread(runs: Sequence[Run]) -> str:
     return f"{min(walls):.2f}-{max(walls):.2f}"
 
 
+def busy_cores(window: float) -> float:
+    """How many CPUs' worth of time the whole machine spent busy over `window` seconds."""
+    def sample() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # all, idle + iowait
+    total, idle = sample()
+    time.sleep(window)
+    total2, idle2 = sample()
+    return (os.cpu_count() or 1) * (1 - (idle2 - idle) / max(1, total2 - total))
+
+
+def settle(busy: float = 0.3, window: float = 3.0, limit: float = 300.0) -> float:
+    """Wait (at most `limit` s) until the machine is nearly idle over `window` s: tearing
+    down the 500 hosts of the plan lab leaves the kernel minutes of namespace clean-up,
+    which is nobody's rollout overhead. Returns the seconds waited."""
+    started = time.monotonic()
+    while busy_cores(window) > busy and time.monotonic() - started < limit:
+        pass
+    return time.monotonic() - started
+
+
 def load_average() -> str:
     one, five, _ = os.getloadavg()
     return f"{one:.2f}/{five:.2f}"
