@@ -57,7 +57,9 @@ GO = "main </dev/null\n"  # the script's last line: everything before it only de
 # Seconds between two probes on the host: quick while a stop or a start is awaited (each
 # tick of lag is lag of the whole rollout), slow once the engine runs (a crash loop shows
 # in new process ids whenever it is looked at).
-STOP_TICK = 0.02
+STOP_TICK = 0.02  # for the first STOP_FAST_FOR seconds, then STOP_SLOW_TICK: a stop that
+STOP_FAST_FOR = 0.5  # takes its time (a real engine's can take many seconds) is not looked
+STOP_SLOW_TICK = 0.1  # at 50 times a second
 START_TICK = 0.05
 RUN_TICK = 0.5
 ALIVE_EVERY = 1  # seconds: an `alive` line at least this often
@@ -124,6 +126,13 @@ def _probe_lines(init: str) -> list[str]:
         '  if [ "$k" != "$key" ] || [ $age -ge 100 ]; then '
         "key=$k; age=0; p=$(probe 2>/dev/null); fi",
     ]
+
+
+def stop_ticks(timeout: float) -> tuple[int, int]:
+    """(fast, all): how many probes of a stop are STOP_TICK apart, and how many in all
+    until `timeout` seconds (the rest STOP_SLOW_TICK apart)."""
+    fast = max(1, min(round(STOP_FAST_FOR / STOP_TICK), round(timeout / STOP_TICK)))
+    return fast, fast + max(0, round((timeout - fast * STOP_TICK) / STOP_SLOW_TICK))
 
 
 def _centi(seconds: float) -> int:
@@ -215,11 +224,12 @@ class SwapScript:
                 "  p=$(probe 2>/dev/null)",
                 f"  case \"$p\" in {_stopped_case()}) break;; esac",
                 "  n=$((n + 1))",
-                f"  if [ $n -ge {max(1, round(self.stop_timeout / STOP_TICK))} ]; then",
+                f"  if [ $n -ge {stop_ticks(self.stop_timeout)[1]} ]; then",
                 f"    echo \"{svc} did not stop within {self.stop_timeout:g} s: "
                 "$(echo \"$p\" | head -n 1)\" >&2; exit " f"{STOP_FAILED}",
                 "  fi",
-                f"  sleep {STOP_TICK}",
+                f"  if [ $n -lt {stop_ticks(self.stop_timeout)[0]} ]; then sleep {STOP_TICK}; "
+                f"else sleep {STOP_SLOW_TICK}; fi",
                 "done",
                 'say "$T stopped $(date +%s)"',
             ]

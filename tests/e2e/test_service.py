@@ -15,6 +15,7 @@ from executor.readiness import EngineState
 from executor.remote import HostWriter
 from executor.restart import Gate, Message, RemoteSwap
 from executor.swap_script import (
+    STOP_FAILED,
     Alive,
     Event,
     OutputReader,
@@ -23,6 +24,7 @@ from executor.swap_script import (
     StepDone,
     Stopped,
     SwapScript,
+    stop_ticks,
     write_step,
 )
 from planner.hosts.ssh import ABANDONED, CommandResult
@@ -210,6 +212,29 @@ def test_a_slow_stop_is_not_silence(lab_factory) -> None:
     during = [t for t, e in arrived if isinstance(e, Alive) and before < t < stopped]
     assert len(during) >= 2, arrived
     assert max(b - a for a, b in itertools.pairwise([before, *during, stopped])) < 2
+    host.close()
+
+
+def test_a_stop_that_never_comes_is_looked_at_less_often_and_given_up(lab_factory) -> None:
+    """`sv down` that does nothing: the script probes every 0.02 s for half a second, then
+    every 0.1 s, and gives up at the stop timeout with the state it last saw; nothing is
+    written or started."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    shim_sv(lab, '[ "$1" = down ] && exit 0; echo "$1" >> /run/sv-calls')
+    host = writer(lab, "wrk-1")
+    script = SwapScript.of("runit", "rke2-agent", False,
+                           [write_step(REGISTRIES, b"x: 3\n", mode=0o600, plan_id=PLAN)],
+                           stop_timeout=2, watch_seconds=5)
+    started = time.monotonic()
+    result, seen = run_until(host, script, lambda s: False)
+    assert time.monotonic() - started >= 2
+    assert result.exit_code == STOP_FAILED
+    assert b"rke2-agent did not stop within 2 s: state runit run:" in result.stderr
+    assert not [e for e in seen if isinstance(e, Stopped | StepDone | Started)]
+    calls = lab.exec("wrk-1", "cat /run/sv-calls").stdout.split()
+    # The probe before the stop, then 25 probes 0.02 s apart and 15 more 0.1 s apart (at
+    # 0.02 s throughout it would be 100).
+    assert calls.count("status") == 1 + stop_ticks(2)[1] == 41, calls
     host.close()
 
 

@@ -16,6 +16,8 @@ from executor.files import Written
 from executor.readiness import CrashLoopError, NotBackError, Waiter, parse_probe
 from executor.restart import Message, NodeVersion, Restart, ScriptEnded, ScriptFailed
 from executor.swap_script import (
+    STOP_SLOW_TICK,
+    STOP_TICK,
     Alive,
     OutputReader,
     Probed,
@@ -24,6 +26,7 @@ from executor.swap_script import (
     Stopped,
     SwapScript,
     remove_step,
+    stop_ticks,
     write_step,
 )
 from planner.errors import CommandError, ConnectionLost
@@ -151,3 +154,13 @@ def test_a_crash_loop_and_a_lost_host_end_the_wait() -> None:
                            (down, RUN.format(12), down, RUN.format(13)))])
     with pytest.raises(ConnectionLost):
         follow([*swap(), ScriptFailed(ConnectionLost("wrk-1", "SSH connection lost"))])
+
+
+def test_a_stop_is_probed_quickly_at_first_then_less_often_until_its_timeout() -> None:
+    for timeout in (0.01, 0.3, 2, 15, 120):
+        fast, total = stop_ticks(timeout)
+        assert 1 <= fast <= total
+        waited = fast * STOP_TICK + (total - fast) * STOP_SLOW_TICK
+        assert abs(waited - timeout) <= STOP_SLOW_TICK, (timeout, fast, total)
+    assert stop_ticks(15) == (25, 170)  # 0.5 s at 0.02 s, then 14.5 s at 0.1 s
+
