@@ -166,15 +166,15 @@ class Rollout:
                 self._write_in_place(job, written)
         except (CargoshipError, OSError) as exc:
             log.debug("%s failed", job.label, exc_info=True)
-            if restart is not None:
-                restart.cancel()  # a drain that failed: the script sent ahead runs nothing
             if not written and not stopped:
                 detail = self._uncordon(job, cordoned, f"{exc}; nothing was changed")
                 return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
             return self._roll_back(job, written, cordoned, exc)
         finally:
             if restart is not None:
-                restart.cancel()  # anything else (an interrupt) on the way out, too
+                # A drain that failed, or an interrupt: the script sent ahead runs nothing
+                # (a no-op once `run` has let it go).
+                restart.cancel()
         # The change is in and the host is back: from here on nothing rolls it back.
         if not job.restart:
             return HostOutcome(job.label, "applied")

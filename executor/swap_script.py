@@ -190,6 +190,7 @@ class SwapScript:
         """The whole restart, or (swap=False) only the watch after it, for a connection
         that dropped once the start had been asked for."""
         svc = quote(self.service)
+        fast_stop_ticks, stop_ticks_in_all = stop_ticks(self.stop_timeout)
         lines = [
             f"export LC_ALL=C PATH={_PATH}",
             f"T={self.token}",
@@ -224,11 +225,11 @@ class SwapScript:
                 "  p=$(probe 2>/dev/null)",
                 f"  case \"$p\" in {_stopped_case()}) break;; esac",
                 "  n=$((n + 1))",
-                f"  if [ $n -ge {stop_ticks(self.stop_timeout)[1]} ]; then",
+                f"  if [ $n -ge {stop_ticks_in_all} ]; then",
                 f"    echo \"{svc} did not stop within {self.stop_timeout:g} s: "
                 "$(echo \"$p\" | head -n 1)\" >&2; exit " f"{STOP_FAILED}",
                 "  fi",
-                f"  if [ $n -lt {stop_ticks(self.stop_timeout)[0]} ]; then sleep {STOP_TICK}; "
+                f"  if [ $n -lt {fast_stop_ticks} ]; then sleep {STOP_TICK}; "
                 f"else sleep {STOP_SLOW_TICK}; fi",
                 "done",
                 'say "$T stopped $(date +%s)"',
