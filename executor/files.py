@@ -73,9 +73,8 @@ def _refuse_linked_dirs(*dirs: str) -> str:
         f"{_fail(f'{d} is a symbolic link: refusing to write through it')}; fi" for d in dirs)
 
 
-def _backup_lines(plan_id: str, path: str) -> str:
-    """Take the first backup of `path` for this plan (see the module docstring)."""
-    p, b = quote(path), quote(backup_path(plan_id, path))
+def _backup_dir_lines(plan_id: str, path: str) -> str:
+    """Ready the plan's backup directory for `path` (pruning older plans' on the first)."""
     plan_dir = quote(f"{BACKUP_ROOT}/{plan_id}")
     root = quote(BACKUP_ROOT)
     parent = quote(posixpath.dirname(BACKUP_ROOT))
@@ -89,8 +88,13 @@ if [ ! -d {plan_dir} ]; then
     | grep -v -x -e {quote(plan_id)} | tail -n +{KEEP_BACKUPS} \\
     | while read -r old; do rm -rf -- {root}/"$old"; done
 fi
-{_mkdir(quote(posixpath.dirname(backup_path(plan_id, path))))}
-if [ ! -e {b} ] && [ ! -e {b}.absent ]; then
+{_mkdir(quote(posixpath.dirname(backup_path(plan_id, path))))}"""
+
+
+def _backup_copy_lines(plan_id: str, path: str) -> str:
+    """Take the first backup of `path` for this plan (see the module docstring)."""
+    p, b = quote(path), quote(backup_path(plan_id, path))
+    return f"""if [ ! -e {b} ] && [ ! -e {b}.absent ]; then
   if [ -e {p} ]; then
     cp -P --preserve=mode,ownership,timestamps {p} {b}.tmp
     if [ -L {b}.tmp ] || [ ! -f {b}.tmp ]; then
@@ -101,30 +105,61 @@ if [ ! -e {b} ] && [ ! -e {b}.absent ]; then
 fi"""
 
 
-def write_script(path: str, *, mode: int, plan_id: str, owner: str = "0:0",
+def _backup_lines(plan_id: str, path: str) -> str:
+    return f"{_backup_dir_lines(plan_id, path)}\n{_backup_copy_lines(plan_id, path)}"
+
+
+def stage_script(path: str, *, mode: int, plan_id: str, owner: str = "0:0",
                  source: str = "cat") -> str:
-    """The script that writes `path` from what `source` prints (the content on stdin, by
-    default) and prints `backup` when it kept a previous content."""
+    """The first half of a write, which changes nothing a reader of `path` sees: the new
+    content (from what `source` prints) in a temp file beside it, with its mode and owner,
+    on disk, and the plan's backup directory ready. Prints the temp file's path; on a
+    failure, removes it. commit_script finishes the write."""
     directory = posixpath.dirname(path)
-    p, d, b = quote(path), quote(directory), quote(backup_path(plan_id, path))
     return f"""set -eu
 umask 077
 {_refuse_links(path)}
-{_mkdir(d)}
+{_mkdir(quote(directory))}
 {_refuse_linked_dirs(directory)}
 tmp=$(mktemp {quote(directory + "/.cargoship.")}XXXXXX)
 trap 'rm -f "$tmp"' EXIT
 {source} > "$tmp"
 chown {quote(owner)} "$tmp"
 chmod {mode:04o} "$tmp"
-{_backup_lines(plan_id, path)}
-if [ -e {b} ]; then echo backup; fi
 sync "$tmp"
+{_backup_dir_lines(plan_id, path)}
+trap - EXIT
+printf '%s\\n' "$tmp"
+"""
+
+
+def commit_script(path: str, *, plan_id: str) -> str:
+    """The second half of a write, with the staged temp file's path in `$tmp`: back up
+    the previous content, then rename the temp file over `path`. Prints `backup` when it
+    kept a previous content; on a failure, removes the temp file and leaves `path` as it
+    was."""
+    p, b = quote(path), quote(backup_path(plan_id, path))
+    return f"""set -eu
+umask 077
+trap 'rm -f "$tmp"' EXIT
+{_refuse_links(path)}
+{_refuse_linked_dirs(posixpath.dirname(path))}
+{_backup_copy_lines(plan_id, path)}
+if [ -e {b} ]; then echo backup; fi
 {_refuse_links(path)}
 mv -f "$tmp" {p}
 trap - EXIT
-sync {d}
+sync {quote(posixpath.dirname(path))}
 """
+
+
+def write_script(path: str, *, mode: int, plan_id: str, owner: str = "0:0",
+                 source: str = "cat") -> str:
+    """The script that writes `path` from what `source` prints (the content on stdin, by
+    default) and prints `backup` when it kept a previous content: both halves in one."""
+    stage = stage_script(path, mode=mode, plan_id=plan_id, owner=owner, source=source)
+    return (f"tmp=$( (\n{stage}\n) ) || exit $?\n"
+            f"{commit_script(path, plan_id=plan_id)}")
 
 
 def written(path: str, plan_id: str, stdout: bytes) -> Written:

@@ -15,17 +15,24 @@ from planner.hosts.batch import quote
 from .remote import HostWriter
 
 
-def mark(host: HostWriter, plan_id: str, step: str = "in progress",
-         backups: str | None = None) -> None:
-    """`step`: how far the apply got ("in progress", or "rolling back" once a failed
-    change is being undone); `backups`: where the files from before it are, so that a run
-    killed while rolling back leaves the next plan enough to restore them rather than
-    restart the engine on the files that just failed."""
+def mark_script(plan_id: str, step: str = "in progress", backups: str | None = None) -> str:
+    """The shell command that sets the marker. `step`: how far the apply got ("in
+    progress", or "rolling back" once a failed change is being undone); `backups`: where
+    the files from before it are, so that a run killed while rolling back leaves the next
+    plan enough to restore them rather than restart the engine on the files that just
+    failed."""
     since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     body = json.dumps({"plan_id": plan_id, "since": since, "step": step, "backups": backups})
     m = quote(MARKER)
-    host.run_root(f"mkdir -p {quote(posixpath.dirname(MARKER))} && "
-                  f"printf '%s\\n' {quote(body)} > {m}.tmp && mv -f {m}.tmp {m}")
+    d = quote(posixpath.dirname(MARKER))
+    return (f"{{ [ -d {d} ] || mkdir -p {d}; }} && "
+            f"printf '%s\\n' {quote(body)} > {m}.tmp && mv -f {m}.tmp {m}")
+
+
+def mark(host: HostWriter, plan_id: str, step: str = "in progress",
+         backups: str | None = None) -> None:
+    """Set the marker in a command of its own (see mark_script)."""
+    host.run_root(mark_script(plan_id, step, backups))
 
 
 def clear(host: HostWriter) -> None:

@@ -33,8 +33,10 @@ from .swap_script import (
     GO,
     Deadline,
     Event,
+    Marked,
     OutputReader,
     Probed,
+    Staged,
     Started,
     Step,
     StepDone,
@@ -48,6 +50,11 @@ log = logging.getLogger("cargoship.executor")
 # Seconds without a line from the restart script (it prints one at least every second
 # while it waits) after which its connection counts as lost.
 SILENCE = 15.0
+
+
+class RestartNotBegun(CommandError):
+    """The restart script ended before `staged` (the marker or a file's staging failed):
+    it never reached the stop, so the engine runs on and no file changed."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,10 @@ class Gate:
 
     def cancel(self) -> None:
         self._decided.set()
+
+    @property
+    def decided(self) -> bool:
+        return self._decided.is_set()
 
     @property
     def cancelled(self) -> bool:
@@ -137,10 +148,10 @@ class RemoteSwap:
 
         def feed(data: bytes) -> bool:
             # Called with b"" when a read times out: the script says something at least
-            # every second, so a long silence is a connection that is gone (a cut cable
-            # sends no reset), not a slow host.
+            # every second once let go, so a long silence is a connection that is gone (a
+            # cut cable sends no reset), not a slow host. Held at its GO it is silent.
             now = time.monotonic()
-            if data:
+            if data or (self.gate is not None and not self.gate.decided):
                 heard[0] = now
             elif now - heard[0] > SILENCE and not self._stop.is_set():
                 raise ConnectionLost(self.writer.label, f"the host said nothing for "
@@ -182,7 +193,7 @@ class RemoteSwap:
             except CargoshipError as exc:
                 self.push(ScriptFailed(exc))
                 return
-            if gate is not None and not gate.wait():
+            if gate is not None and gate.cancelled:
                 return  # cancelled: the host ran nothing, and nobody is listening
             first = result.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
             self.push(ScriptEnded(result.exit_code, first[0][:300] if first else ""))
@@ -205,15 +216,39 @@ class Restart:
     clock: Callable[[], float] = time.monotonic
     _ahead: tuple[list[Step], queue.Queue[Message], RemoteSwap, Gate] | None = \
         field(default=None, init=False)
+    _staged: bool = field(default=False, init=False)  # the running script said `staged`
 
-    def prepare(self, steps: list[Step]) -> None:
-        """Send the script ahead (while the node drains): sudo, the shell's start and the
-        file content are done on the host by the time `run` lets it go. `cancel` if `run`
-        never comes: the host then runs nothing."""
+    def prepare(self, steps: list[Step], mark: str | None = None) -> None:
+        """Send the script ahead (before the node is cordoned). Returns once it has set
+        the in-progress marker (`mark`, a shell command); it then stages the new files
+        while the node drains, and has sudo, the shell's start and the file content behind
+        it by the time `run` lets it go. Raises, with nothing stopped or changed but perhaps
+        the marker set, when the host cannot. `cancel` if `run` never comes: the host then
+        runs nothing more and removes what it staged."""
+        self._send(steps, mark)
+        assert self._ahead is not None
+        _, messages, _, _ = self._ahead
+        deadline = self.clock() + self.ready_timeout
+        while True:
+            try:
+                message = messages.get(timeout=max(0.0, deadline - self.clock()))
+            except queue.Empty:
+                raise CommandTimeout(self.writer.label, f"the restart script did not begin "
+                                     f"on the host within {self.ready_timeout:g} s") from None
+            if isinstance(message, Marked):
+                return
+            if isinstance(message, ScriptFailed):
+                raise message.error
+            if isinstance(message, ScriptEnded):
+                raise RestartNotBegun(self.writer.label, f"setting the in-progress marker "
+                                      f"failed (exit {message.exit_code}): "
+                                      f"{message.stderr or 'no message'}")
+
+    def _send(self, steps: list[Step], mark: str | None) -> None:
         messages: queue.Queue[Message] = queue.Queue()
         script = SwapScript.of(self.init, self.service, self.controller, steps,
                                stop_timeout=self.ready_timeout,
-                               watch_seconds=self.ready_timeout + 30)
+                               watch_seconds=self.ready_timeout + 30, mark=mark)
         gate = Gate()
         swap = RemoteSwap(self.writer, script, 2 * self.ready_timeout + 60, messages.put,
                           gate)
@@ -232,10 +267,11 @@ class Restart:
         """`written` receives each file write or removal as the host reports it, so a
         caller rolling back knows what to restore even when this fails half-way."""
         if self._ahead is None:
-            self.prepare(steps)
+            self._send(steps, None)  # let go at once
         assert self._ahead is not None and self._ahead[0] is steps, "prepared other steps"
         _, messages, swap, gate = self._ahead
         self._ahead = None
+        self._staged = False
         waiter = Waiter(self.writer, self.init, self.service, self.node, self.controller,
                         self.readyz)
         watch: list[Any] = []
@@ -298,7 +334,9 @@ class Restart:
     def _take(self, message: Message, waiter: Waiter, steps: list[Step],
               written: list[Written], started: bool) -> bool:
         """Apply one message; True when it is the start (the wait for readiness begins)."""
-        if isinstance(message, Probed):
+        if isinstance(message, Staged):
+            self._staged = True
+        elif isinstance(message, Probed):
             waiter.probed(message.name, message.state)  # a crash loop raises here
         elif isinstance(message, Stopped):
             waiter.stopped_at = message.at
@@ -321,6 +359,11 @@ class Restart:
         elif isinstance(message, ScriptFailed):
             raise message.error
         elif isinstance(message, ScriptEnded):
+            if not started and not self._staged:
+                # Its lines arrive in order: without `staged`, `main` never ran.
+                raise RestartNotBegun(self.writer.label, f"the restart script failed before "
+                                      f"the stop (exit {message.exit_code}): "
+                                      f"{message.stderr or 'no message'}")
             if message.exit_code not in (0, ABANDONED):
                 raise CommandError(self.writer.label, f"remote command failed (exit "
                                    f"{message.exit_code}): {message.stderr or 'no message'}")

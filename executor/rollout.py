@@ -1,9 +1,10 @@
 """The mutating half of the sync phases: one host at a time for controllers, a sliding
 window of workers, and a rollback of the host in progress when it does not come back.
 
-Per host with a change the engine reads at start: cordon (remembering whether we did),
-drain (evicted pods followed with a watch), then one remote script stops the engine,
-writes the files (atomic, backed up) and starts it (restart.py, swap_script.py), and the
+Per host with a change the engine reads at start, one remote script (restart.py,
+swap_script.py) sets the in-progress marker; then cordon (remembering whether we did) and
+drain (evicted pods followed with a watch) while the script stages the new files; then
+the script stops the engine, puts the files in place (atomic, backed up) and starts it, and the
 host is awaited until it is freshly back (readiness.py: a new engine process, a node status
 posted after the restart, seen through the API's watch, and for a controller its API
 server's /readyz with its etcd check); then uncordon if we cordoned. Chart values alone
@@ -29,7 +30,7 @@ from . import inprogress
 from .drain import DrainError, DrainOptions, NodeOps
 from .files import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
 from .remote import HostWriter
-from .restart import Restart
+from .restart import Restart, RestartNotBegun
 from .swap_script import Step, remove_step, restore_step, restore_tree_step, write_step
 
 log = logging.getLogger("cargoship.executor")
@@ -149,14 +150,16 @@ class Rollout:
         try:
             if job.restart:
                 assert self.ops is not None
-                inprogress.mark(job.writer, self.plan_id)
+                # One script for the host: it sets the in-progress marker (before the
+                # cordon, so a run that dies from here on leaves the next plan a host to
+                # recover), stages the new files, and waits while the node drains; the
+                # stop then follows the drain's end without a round trip, sudo or a
+                # shell's start between them.
+                restart, steps = self._restart(job), self._steps(job)
+                restart.prepare(steps, inprogress.mark_script(self.plan_id))
                 cordoned = self.ops.cordon(job.node, owner=self.plan_id)
                 self._note(job.label, f"cordoned node {job.node}" if cordoned
                            else f"node {job.node} was already cordoned")
-                # On the host and waiting while the node drains: the stop follows the
-                # drain's end without a round trip, sudo or a shell's start between them.
-                restart, steps = self._restart(job), self._steps(job)
-                restart.prepare(steps)
                 report = self.ops.drain(job.node, self.drain)
                 self._note(job.label, f"drained node {job.node} "
                                       f"({len(report.evicted)} pod(s) evicted)")
@@ -166,7 +169,7 @@ class Rollout:
                 self._write_in_place(job, written)
         except (CargoshipError, OSError) as exc:
             log.debug("%s failed", job.label, exc_info=True)
-            if not written and not stopped:
+            if not written and (not stopped or isinstance(exc, RestartNotBegun)):
                 detail = self._uncordon(job, cordoned, f"{exc}; nothing was changed")
                 return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
             return self._roll_back(job, written, cordoned, exc)

@@ -6,6 +6,8 @@ each file, start, the engine's state every fraction of a second while it came ba
 the host does all of it in one exec, waiting locally for each service state (bounded), and
 streams one line per event, so the executor hears of each step as it happens:
 
+    <token> marked                      the in-progress marker is set (if it was given)
+    <token> staged                      the new content is staged
     <token> before | starting | state   a probe of the engine (readiness.probe_script),
     ...                                 its lines, then `<token> end`
     <token> stopped <unix seconds>      the engine is down; the host's clock then
@@ -28,6 +30,15 @@ dead client's script is still finishing its change reads the files once it is do
 File content travels inside the script, which goes to `sh -s` on stdin (never a command
 line), as base64 here-documents. The token is random per script, so no probe output can
 forge a line.
+
+The script is in two parts. The first runs as soon as the host reads it: it sets the
+in-progress marker (when given one) and says `marked`, then stages each new file
+(files.stage_script: the content in a temp file beside its target, on disk, with its
+mode; the backup directory ready) and says `staged`. The last line, GO, runs the second,
+`main`: the stop, each file's commit (a backup copy and a rename), the start and the
+watch. Sent ahead, the script waits at GO while the node drains (restart.Gate). A script
+that ends before `staged` never ran `main`: it stopped nothing and changed no file, and
+like a script whose input ends before GO it removes what it staged.
 """
 
 from __future__ import annotations
@@ -43,10 +54,11 @@ from planner.hosts.batch import quote
 from .files import (
     Written,
     backup_path,
+    commit_script,
     remove_script,
     restore_script,
     restore_tree_script,
-    write_script,
+    stage_script,
     written,
 )
 from .readiness import EngineState, parse_probe, probe_script
@@ -65,6 +77,9 @@ RUN_TICK = 0.5
 ALIVE_EVERY = 1  # seconds: an `alive` line at least this often
 NUDGE_AFTER = 2  # seconds plainly down: ask for the start again
 STOP_FAILED, START_FAILED = 4, 5
+# The script ended before its GO was acted on: the marker could not be set or a file not
+# staged. Nothing was stopped and no file changed.
+UNPREPARED = 6
 _SWAP_LOCK = quote(SWAP_LOCK_PATH)
 _LOCK_DIR = quote(SWAP_LOCK_PATH.rsplit("/", 1)[0])
 
@@ -75,9 +90,12 @@ class Step:
 
     verb: str  # what the progress note says: wrote, removed, restored
     path: str
-    script: str
-    content: bytes | None = None  # the step's stdin
+    script: str  # with `stage`, run with the staged temp file's path in $tmp
+    content: bytes | None = None  # the stdin of `stage` if any, else of `script`
     plan_id: str = ""
+    # Run before the stop (while the node drains, when the script is sent ahead); prints
+    # the temp file `script` then puts in place.
+    stage: str | None = None
 
     def written(self, result: str) -> Written | None:
         """What a restore needs to undo this step, from the step's result word."""
@@ -89,8 +107,8 @@ class Step:
 
 
 def write_step(path: str, content: bytes, *, mode: int, plan_id: str) -> Step:
-    return Step("wrote", path, write_script(path, mode=mode, plan_id=plan_id,
-                                            source="base64 -d"), content, plan_id)
+    return Step("wrote", path, commit_script(path, plan_id=plan_id), content, plan_id,
+                stage_script(path, mode=mode, plan_id=plan_id, source="base64 -d"))
 
 
 def remove_step(path: str, *, plan_id: str) -> Step:
@@ -156,18 +174,41 @@ def _plainly_down_case() -> str:
     return '"state systemd inactive"*|"state runit down:"*|"state openrc "*stopped*'
 
 
+def _content(delimiter: str, content: bytes) -> str:
+    return f"<<'{delimiter}'\n" + base64.encodebytes(content).decode() + f"{delimiter}\n"
+
+
+def _stage_lines(index: int, step: Step, token: str) -> str:
+    """Stage the step's new content, its temp file's path kept in s<index>; a failure
+    ends the script before anything was stopped or changed (UNPREPARED)."""
+    assert step.stage is not None and step.content is not None
+    feed = _content(f"CS_{token}_{index}", step.content)
+    return f"s{index}=$( ( {step.stage}\n) {feed}) || exit {UNPREPARED}\n"
+
+
 def _step_lines(index: int, step: Step, token: str) -> str:
     """The step in a subshell, its stdout (`backup`, a count) its result; the content,
-    if any, on its stdin from a here-document."""
-    delimiter = f"CS_{token}_{index}"
-    if step.content is None:
-        feed, body = "</dev/null", ""
+    if any, on its stdin from a here-document (or staged before: its temp file in $tmp)."""
+    if step.stage is not None:
+        run = f"r=$( ( tmp=$s{index}; {step.script}\n) </dev/null)\nrc=$?; s{index}=\n"
+    elif step.content is None:
+        run = f"r=$( ( {step.script}\n) </dev/null)\nrc=$?\n"
     else:
-        feed = f"<<'{delimiter}'"
-        body = base64.encodebytes(step.content).decode() + f"{delimiter}\n"
-    return (f"r=$( ( {step.script}\n) {feed}\n{body})\n"
-            f"rc=$?; if [ $rc -ne 0 ]; then exit $rc; fi\n"
+        feed = _content(f"CS_{token}_{index}", step.content)
+        run = f"r=$( ( {step.script}\n) {feed})\nrc=$?\n"
+    return (f"{run}if [ $rc -ne 0 ]; then exit $rc; fi\n"
             f"set -- $r; say \"$T done {index} ${{1:-new}}\"\n")
+
+
+def _unstage_lines(steps: tuple[Step, ...]) -> list[str]:
+    """The staged temp files go with the script, unless put in place (their s<i> then
+    empty): a script cancelled before its GO, or failed, leaves none behind."""
+    staged = [i for i, step in enumerate(steps) if step.stage is not None]
+    if not staged:
+        return ["unstage() { :; }"]
+    return [" ".join(f"s{i}=;" for i in staged),
+            "unstage() { " + " ".join(f'[ -z "$s{i}" ] || rm -f -- "$s{i}";'
+                                      for i in staged) + " }"]
 
 
 @dataclass(frozen=True)
@@ -179,12 +220,14 @@ class SwapScript:
     stop_timeout: float
     watch_seconds: float
     token: str = ""
+    # A command run first, before any staging (the in-progress marker's).
+    mark: str | None = None
 
     @classmethod
     def of(cls, init: str, service: str, controller: bool, steps: list[Step], *,
-           stop_timeout: float, watch_seconds: float) -> SwapScript:
+           stop_timeout: float, watch_seconds: float, mark: str | None = None) -> SwapScript:
         return cls(init, service, controller, tuple(steps), stop_timeout, watch_seconds,
-                   "sw" + secrets.token_hex(10))
+                   "sw" + secrets.token_hex(10), mark)
 
     def render(self, *, swap: bool = True) -> str:
         """The whole restart, or (swap=False) only the watch after it, for a connection
@@ -197,10 +240,22 @@ class SwapScript:
             "say() { printf '%s\\n' \"$*\" 2>/dev/null; }",
             f"probe() {{\n{probe_script(self.init, self.service, self.controller)}\n}}",
             'block() { p=$(probe 2>/dev/null); say "$T $1" && say "$p" && say "$T end"; }',
-            "main() {",
         ]
         if swap:
+            # Run as soon as the host reads them, before the GO: set the marker, stage the
+            # new content, and say so.
+            lines += [*_unstage_lines(self.steps), "trap unstage EXIT",
+                      f"trap 'exit {UNPREPARED}' HUP INT TERM"]
+            if self.mark is not None:
+                lines.append(f"( {self.mark} ) </dev/null || exit {UNPREPARED}")
+            lines.append('say "$T marked"')
+            lines += [_stage_lines(i, step, self.token)
+                      for i, step in enumerate(self.steps) if step.stage is not None]
+            lines.append('say "$T staged"')
+        lines.append("main() {")
+        if swap:
             lines += [
+                "trap - INT TERM",
                 "trap '' HUP PIPE",
                 # A blocking stop (systemctl waits for the unit, up to its TimeoutStopSec)
                 # or a slow sync says nothing for a while: something must, or the executor
@@ -208,7 +263,7 @@ class SwapScript:
                 "( while sleep 1 >/dev/null; do say \"$T alive\" || exit 0; done ) "
                 "</dev/null &",
                 "ka=$!",
-                "trap 'kill $ka 2>/dev/null' EXIT",
+                "trap 'kill $ka 2>/dev/null; unstage' EXIT",
                 # Until the start is asked for, the files are changing: a plan's snapshot
                 # waits for this lock (after the keepalive, which must not hold it on).
                 # Never through a link, and never a chmod: created 0644 (a plan without sudo
@@ -304,6 +359,16 @@ class StepDone:
 
 
 @dataclass(frozen=True)
+class Marked:
+    pass
+
+
+@dataclass(frozen=True)
+class Staged:
+    pass  # from here on, the script may run `main`
+
+
+@dataclass(frozen=True)
 class Started:
     pass
 
@@ -318,8 +383,9 @@ class Deadline:
     pass
 
 
-Event = Probed | Stopped | StepDone | Started | Alive | Deadline
-_LINE = re.compile(r"(before|starting|state|end|stopped|done|started|alive|deadline)"
+Event = Probed | Stopped | StepDone | Marked | Staged | Started | Alive | Deadline
+_LINE = re.compile(r"(before|starting|state|end|stopped|done|marked|staged|started|"
+                   r"alive|deadline)"
                    r"(?: (\S+))?(?: (\S+))?")
 
 
@@ -360,6 +426,10 @@ class OutputReader:
             return Stopped(int(first))
         elif word == "done" and first is not None and first.isdigit():
             return StepDone(int(first), second or "new")
+        elif word == "marked":
+            return Marked()
+        elif word == "staged":
+            return Staged()
         elif word == "started":
             return Started()
         elif word == "alive":

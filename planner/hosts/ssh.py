@@ -8,6 +8,7 @@ explained by handshake.py.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,9 +65,10 @@ class SshSession:
         command line, which other users of the host can read in the process list.
         `on_stdout` is handed stdout as it arrives; when it returns False the command is
         abandoned (its channel closed) and the result has exit code ABANDONED.
-        `hold`, when given, is called once `stdin` is sent and may block: what it returns
-        is sent after it, or None sends nothing more. Either way stdin is then closed and
-        `timeout` counts from there."""
+        `hold`, when given, is called in a thread of its own once `stdin` is sent, and
+        may block: what it returns is sent after it, or None sends nothing more. Either way
+        stdin is then closed and `timeout` counts from there. Output is read (and handed
+        to `on_stdout`) meanwhile, so a held command can say how far it got."""
         transport = self._client.get_transport()
         if transport is None or not transport.is_active():
             raise ConnectionLost(self.label, "SSH connection is closed")
@@ -76,11 +78,12 @@ class SshSession:
             try:
                 channel.exec_command(command)
                 _send(channel, transport, stdin)
-                if hold is not None:
-                    _send(channel, transport, hold())
-                if not channel.closed:
-                    channel.shutdown_write()
-                return _collect(self.label, channel, timeout, on_stdout)
+                if hold is None:
+                    if not channel.closed:
+                        channel.shutdown_write()
+                    return _collect(self.label, channel, timeout, on_stdout)
+                released = _Release(channel, transport, hold)
+                return _collect(self.label, channel, timeout, on_stdout, released)
             finally:
                 channel.close()
         except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -105,8 +108,32 @@ def _send(channel: paramiko.Channel, transport: paramiko.Transport,
             raise
 
 
+class _Release:
+    """The end of a held command's stdin, sent from a thread of its own once `hold`
+    returns, while the command's output is read; `at` is when it went (the timeout's
+    start)."""
+
+    def __init__(self, channel: paramiko.Channel, transport: paramiko.Transport,
+                 hold: Callable[[], bytes | None]) -> None:
+        self.at: float | None = None
+        self._channel, self._transport, self._hold = channel, transport, hold
+        threading.Thread(target=self._run, name="cargoship-hold", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            data = self._hold()
+            if not self._channel.closed:
+                _send(self._channel, self._transport, data)
+                self._channel.shutdown_write()
+        except (paramiko.SSHException, OSError, EOFError):
+            pass  # the reading side hears of a connection that is gone
+        finally:
+            self.at = time.monotonic()
+
+
 def _collect(label: str, channel: paramiko.Channel, timeout: float,
-             on_stdout: OnStdout | None = None) -> CommandResult:
+             on_stdout: OnStdout | None = None,
+             released: _Release | None = None) -> CommandResult:
     """Read stdout and stderr until the command's EOF, then wait for its exit status.
 
     Waits block (on the channel until data or EOF, then an event for the exit status):
@@ -114,8 +141,14 @@ def _collect(label: str, channel: paramiko.Channel, timeout: float,
     until the exit status came, ~80 wake-ups per command fighting the transport thread
     for the GIL (~4 ms CPU per command, most of a plan's CPU with hundreds of hosts).
     """
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
     out, err = bytearray(), bytearray()
+
+    def deadline() -> float:
+        # A held command has all the time it is held: its timeout counts from the release.
+        if released is None:
+            return start + timeout
+        return float("inf") if released.at is None else released.at + timeout
 
     def take(data: bytes) -> bool:
         out.extend(data)
@@ -135,7 +168,7 @@ def _collect(label: str, channel: paramiko.Channel, timeout: float,
             raise CommandError(label, f"remote output exceeded {MAX_OUTPUT >> 20} MiB")
         if eof:
             break
-        remaining = deadline - time.monotonic()
+        remaining = deadline() - time.monotonic()
         if remaining <= 0:
             raise CommandTimeout(label, f"remote command timed out after {timeout:g}s")
         # Blocks until stdout data or EOF (no OS pipe per channel, as select() needs);
@@ -149,7 +182,8 @@ def _collect(label: str, channel: paramiko.Channel, timeout: float,
             if not take(b""):
                 return CommandResult(ABANDONED, bytes(out), bytes(err))
     # The exit status follows EOF (or the channel closed without one: status -1).
-    if not channel.status_event.wait(max(0.0, deadline - time.monotonic())):
+    if not channel.status_event.wait(max(0.0, min(deadline(), time.monotonic() + timeout)
+                                          - time.monotonic())):
         raise CommandTimeout(label, f"remote command timed out after {timeout:g}s")
     status = channel.recv_exit_status()
     if status == -1:

@@ -171,8 +171,8 @@ def test_kubectl_through_the_merged_kubeconfig(lab_factory, tmp_path: Path) -> N
 
 def test_a_restart_is_one_remote_command(lab_factory, tmp_path: Path) -> None:
     """Issue 15: stop, write and start as one remote script. Per restarted host the apply
-    runs three remote commands: the in-progress marker, the restart script, and the
-    marker's removal; the engine's state and the node are never polled."""
+    runs two remote commands: the restart script, which sets the in-progress marker
+    first, and the marker's removal; the engine's state and the node are never polled."""
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
                        HostSpec("wrk-2", "worker")])
     edit_config(lab.dir / "cluster.yaml", new_mirror)
@@ -184,8 +184,8 @@ def test_a_restart_is_one_remote_command(lab_factory, tmp_path: Path) -> None:
     ends = {host: (status, count) for host, status, count in re.findall(
         r"DEBUG cargoship\.executor: (\S+) \(.*\): host ends: (\w+) after (\d+) remote "
         r"command\(s\)", log.read_text())}
-    assert ends == {"ctl-1": ("applied", "3"), "wrk-1": ("applied", "3"),
-                    "wrk-2": ("applied", "3")}, ends
+    assert ends == {"ctl-1": ("applied", "2"), "wrk-1": ("applied", "2"),
+                    "wrk-2": ("applied", "2")}, ends
     for host in ("ctl-1", "wrk-1", "wrk-2"):
         assert NEW_MIRROR in lab.exec(host, f"cat {REGISTRIES}").stdout
         assert [name for _, name in lab.events(host)][-3:] == ["stopped", "starting",
@@ -217,3 +217,37 @@ def test_a_failed_drain_runs_none_of_the_script_sent_ahead(lab_factory, tmp_path
     while lab.exec("wrk-1", "pgrep -x -f 'sh -s' || true").stdout.strip():
         assert time.monotonic() < deadline, "a shell is left waiting on wrk-1"
         time.sleep(0.05)
+    # What it staged while the node drained went with it.
+    assert ".cargoship." not in lab.exec("wrk-1", "ls -A /etc/rancher/rke2").stdout
+
+
+def test_a_file_that_cannot_be_staged_stops_nothing(lab_factory, tmp_path: Path) -> None:
+    """The new content is staged on the host while the node drains, before the engine is
+    stopped. When that fails (here the backup directory has become a link, which is never
+    written through), the host fails with nothing changed: the engine was never stopped,
+    the node is uncordoned, the marker cleared and no temp file left behind."""
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
+    edit_config(lab.dir / "cluster.yaml", new_mirror)
+    path = tmp_path / "plan.json"
+    plan(lab, path)
+    lab.exec("wrk-1", "mkdir -p /var/lib/cargoship /tmp/elsewhere && "
+                      "rm -rf /var/lib/cargoship/backups && "
+                      "ln -s /tmp/elsewhere /var/lib/cargoship/backups")
+    events_before = len(lab.events("wrk-1"))
+    log = tmp_path / "apply.log"
+    result = cargoship("--log-file", log, "apply", path, "--confirm")
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    assert "/var/lib/cargoship/backups is a symbolic link: refusing to write through it" \
+        in out, out
+    assert "nothing was changed" in out, out
+    assert "Traceback" not in out
+    assert NEW_MIRROR in lab.exec("ctl-1", f"cat {REGISTRIES}").stdout
+    assert NEW_MIRROR not in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+    assert lab.events("wrk-1")[events_before:] == []  # never stopped
+    node = lab.api("GET", "/api/v1/nodes/wrk-1")
+    assert not node["spec"].get("unschedulable"), node["spec"]
+    assert lab.exec("wrk-1", "ls /var/lib/cargoship/in-progress.json 2>/dev/null || true"
+                    ).stdout == ""
+    assert ".cargoship." not in lab.exec("wrk-1", "ls -A /etc/rancher/rke2").stdout
+    assert lab.exec("wrk-1", "ls -A /tmp/elsewhere").stdout == ""

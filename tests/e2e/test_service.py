@@ -4,6 +4,7 @@ host: stop, write and start in one exec, the engine's state reported from the ho
 from __future__ import annotations
 
 import itertools
+import posixpath
 import queue
 import re
 import threading
@@ -18,8 +19,10 @@ from executor.swap_script import (
     STOP_FAILED,
     Alive,
     Event,
+    Marked,
     OutputReader,
     Probed,
+    Staged,
     Started,
     StepDone,
     Stopped,
@@ -97,7 +100,8 @@ def test_stop_write_start_in_one_exec(lab_factory) -> None:
     assert host.round_trips == trips + 1  # one exec for all of it
     assert result.exit_code == ABANDONED  # we stopped listening; the host's watch exits
     kinds = [type(e).__name__ + (f":{e.name}" if isinstance(e, Probed) else "") for e in seen]
-    assert kinds[:5] == ["Probed:before", "Stopped", "StepDone", "Probed:starting", "Started"]
+    assert kinds[:7] == ["Marked", "Staged", "Probed:before", "Stopped", "StepDone",
+                         "Probed:starting", "Started"]
     before = next(e.state for e in seen if isinstance(e, Probed) and e.name == "before")
     after = [e.state for e in seen if isinstance(e, Probed) and e.name == "state"][-1]
     assert before.state == "running" and after.state == "running"
@@ -342,8 +346,15 @@ def _sent_ahead(lab: Lab, content: bytes) -> tuple[RemoteSwap, Gate, queue.Queue
     gate = Gate()
     swap = RemoteSwap(host, script, 60, messages.put, gate)
     swap.start()
-    _until("the script's shell waiting on the host", lambda: bool(_waiting_shells(lab)))
+    # Marked (no marker here) and staged, it says so and waits for its GO.
+    assert isinstance(messages.get(timeout=30), Marked)
+    assert isinstance(messages.get(timeout=30), Staged)
+    assert _waiting_shells(lab)
     return swap, gate, messages
+
+
+def _staged(lab: Lab) -> list[str]:
+    return lab.exec("wrk-1", f"ls -A {posixpath.dirname(REGISTRIES)}").stdout.split()
 
 
 def test_a_script_sent_ahead_waits_for_its_go(lab_factory) -> None:
@@ -354,6 +365,12 @@ def test_a_script_sent_ahead_waits_for_its_go(lab_factory) -> None:
     swap, gate, messages = _sent_ahead(lab, b"ahead: 1\n")
     assert engine_pid(lab, "wrk-1") == first
     assert "ahead: 1" not in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+    # The new content is staged beside its target: on disk, with its mode, not in place.
+    staged = [name for name in _staged(lab) if name.startswith(".cargoship.")]
+    assert len(staged) == 1, staged
+    temp = f"{posixpath.dirname(REGISTRIES)}/{staged[0]}"
+    assert lab.exec("wrk-1", f"stat -c %a {temp}").stdout.strip() == "600"
+    assert lab.exec("wrk-1", f"cat {temp}").stdout == "ahead: 1\n"
     gate.open()
     seen: list[Message] = []
     deadline = time.monotonic() + 30
@@ -362,22 +379,25 @@ def test_a_script_sent_ahead_waits_for_its_go(lab_factory) -> None:
     swap.stop()
     assert [type(m).__name__ for m in seen][:3] == ["Probed", "Stopped", "StepDone"]
     assert "ahead: 1" in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+    assert not [name for name in _staged(lab) if name.startswith(".cargoship.")]
     _until("a new engine", lambda: engine_pid(lab, "wrk-1") != first)
 
 
 def test_a_script_sent_ahead_and_cancelled_runs_nothing(lab_factory) -> None:
     """A drain that failed cancels the script sent ahead: its shell reaches the end of its
-    input and leaves; the engine and the files are as they were, and the runner ends
-    without a word (nobody is listening)."""
+    input, removes the file it staged and leaves; the engine and the files are as they
+    were, and the runner ends without a word (nobody is listening)."""
     lab = lab_factory([HostSpec("wrk-1", "worker", user="alice")])
     first = engine_pid(lab, "wrk-1")
     before = lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
     _, gate, messages = _sent_ahead(lab, b"never: 1\n")
+    assert [name for name in _staged(lab) if name.startswith(".cargoship.")]
     gate.cancel()
     _until("the shell gone", lambda: not _waiting_shells(lab))
     _until("the runner done", _runner_gone)
     assert messages.empty()
     assert engine_pid(lab, "wrk-1") == first
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == before
+    assert not [name for name in _staged(lab) if name.startswith(".cargoship.")]
     assert not lab.exec("wrk-1", "ls /run/cargoship/swap.lock 2>/dev/null || true").stdout
 
