@@ -36,7 +36,6 @@ from .swap_script import (
     Marked,
     OutputReader,
     Probed,
-    Staged,
     Started,
     Step,
     StepDone,
@@ -53,7 +52,7 @@ SILENCE = 15.0
 
 
 class RestartNotBegun(CommandError):
-    """The restart script ended before `staged` (the marker or a file's staging failed):
+    """The restart script ended before its GO (a file's staging or the marker failed):
     it never reached the stop, so the engine runs on and no file changed."""
 
 
@@ -85,30 +84,59 @@ Message = Event | ScriptEnded | ScriptFailed | NodeVersion | NodeUnreadable
 
 
 class Gate:
-    """Holds a sent-ahead script at its last line until `open` (run it) or `cancel`."""
+    """Holds a script sent ahead (RemoteSwap): at first the host has only its head
+    (definitions, the staging of the files); `begin` releases the part that sets the
+    marker, `open` its last line, GO, which runs it. `cancel` ends its input before GO:
+    it runs nothing more, and removes what it staged."""
 
     def __init__(self) -> None:
-        self._decided = threading.Event()
-        self._go = False
+        self._changed = threading.Condition()
+        self._chunks: list[str] = []  # released so far, in order
+        self._open = self._cancelled = False
+
+    def begin(self, text: str) -> None:
+        with self._changed:
+            if not self._chunks and not self._cancelled:
+                self._chunks.append(text)
+                self._changed.notify_all()
 
     def open(self) -> None:
-        self._go = True
-        self._decided.set()
+        with self._changed:
+            assert self._chunks, "a script let go before it began"
+            if not self._open and not self._cancelled:
+                self._chunks.append(GO)
+                self._open = True
+                self._changed.notify_all()
 
     def cancel(self) -> None:
-        self._decided.set()
+        """Nothing once open: the script runs to its end."""
+        with self._changed:
+            if not self._open:
+                self._cancelled = True
+                self._changed.notify_all()
 
     @property
-    def decided(self) -> bool:
-        return self._decided.is_set()
+    def begun(self) -> bool:
+        return bool(self._chunks)
+
+    @property
+    def held(self) -> bool:
+        """Neither let go nor cancelled: the script is waiting, and silent."""
+        return not self._open and not self._cancelled
 
     @property
     def cancelled(self) -> bool:
-        return self._decided.is_set() and not self._go
+        return self._cancelled
 
-    def wait(self) -> bool:
-        self._decided.wait()
-        return self._go
+    def next(self, sent: int) -> str | None:
+        """Chunk number `sent` once released (blocks until then); None when there are no
+        more: cancelled, or GO was the last."""
+        with self._changed:
+            while sent >= len(self._chunks):
+                if self._open or self._cancelled:
+                    return None
+                self._changed.wait()
+            return self._chunks[sent]
 
 
 @dataclass
@@ -151,7 +179,7 @@ class RemoteSwap:
             # every second once let go, so a long silence is a connection that is gone (a
             # cut cable sends no reset), not a slow host. Held at its GO it is silent.
             now = time.monotonic()
-            if data or (self.gate is not None and not self.gate.decided):
+            if data or (self.gate is not None and self.gate.held):
                 heard[0] = now
             elif now - heard[0] > SILENCE and not self._stop.is_set():
                 raise ConnectionLost(self.writer.label, f"the host said nothing for "
@@ -163,17 +191,31 @@ class RemoteSwap:
             return not self._stop.is_set()
         return feed
 
+    @staticmethod
+    def _released(gate: Gate) -> Callable[[], bytes | None]:
+        sent = [0]
+
+        def hold() -> bytes | None:
+            chunk = gate.next(sent[0])
+            if chunk is None:
+                return None
+            sent[0] += 1
+            return chunk.encode()
+        return hold
+
     def _run(self) -> None:
         reruns = 0
         while True:
             gate = self.gate
+            hold: Callable[[], bytes | None] | None = None
             if gate is None:
-                script, hold = self.script.render(swap=not self.started), None
+                script = self.script.render(swap=not self.started)
+            elif self.started:  # only the watch again, long let go
+                script, hold = self.script.head(swap=False) + GO, None
             else:
-                script = self.script.prepared(swap=not self.started)
-
-                def hold(gate: Gate = gate) -> bytes | None:
-                    return GO.encode() if gate.wait() else None
+                # From the start again after a lost connection: what was released so far
+                # goes at once, the rest as it is released.
+                script, hold = self.script.head(), self._released(gate)
             try:
                 result = self.writer.stream_root(script, self._feed(
                     OutputReader(self.script.token)), self.timeout, hold)
@@ -216,18 +258,33 @@ class Restart:
     clock: Callable[[], float] = time.monotonic
     _ahead: tuple[list[Step], queue.Queue[Message], RemoteSwap, Gate] | None = \
         field(default=None, init=False)
-    _staged: bool = field(default=False, init=False)  # the running script said `staged`
+
+    def preload(self, steps: list[Step]) -> None:
+        """Send the script's head ahead, before the host's turn: sudo, the shell's start
+        and the staging of the files are behind it by then. Nothing a reader of the
+        host's files sees changes until `prepare`; `cancel` if it never comes."""
+        messages: queue.Queue[Message] = queue.Queue()
+        script = SwapScript.of(self.init, self.service, self.controller, steps,
+                               stop_timeout=self.ready_timeout,
+                               watch_seconds=self.ready_timeout + 30)
+        gate = Gate()
+        swap = RemoteSwap(self.writer, script, 2 * self.ready_timeout + 60, messages.put,
+                          gate)
+        swap.start()
+        self._ahead = (steps, messages, swap, gate)
 
     def prepare(self, steps: list[Step], mark: str | None = None) -> None:
-        """Send the script ahead (before the node is cordoned). Returns once it has set
-        the in-progress marker (`mark`, a shell command); it then stages the new files
-        while the node drains, and has sudo, the shell's start and the file content behind
-        it by the time `run` lets it go. Raises, with nothing stopped or changed but perhaps
+        """Begin the script sent ahead (sending it now if it was not preloaded), before
+        the node is cordoned. Returns once it has staged the files and set the in-progress
+        marker (`mark`, a shell command); it then waits for `run` to let it go. Raises
+        RestartNotBegun (or a lost connection), with nothing stopped or changed but perhaps
         the marker set, when the host cannot. `cancel` if `run` never comes: the host then
         runs nothing more and removes what it staged."""
-        self._send(steps, mark)
-        assert self._ahead is not None
-        _, messages, _, _ = self._ahead
+        if self._ahead is None:
+            self.preload(steps)
+        assert self._ahead is not None and self._ahead[0] is steps, "preloaded other steps"
+        _, messages, swap, gate = self._ahead
+        gate.begin(swap.script.begin(mark))
         deadline = self.clock() + self.ready_timeout
         while True:
             try:
@@ -236,24 +293,14 @@ class Restart:
                 raise CommandTimeout(self.writer.label, f"the restart script did not begin "
                                      f"on the host within {self.ready_timeout:g} s") from None
             if isinstance(message, Marked):
+                log.debug("%s: in-progress marker set", self.writer.label)
                 return
             if isinstance(message, ScriptFailed):
                 raise message.error
             if isinstance(message, ScriptEnded):
-                raise RestartNotBegun(self.writer.label, f"setting the in-progress marker "
-                                      f"failed (exit {message.exit_code}): "
+                raise RestartNotBegun(self.writer.label, f"the restart script failed before "
+                                      f"the stop (exit {message.exit_code}): "
                                       f"{message.stderr or 'no message'}")
-
-    def _send(self, steps: list[Step], mark: str | None) -> None:
-        messages: queue.Queue[Message] = queue.Queue()
-        script = SwapScript.of(self.init, self.service, self.controller, steps,
-                               stop_timeout=self.ready_timeout,
-                               watch_seconds=self.ready_timeout + 30, mark=mark)
-        gate = Gate()
-        swap = RemoteSwap(self.writer, script, 2 * self.ready_timeout + 60, messages.put,
-                          gate)
-        swap.start()
-        self._ahead = (steps, messages, swap, gate)
 
     def cancel(self) -> None:
         """Drop a prepared script that was never let go (nothing once `run` took it)."""
@@ -266,12 +313,11 @@ class Restart:
     def run(self, steps: list[Step], written: list[Written]) -> None:
         """`written` receives each file write or removal as the host reports it, so a
         caller rolling back knows what to restore even when this fails half-way."""
-        if self._ahead is None:
-            self._send(steps, None)  # let go at once
+        if not (self._ahead is not None and self._ahead[3].begun):
+            self.prepare(steps)
         assert self._ahead is not None and self._ahead[0] is steps, "prepared other steps"
         _, messages, swap, gate = self._ahead
         self._ahead = None
-        self._staged = False
         waiter = Waiter(self.writer, self.init, self.service, self.node, self.controller,
                         self.readyz)
         watch: list[Any] = []
@@ -334,9 +380,7 @@ class Restart:
     def _take(self, message: Message, waiter: Waiter, steps: list[Step],
               written: list[Written], started: bool) -> bool:
         """Apply one message; True when it is the start (the wait for readiness begins)."""
-        if isinstance(message, Staged):
-            self._staged = True
-        elif isinstance(message, Probed):
+        if isinstance(message, Probed):
             waiter.probed(message.name, message.state)  # a crash loop raises here
         elif isinstance(message, Stopped):
             waiter.stopped_at = message.at
@@ -359,11 +403,6 @@ class Restart:
         elif isinstance(message, ScriptFailed):
             raise message.error
         elif isinstance(message, ScriptEnded):
-            if not started and not self._staged:
-                # Its lines arrive in order: without `staged`, `main` never ran.
-                raise RestartNotBegun(self.writer.label, f"the restart script failed before "
-                                      f"the stop (exit {message.exit_code}): "
-                                      f"{message.stderr or 'no message'}")
             if message.exit_code not in (0, ABANDONED):
                 raise CommandError(self.writer.label, f"remote command failed (exit "
                                    f"{message.exit_code}): {message.stderr or 'no message'}")

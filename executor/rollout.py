@@ -2,12 +2,13 @@
 window of workers, and a rollback of the host in progress when it does not come back.
 
 Per host with a change the engine reads at start, one remote script (restart.py,
-swap_script.py) sets the in-progress marker; then cordon (remembering whether we did) and
-drain (evicted pods followed with a watch) while the script stages the new files; then
-the script stops the engine, puts the files in place (atomic, backed up) and starts it, and the
-host is awaited until it is freshly back (readiness.py: a new engine process, a node status
-posted after the restart, seen through the API's watch, and for a controller its API
-server's /readyz with its etcd check); then uncordon if we cordoned. Chart values alone
+swap_script.py), sent while the hosts before it roll, stages the new files; at the host's
+turn it sets the in-progress marker; then cordon (remembering whether we did) and drain
+(evicted pods followed with a watch); then the script stops the engine, puts the files
+in place (atomic, backed up) and starts it, and the host is awaited until it is freshly
+back (readiness.py: a new engine process, a node status posted after the restart, seen
+through the API's watch, and for a controller its API server's /readyz with its etcd
+check); then uncordon if we cordoned. Chart values alone
 are written in place. If anything fails after the first write (a crash loop is seen
 early), the previous files are restored, the engine restarted and the node uncordoned,
 and the rollout stops: no further host is touched. An uncordon that fails after the host
@@ -30,7 +31,7 @@ from . import inprogress
 from .drain import DrainError, DrainOptions, NodeOps
 from .files import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
 from .remote import HostWriter
-from .restart import Restart, RestartNotBegun
+from .restart import Restart
 from .swap_script import Step, remove_step, restore_step, restore_tree_step, write_step
 
 log = logging.getLogger("cargoship.executor")
@@ -74,11 +75,20 @@ class Rollout:
     locks_lost: Callable[[], set[str]] = set
     # How long a failing uncordon of a host that came back is retried.
     uncordon_timeout: float = 60.0
+    # Hosts next in line, their restart script's definitions already on the host (sudo
+    # and the shell started) while the hosts before them roll: (restart, steps, remote
+    # commands the host had run before).
+    _preloaded: dict[str, tuple[Restart, list[Step], int]] = field(
+        default_factory=dict, init=False)
+    _preload_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def run(self, controllers: Sequence[HostJob], workers: Sequence[HostJob],
             worker_concurrency: int) -> list[HostOutcome]:
         started = time.monotonic()
-        outcomes = self._run(controllers, workers, worker_concurrency)
+        try:
+            outcomes = self._run(controllers, workers, worker_concurrency)
+        finally:
+            self._drop_preloaded()
         log.info("rollout of %d controller(s) and %d worker(s) at concurrency %d took %.3f s",
                  len(controllers), len(workers), worker_concurrency,
                  time.monotonic() - started)
@@ -87,10 +97,13 @@ class Rollout:
     def _run(self, controllers: Sequence[HostJob], workers: Sequence[HostJob],
              worker_concurrency: int) -> list[HostOutcome]:
         outcomes: list[HostOutcome] = []
-        for job in controllers:  # strictly one at a time
+        for i, job in enumerate(controllers):  # strictly one at a time
             if self._halted(outcomes):
                 outcomes.append(HostOutcome(job.label, "not started", self._why()))
                 continue
+            # While it rolls, the next controller (after the last, the first wave of
+            # workers) gets its script's definitions.
+            self._preload(controllers[i + 1:i + 2] or workers[:worker_concurrency])
             outcomes.append(self.run_host(job))
         outcomes += self._window(workers, worker_concurrency, outcomes)
         return outcomes
@@ -126,6 +139,8 @@ class Rollout:
                     running[pool.submit(self.run_host, job)] = job
                 if not running:
                     break
+                if not self._halted(earlier + list(results.values())):
+                    self._preload(pending[:size])
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     job = running.pop(future)
@@ -134,28 +149,52 @@ class Rollout:
             results[job.label] = HostOutcome(job.label, "not started", self._why())
         return [results[job.label] for job in jobs]
 
+    def _preload(self, jobs: Sequence[HostJob]) -> None:
+        for job in jobs:
+            if not job.restart or self.ops is None:
+                continue
+            with self._preload_lock:
+                if job.label in self._preloaded:
+                    continue
+                before = job.writer.round_trips
+                restart, steps = self._restart(job), self._steps(job)
+                restart.preload(steps)
+                self._preloaded[job.label] = (restart, steps, before)
+            log.debug("%s: restart script preloaded", job.label)
+
+    def _drop_preloaded(self) -> None:
+        """Hosts never started: their scripts end having run nothing."""
+        with self._preload_lock:
+            for restart, _, _ in self._preloaded.values():
+                restart.cancel()
+            self._preloaded.clear()
+
     def run_host(self, job: HostJob) -> HostOutcome:
+        with self._preload_lock:
+            ahead = self._preloaded.pop(job.label, None)
         # Both lines timestamped in --log-file: the benchmark measures each host's span.
         log.debug("%s: host begins", job.label)
-        before = job.writer.round_trips
-        outcome = self._host(job)
+        before = job.writer.round_trips if ahead is None else ahead[2]
+        outcome = self._host(job, ahead)
         log.debug("%s: host ends: %s after %d remote command(s)", job.label, outcome.status,
                   job.writer.round_trips - before)
         return outcome
 
-    def _host(self, job: HostJob) -> HostOutcome:
+    def _host(self, job: HostJob,
+              ahead: tuple[Restart, list[Step], int] | None = None) -> HostOutcome:
         written: list[Written] = []
         cordoned = stopped = False
         restart: Restart | None = None
         try:
             if job.restart:
                 assert self.ops is not None
-                # One script for the host: it sets the in-progress marker (before the
+                # One script for the host, preloaded while the hosts before it rolled: it
+                # has staged the new files; now it sets the in-progress marker (before the
                 # cordon, so a run that dies from here on leaves the next plan a host to
-                # recover), stages the new files, and waits while the node drains; the
-                # stop then follows the drain's end without a round trip, sudo or a
-                # shell's start between them.
-                restart, steps = self._restart(job), self._steps(job)
+                # recover), and waits while the node drains; the stop then follows the
+                # drain's end without a round trip, sudo or a shell's start between them.
+                restart, steps = ahead[:2] if ahead is not None else (
+                    self._restart(job), self._steps(job))
                 restart.prepare(steps, inprogress.mark_script(self.plan_id))
                 cordoned = self.ops.cordon(job.node, owner=self.plan_id)
                 self._note(job.label, f"cordoned node {job.node}" if cordoned
@@ -169,7 +208,7 @@ class Rollout:
                 self._write_in_place(job, written)
         except (CargoshipError, OSError) as exc:
             log.debug("%s failed", job.label, exc_info=True)
-            if not written and (not stopped or isinstance(exc, RestartNotBegun)):
+            if not written and not stopped:
                 detail = self._uncordon(job, cordoned, f"{exc}; nothing was changed")
                 return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
             return self._roll_back(job, written, cordoned, exc)

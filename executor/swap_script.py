@@ -6,8 +6,8 @@ each file, start, the engine's state every fraction of a second while it came ba
 the host does all of it in one exec, waiting locally for each service state (bounded), and
 streams one line per event, so the executor hears of each step as it happens:
 
-    <token> marked                      the in-progress marker is set (if it was given)
     <token> staged                      the new content is staged
+    <token> marked                      the in-progress marker is set (if it was given)
     <token> before | starting | state   a probe of the engine (readiness.probe_script),
     ...                                 its lines, then `<token> end`
     <token> stopped <unix seconds>      the engine is down; the host's clock then
@@ -31,14 +31,15 @@ File content travels inside the script, which goes to `sh -s` on stdin (never a 
 line), as base64 here-documents. The token is random per script, so no probe output can
 forge a line.
 
-The script is in two parts. The first runs as soon as the host reads it: it sets the
-in-progress marker (when given one) and says `marked`, then stages each new file
+The script comes in three parts, each run as soon as the host reads it (restart.Gate
+holds back the later ones). The head defines everything and stages each new file
 (files.stage_script: the content in a temp file beside its target, on disk, with its
-mode; the backup directory ready) and says `staged`. The last line, GO, runs the second,
-`main`: the stop, each file's commit (a backup copy and a rename), the start and the
-watch. Sent ahead, the script waits at GO while the node drains (restart.Gate). A script
-that ends before `staged` never ran `main`: it stopped nothing and changed no file, and
-like a script whose input ends before GO it removes what it staged.
+mode; the backup directory ready), then says `staged`: sent ahead of the host's turn, it
+has the host's sudo, shell and staging done by then. At its turn, `begin` sets the
+in-progress marker and says `marked`. The last line, GO, runs `main`: the stop, each
+file's commit (a backup copy and a rename), the start and the watch; it is sent when the
+node has drained. A script whose input ends before GO, or that fails before it, has
+stopped nothing and changed no file, and removes what it staged.
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ RUN_TICK = 0.5
 ALIVE_EVERY = 1  # seconds: an `alive` line at least this often
 NUDGE_AFTER = 2  # seconds plainly down: ask for the start again
 STOP_FAILED, START_FAILED = 4, 5
-# The script ended before its GO was acted on: the marker could not be set or a file not
-# staged. Nothing was stopped and no file changed.
+# The script ended before its GO: a file could not be staged or the marker not set.
+# Nothing was stopped and no file changed.
 UNPREPARED = 6
 _SWAP_LOCK = quote(SWAP_LOCK_PATH)
 _LOCK_DIR = quote(SWAP_LOCK_PATH.rsplit("/", 1)[0])
@@ -220,18 +221,26 @@ class SwapScript:
     stop_timeout: float
     watch_seconds: float
     token: str = ""
-    # A command run first, before any staging (the in-progress marker's).
-    mark: str | None = None
 
     @classmethod
     def of(cls, init: str, service: str, controller: bool, steps: list[Step], *,
-           stop_timeout: float, watch_seconds: float, mark: str | None = None) -> SwapScript:
+           stop_timeout: float, watch_seconds: float) -> SwapScript:
         return cls(init, service, controller, tuple(steps), stop_timeout, watch_seconds,
-                   "sw" + secrets.token_hex(10), mark)
+                   "sw" + secrets.token_hex(10))
 
-    def render(self, *, swap: bool = True) -> str:
+    def render(self, *, swap: bool = True, mark: str | None = None) -> str:
         """The whole restart, or (swap=False) only the watch after it, for a connection
         that dropped once the start had been asked for."""
+        return self.head(swap=swap) + (self.begin(mark) if swap else "") + GO
+
+    def begin(self, mark: str | None = None) -> str:
+        """The host's turn: set the marker (`mark`, a shell command) and say so."""
+        lines = [f"( {mark} ) </dev/null || exit {UNPREPARED}"] if mark is not None else []
+        return "\n".join([*lines, 'say "$T marked"']) + "\n"
+
+    def head(self, *, swap: bool = True) -> str:
+        """Definitions (`main` among them), then the staging of the new content: a host
+        that has run it has changed nothing a reader of its files sees."""
         svc = quote(self.service)
         fast_stop_ticks, stop_ticks_in_all = stop_ticks(self.stop_timeout)
         lines = [
@@ -242,13 +251,8 @@ class SwapScript:
             'block() { p=$(probe 2>/dev/null); say "$T $1" && say "$p" && say "$T end"; }',
         ]
         if swap:
-            # Run as soon as the host reads them, before the GO: set the marker, stage the
-            # new content, and say so.
             lines += [*_unstage_lines(self.steps), "trap unstage EXIT",
                       f"trap 'exit {UNPREPARED}' HUP INT TERM"]
-            if self.mark is not None:
-                lines.append(f"( {self.mark} ) </dev/null || exit {UNPREPARED}")
-            lines.append('say "$T marked"')
             lines += [_stage_lines(i, step, self.token)
                       for i, step in enumerate(self.steps) if step.stage is not None]
             lines.append('say "$T staged"')
@@ -329,14 +333,7 @@ class SwapScript:
             "done",
             "}",
         ]
-        return "\n".join(lines) + "\n" + GO
-
-    def prepared(self, *, swap: bool = True) -> str:
-        """All of the script but its last line, GO, which runs it: sent ahead, the host
-        has it read and waiting (sudo, the shell's start, the file content) by the time
-        the drain ends. Without GO the shell reaches the end of its input having defined
-        a function, and nothing else."""
-        return self.render(swap=swap).removesuffix(GO)
+        return "\n".join(lines) + "\n"
 
 
 # --- what the script says --------------------------------------------------------------

@@ -39,6 +39,11 @@ def official_client(kubeconfig: dict[str, Any]) -> CoreV1Api:
     # No silent re-tries inside the client (each logs a warning and takes the time of a
     # request): every caller polls with its own deadline, an API restarting included.
     configuration.retries = 0
+    # Connections are opened as needed; the client's default pool (5 per CPU of *this*
+    # machine) is smaller than a rollout's needs (a request and a watch per worker in
+    # flight), and a connection that finds the pool full is closed after one request:
+    # a new TLS handshake for nearly every call.
+    configuration.connection_pool_maxsize = 64
     return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
 
 

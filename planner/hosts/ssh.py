@@ -65,10 +65,10 @@ class SshSession:
         command line, which other users of the host can read in the process list.
         `on_stdout` is handed stdout as it arrives; when it returns False the command is
         abandoned (its channel closed) and the result has exit code ABANDONED.
-        `hold`, when given, is called in a thread of its own once `stdin` is sent, and
-        may block: what it returns is sent after it, or None sends nothing more. Either way
-        stdin is then closed and `timeout` counts from there. Output is read (and handed
-        to `on_stdout`) meanwhile, so a held command can say how far it got."""
+        `hold`, when given, is called in a thread of its own once `stdin` is sent, again
+        and again until it returns None; it may block, and what it returns is sent as it
+        comes. Then stdin is closed and `timeout` counts from there. Output is read (and
+        handed to `on_stdout`) meanwhile, so a held command can say how far it got."""
         transport = self._client.get_transport()
         if transport is None or not transport.is_active():
             raise ConnectionLost(self.label, "SSH connection is closed")
@@ -109,8 +109,8 @@ def _send(channel: paramiko.Channel, transport: paramiko.Transport,
 
 
 class _Release:
-    """The end of a held command's stdin, sent from a thread of its own once `hold`
-    returns, while the command's output is read; `at` is when it went (the timeout's
+    """The rest of a held command's stdin, sent from a thread of its own as `hold` returns
+    it, while the command's output is read; `at` is when stdin was closed (the timeout's
     start)."""
 
     def __init__(self, channel: paramiko.Channel, transport: paramiko.Transport,
@@ -121,9 +121,9 @@ class _Release:
 
     def _run(self) -> None:
         try:
-            data = self._hold()
-            if not self._channel.closed:
+            while (data := self._hold()) is not None and not self._channel.closed:
                 _send(self._channel, self._transport, data)
+            if not self._channel.closed:
                 self._channel.shutdown_write()
         except (paramiko.SSHException, OSError, EOFError):
             pass  # the reading side hears of a connection that is gone

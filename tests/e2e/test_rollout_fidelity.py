@@ -172,10 +172,14 @@ def test_kubectl_through_the_merged_kubeconfig(lab_factory, tmp_path: Path) -> N
 def test_a_restart_is_one_remote_command(lab_factory, tmp_path: Path) -> None:
     """Issue 15: stop, write and start as one remote script. Per restarted host the apply
     runs two remote commands: the restart script, which sets the in-progress marker
-    first, and the marker's removal; the engine's state and the node are never polled."""
+    first, and the marker's removal; the engine's state and the node are never polled.
+    The script of the host next in line is on it before its turn (preloaded), and counts
+    among that host's commands."""
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
                        HostSpec("wrk-2", "worker")])
     edit_config(lab.dir / "cluster.yaml", new_mirror)
+    edit_config(lab.dir / "cluster.yaml",
+                lambda d: d["spec"]["options"]["concurrency"].update(workers=1))
     path = tmp_path / "plan.json"
     plan(lab, path)
     log = tmp_path / "apply.log"
@@ -186,6 +190,16 @@ def test_a_restart_is_one_remote_command(lab_factory, tmp_path: Path) -> None:
         r"command\(s\)", log.read_text())}
     assert ends == {"ctl-1": ("applied", "2"), "wrk-1": ("applied", "2"),
                     "wrk-2": ("applied", "2")}, ends
+    text = log.read_text()
+
+    def at(host: str, what: str) -> int:
+        found = re.search(rf"{host}(?: \(.*\))?: {what}", text)
+        assert found, (host, what)
+        return found.start()
+    # One worker at a time: wrk-1 is preloaded as ctl-1 begins, wrk-2 as wrk-1 does.
+    assert at("wrk-1", "restart script preloaded") < at("ctl-1", "host ends")
+    assert at("ctl-1", "host ends") < at("wrk-2", "restart script preloaded") \
+        < at("wrk-1", "host ends")
     for host in ("ctl-1", "wrk-1", "wrk-2"):
         assert NEW_MIRROR in lab.exec(host, f"cat {REGISTRIES}").stdout
         assert [name for _, name in lab.events(host)][-3:] == ["stopped", "starting",
@@ -195,37 +209,49 @@ def test_a_restart_is_one_remote_command(lab_factory, tmp_path: Path) -> None:
 def test_a_failed_drain_runs_none_of_the_script_sent_ahead(lab_factory, tmp_path: Path) -> None:
     """The restart script goes to the host while the node drains, held at its last line.
     A drain refused (a pod no controller manages, without force) cancels it: the engine
-    never stops, the file is as it was, and no shell is left waiting on the host."""
-    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
+    never stops, the file is as it was, and no shell is left waiting on the host. The
+    host next in line, whose script was preloaded, is not started and runs nothing of it:
+    no marker, no staged file, no shell left."""
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
+                       HostSpec("wrk-2", "worker")])
     lab.api("POST", "/api/v1/namespaces/default/pods", {
         "metadata": {"name": "loner"},
         "spec": {"nodeName": "wrk-1", "containers": [{"name": "c", "image": "lab/c:1"}]}})
     edit_config(lab.dir / "cluster.yaml", new_mirror)
+    edit_config(lab.dir / "cluster.yaml",
+                lambda d: d["spec"]["options"]["concurrency"].update(workers=1))
     path = tmp_path / "plan.json"
     plan(lab, path)
-    events_before = len(lab.events("wrk-1"))
+    events_before, wrk2_before = len(lab.events("wrk-1")), len(lab.events("wrk-2"))
     log = tmp_path / "apply.log"
     result = cargoship("--log-file", log, "apply", path, "--confirm")
     assert result.returncode != 0
     assert "drain refused" in result.stdout + result.stderr
     text = log.read_text()
     assert re.search(r"wrk-1 \(.*\): host ends: failed", text), text[-2000:]
+    assert re.search(r"wrk-2 \(.*\): restart script preloaded", text), text[-2000:]
+    assert not re.search(r"wrk-2 \(.*\): host begins", text)
     assert NEW_MIRROR in lab.exec("ctl-1", f"cat {REGISTRIES}").stdout  # the rest went on
     assert NEW_MIRROR not in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
     assert lab.events("wrk-1")[events_before:] == []  # never stopped
     deadline = time.monotonic() + 10  # the shell leaves once its input ends
-    while lab.exec("wrk-1", "pgrep -x -f 'sh -s' || true").stdout.strip():
-        assert time.monotonic() < deadline, "a shell is left waiting on wrk-1"
-        time.sleep(0.05)
-    # What it staged while the node drained went with it.
-    assert ".cargoship." not in lab.exec("wrk-1", "ls -A /etc/rancher/rke2").stdout
+    for host in ("wrk-1", "wrk-2"):
+        while lab.exec(host, "pgrep -x -f 'sh -s' || true").stdout.strip():
+            assert time.monotonic() < deadline, f"a shell is left waiting on {host}"
+            time.sleep(0.05)
+        # What wrk-1 staged while the node drained went with it.
+        assert ".cargoship." not in lab.exec(host, "ls -A /etc/rancher/rke2").stdout
+    assert lab.events("wrk-2")[wrk2_before:] == []  # never stopped
+    assert lab.exec("wrk-2", "ls /var/lib/cargoship/in-progress.json 2>/dev/null || true"
+                    ).stdout == ""
+    assert NEW_MIRROR not in lab.exec("wrk-2", f"cat {REGISTRIES}").stdout
 
 
 def test_a_file_that_cannot_be_staged_stops_nothing(lab_factory, tmp_path: Path) -> None:
-    """The new content is staged on the host while the node drains, before the engine is
+    """The new content is staged on the host before its turn, long before the engine is
     stopped. When that fails (here the backup directory has become a link, which is never
     written through), the host fails with nothing changed: the engine was never stopped,
-    the node is uncordoned, the marker cleared and no temp file left behind."""
+    the node never cordoned, no marker set and no temp file left behind."""
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
     edit_config(lab.dir / "cluster.yaml", new_mirror)
     path = tmp_path / "plan.json"

@@ -100,7 +100,7 @@ def test_stop_write_start_in_one_exec(lab_factory) -> None:
     assert host.round_trips == trips + 1  # one exec for all of it
     assert result.exit_code == ABANDONED  # we stopped listening; the host's watch exits
     kinds = [type(e).__name__ + (f":{e.name}" if isinstance(e, Probed) else "") for e in seen]
-    assert kinds[:7] == ["Marked", "Staged", "Probed:before", "Stopped", "StepDone",
+    assert kinds[:7] == ["Staged", "Marked", "Probed:before", "Stopped", "StepDone",
                          "Probed:starting", "Started"]
     before = next(e.state for e in seen if isinstance(e, Probed) and e.name == "before")
     after = [e.state for e in seen if isinstance(e, Probed) and e.name == "state"][-1]
@@ -346,9 +346,12 @@ def _sent_ahead(lab: Lab, content: bytes) -> tuple[RemoteSwap, Gate, queue.Queue
     gate = Gate()
     swap = RemoteSwap(host, script, 60, messages.put, gate)
     swap.start()
-    # Marked (no marker here) and staged, it says so and waits for its GO.
-    assert isinstance(messages.get(timeout=30), Marked)
+    # Preloaded, it stages the file and says so; at its turn it is marked (no marker
+    # here), then waits for its GO.
     assert isinstance(messages.get(timeout=30), Staged)
+    assert messages.empty()
+    gate.begin(script.begin())
+    assert isinstance(messages.get(timeout=30), Marked)
     assert _waiting_shells(lab)
     return swap, gate, messages
 
