@@ -253,13 +253,17 @@ class NodeOps:
 
     # --- drain ---------------------------------------------------------------------------
 
-    def drain(self, node: str, options: DrainOptions) -> DrainReport:
+    def drain(self, node: str, options: DrainOptions, *, cordoned: bool = False,
+              then: Callable[[], None] | None = None) -> DrainReport:
         """Evict the node's pods (it must be cordoned first, or they could come straight
-        back) and wait until they are gone, all within options.timeout."""
+        back: checked unless the caller has just `cordoned` it) and wait until they are
+        gone, all within options.timeout. `then` is called once the evictions are asked
+        for, before the wait."""
         deadline = self._clock() + options.timeout
-        current = self._call(node, "reading the node", self._api.read_node, node)
-        if not (current.spec and current.spec.unschedulable):
-            raise DrainError(node, "drain refused: the node is not cordoned")
+        if not cordoned:
+            current = self._call(node, "reading the node", self._api.read_node, node)
+            if not (current.spec and current.spec.unschedulable):
+                raise DrainError(node, "drain refused: the node is not cordoned")
         verdicts = [classify_pod(p, options) for p in self._pods_on(node)]
         refused = [str(v) for v in verdicts if v.action == "refuse"]
         if refused:
@@ -268,6 +272,8 @@ class NodeOps:
         evicted, gone = self._evict_all(node, [v for v in verdicts if v.action == "evict"],
                                         options, deadline)
         skipped += [f"{key} (already gone)" for key in gone]
+        if then is not None:
+            then()
         self._wait_gone(node, evicted, options, deadline)
         log.info("node %s: drained (%d evicted, %d skipped)", node, len(evicted), len(skipped))
         return DrainReport(tuple(sorted(evicted)), tuple(sorted(skipped)))

@@ -81,6 +81,8 @@ class Rollout:
     _preloaded: dict[str, tuple[Restart, list[Step], int]] = field(
         default_factory=dict, init=False)
     _preload_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    # The hosts next in line, preloaded once a host in flight waits for its drain.
+    _upcoming: Sequence[HostJob] = field(default=(), init=False)
 
     def run(self, controllers: Sequence[HostJob], workers: Sequence[HostJob],
             worker_concurrency: int) -> list[HostOutcome]:
@@ -101,9 +103,9 @@ class Rollout:
             if self._halted(outcomes):
                 outcomes.append(HostOutcome(job.label, "not started", self._why()))
                 continue
-            # While it rolls, the next controller (after the last, the first wave of
-            # workers) gets its script's definitions.
-            self._preload(controllers[i + 1:i + 2] or workers[:worker_concurrency])
+            # While it drains, the next controller (after the last, the first wave of
+            # workers) gets its script.
+            self._upcoming = controllers[i + 1:i + 2] or workers[:worker_concurrency]
             outcomes.append(self.run_host(job))
         outcomes += self._window(workers, worker_concurrency, outcomes)
         return outcomes
@@ -139,8 +141,7 @@ class Rollout:
                     running[pool.submit(self.run_host, job)] = job
                 if not running:
                     break
-                if not self._halted(earlier + list(results.values())):
-                    self._preload(pending[:size])
+                self._upcoming = pending[:size]
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     job = running.pop(future)
@@ -149,8 +150,14 @@ class Rollout:
             results[job.label] = HostOutcome(job.label, "not started", self._why())
         return [results[job.label] for job in jobs]
 
-    def _preload(self, jobs: Sequence[HostJob]) -> None:
-        for job in jobs:
+    def _preload(self) -> None:
+        """Send the hosts next in line their scripts: once a host's evictions are asked
+        for, when the rollout only waits for its pods to go, rather than as the hosts in
+        flight begin (their sudo and staging would compete with those hosts' cordons and
+        evictions for this machine's CPU)."""
+        if self._halted([]):
+            return
+        for job in self._upcoming:
             if not job.restart or self.ops is None:
                 continue
             with self._preload_lock:
@@ -199,7 +206,8 @@ class Rollout:
                 cordoned = self.ops.cordon(job.node, owner=self.plan_id)
                 self._note(job.label, f"cordoned node {job.node}" if cordoned
                            else f"node {job.node} was already cordoned")
-                report = self.ops.drain(job.node, self.drain)
+                report = self.ops.drain(job.node, self.drain, cordoned=True,
+                                        then=self._preload)
                 self._note(job.label, f"drained node {job.node} "
                                       f"({len(report.evicted)} pod(s) evicted)")
                 stopped = True  # from the moment we ask: a lost answer may hide a stop

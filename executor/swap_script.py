@@ -8,7 +8,8 @@ streams one line per event, so the executor hears of each step as it happens:
 
     <token> staged                      the new content is staged
     <token> marked                      the in-progress marker is set (if it was given)
-    <token> before | starting | state   a probe of the engine (readiness.probe_script),
+    <token> before ... <token> end      the engine before anything happens to it
+    <token> starting | state            a probe of the engine (readiness.probe_script),
     ...                                 its lines, then `<token> end`
     <token> stopped <unix seconds>      the engine is down; the host's clock then
     <token> done <index> <result>       a file step finished (`backup`, `new`, a count)
@@ -36,10 +37,10 @@ holds back the later ones). The head defines everything and stages each new file
 (files.stage_script: the content in a temp file beside its target, on disk, with its
 mode; the backup directory ready), then says `staged`: sent ahead of the host's turn, it
 has the host's sudo, shell and staging done by then. At its turn, `begin` sets the
-in-progress marker and says `marked`. The last line, GO, runs `main`: the stop, each
-file's commit (a backup copy and a rename), the start and the watch; it is sent when the
-node has drained. A script whose input ends before GO, or that fails before it, has
-stopped nothing and changed no file, and removes what it staged.
+in-progress marker, says `marked` and probes the engine (`before`). The last line, GO,
+runs `main`: the stop, each file's commit (a backup copy and a rename), the start and the
+watch; it is sent when the node has drained. A script whose input ends before GO, or that
+fails before it, has stopped nothing and changed no file, and removes what it staged.
 """
 
 from __future__ import annotations
@@ -234,9 +235,11 @@ class SwapScript:
         return self.head(swap=swap) + (self.begin(mark) if swap else "") + GO
 
     def begin(self, mark: str | None = None) -> str:
-        """The host's turn: set the marker (`mark`, a shell command) and say so."""
+        """The host's turn: set the marker (`mark`, a shell command) and say so, then
+        look at the engine as it is before anything happens to it (`before`: its process,
+        restart counts), while the node is cordoned and drained rather than after."""
         lines = [f"( {mark} ) </dev/null || exit {UNPREPARED}"] if mark is not None else []
-        return "\n".join([*lines, 'say "$T marked"']) + "\n"
+        return "\n".join([*lines, 'say "$T marked"', "block before"]) + "\n"
 
     def head(self, *, swap: bool = True) -> str:
         """Definitions (`main` among them), then the staging of the new content: a host
@@ -276,7 +279,6 @@ class SwapScript:
                 f"{{ [ -f {_SWAP_LOCK} ] || [ ! -e {_SWAP_LOCK} ]; }} && "
                 "command -v flock >/dev/null 2>&1; then "
                 f"u=$(umask); umask 022; exec 9>>{_SWAP_LOCK}; umask \"$u\"; flock -x 9; fi",
-                "block before",
                 f"e=$({stop_command(self.init, self.service)} 9>&- 2>&1) || "
                 f"{{ echo \"stopping {svc} failed: $e\" >&2; exit {STOP_FAILED}; }}",
                 "n=0",

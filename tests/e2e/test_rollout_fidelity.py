@@ -207,26 +207,30 @@ def test_a_restart_is_one_remote_command(lab_factory, tmp_path: Path) -> None:
 
 
 def test_a_failed_drain_runs_none_of_the_script_sent_ahead(lab_factory, tmp_path: Path) -> None:
-    """The restart script goes to the host while the node drains, held at its last line.
-    A drain refused (a pod no controller manages, without force) cancels it: the engine
-    never stops, the file is as it was, and no shell is left waiting on the host. The
-    host next in line, whose script was preloaded, is not started and runs nothing of it:
-    no marker, no staged file, no shell left."""
+    """The restart script goes to the host before its turn, held until its drain ends.
+    A drain that fails (here an evicted pod outlives the drain's timeout) cancels it: the
+    engine never stops, the file is as it was, and no shell or staged file is left on
+    the host. The host next in line, whose script was sent once wrk-1's evictions were
+    asked for, is not started and runs nothing of it: no marker, no staged file, no
+    shell left."""
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
                        HostSpec("wrk-2", "worker")])
     lab.api("POST", "/api/v1/namespaces/default/pods", {
-        "metadata": {"name": "loner"},
-        "spec": {"nodeName": "wrk-1", "containers": [{"name": "c", "image": "lab/c:1"}]}})
+        "metadata": {"name": "slow", "ownerReferences": [{
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "slow",
+            "uid": "5b0c6a43-1f7e-4d55-9a59-0c1b2d3e4f50", "controller": True}]},
+        "spec": {"nodeName": "wrk-1", "terminationGracePeriodSeconds": 60,
+                 "containers": [{"name": "c", "image": "lab/c:1"}]}})
     edit_config(lab.dir / "cluster.yaml", new_mirror)
-    edit_config(lab.dir / "cluster.yaml",
-                lambda d: d["spec"]["options"]["concurrency"].update(workers=1))
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
+        concurrency={"hosts": 32, "workers": 1}, drain={"timeoutSeconds": 2}))
     path = tmp_path / "plan.json"
     plan(lab, path)
     events_before, wrk2_before = len(lab.events("wrk-1")), len(lab.events("wrk-2"))
     log = tmp_path / "apply.log"
     result = cargoship("--log-file", log, "apply", path, "--confirm")
     assert result.returncode != 0
-    assert "drain refused" in result.stdout + result.stderr
+    assert "still on the node after the" in result.stdout + result.stderr
     text = log.read_text()
     assert re.search(r"wrk-1 \(.*\): host ends: failed", text), text[-2000:]
     assert re.search(r"wrk-2 \(.*\): restart script preloaded", text), text[-2000:]
@@ -239,7 +243,7 @@ def test_a_failed_drain_runs_none_of_the_script_sent_ahead(lab_factory, tmp_path
         while lab.exec(host, "pgrep -x -f 'sh -s' || true").stdout.strip():
             assert time.monotonic() < deadline, f"a shell is left waiting on {host}"
             time.sleep(0.05)
-        # What wrk-1 staged while the node drained went with it.
+        # What each staged before its turn went with it.
         assert ".cargoship." not in lab.exec(host, "ls -A /etc/rancher/rke2").stdout
     assert lab.events("wrk-2")[wrk2_before:] == []  # never stopped
     assert lab.exec("wrk-2", "ls /var/lib/cargoship/in-progress.json 2>/dev/null || true"
