@@ -104,18 +104,23 @@ READ_ONLY = f"mount --bind {RKE2} {RKE2} && mount -o remount,bind,ro {RKE2}"
 
 @pytest.mark.reliability("fault: disk full or read-only /etc/rancher")
 @pytest.mark.parametrize("how", ["disk full", "read-only"])
-def test_a_host_that_cannot_write_is_rolled_back_whole(lab_factory, tmp_path: Path, tally,
-                                                        how: str) -> None:
+def test_a_host_that_cannot_write_fails_before_its_engine_stops(lab_factory, tmp_path: Path,
+                                                                tally, how: str) -> None:
+    """The new content is staged before the host's turn: a host that cannot take it fails
+    there, its engine never stopped and its node never cordoned, and the rollout stops."""
     tally.case()
     s = drifted_cluster(lab_factory, tmp_path)
     plan = s.plan()
     s.lab.exec("wrk-1", FULL_DISK if how == "disk full" else READ_ONLY)
+    events = len(s.lab.events("wrk-1"))
     try:
         result = s.apply(plan)
         assert result.returncode == 1, result.stdout + result.stderr
         line = next(x for x in result.stdout.splitlines() if x.strip().startswith("wrk-1 ("))
-        assert ": rolled back: " in line, line
+        assert ": failed: " in line and "nothing was changed" in line, line
         assert "No space left" in line or "Read-only" in line, line
+        assert s.lab.events("wrk-1")[events:] == []  # the engine never stopped
+        assert not s.lab.api("GET", "/api/v1/nodes/wrk-1")["spec"].get("unschedulable")
         assert "not started" in result.stdout
         temps = s.lab.exec("wrk-1", f"ls -A {RKE2}").stdout.split()
         assert not [t for t in temps if t.startswith(".cargoship.")], temps

@@ -89,7 +89,13 @@ class SshServer:
             transport = paramiko.Transport(sock)
             transport.add_server_key(self.host_key)
             handler = _Handler(self.client_key)
-            transport.start_server(server=handler)
+            try:
+                transport.start_server(server=handler)
+            except (paramiko.SSHException, OSError, EOFError):
+                # A client that hangs up mid-handshake (a key it refused, a test done with
+                # it): a real sshd drops that connection and goes on accepting.
+                transport.close()
+                continue
             self.transports.append(transport)
             threading.Thread(target=self._forward, args=(transport, handler),
                              daemon=True).start()
