@@ -49,6 +49,8 @@ log = logging.getLogger("cargoship.executor")
 # Seconds without a line from the restart script (it prints one at least every second
 # while it waits) after which its connection counts as lost.
 SILENCE = 15.0
+# Seconds a cancelled script is given to end on its host (removing what it staged).
+CANCEL_WAIT = 10.0
 
 
 class RestartNotBegun(CommandError):
@@ -152,6 +154,7 @@ class RemoteSwap:
     gate: Gate | None = None
     started: bool = False
     _stop: threading.Event = field(default_factory=threading.Event)
+    finished: threading.Event = field(default_factory=threading.Event)  # the runner ended
 
     def start(self) -> None:
         threading.Thread(target=self._guarded, name=f"cargoship-swap-{self.writer.label}",
@@ -166,6 +169,8 @@ class RemoteSwap:
             self.push(ScriptFailed(CargoshipError(
                 f"{self.writer.label}: running the restart script failed: "
                 f"{type(exc).__name__}: {exc}")))
+        finally:
+            self.finished.set()
 
     def stop(self) -> None:
         """Stop reading: the script's next line fails to write and it exits."""
@@ -258,6 +263,7 @@ class Restart:
     clock: Callable[[], float] = time.monotonic
     _ahead: tuple[list[Step], queue.Queue[Message], RemoteSwap, Gate] | None = \
         field(default=None, init=False)
+    _dropped: RemoteSwap | None = field(default=None, init=False)  # cancelled, not yet ended
 
     def preload(self, steps: list[Step]) -> None:
         """Send the script's head ahead, before the host's turn: sudo, the shell's start
@@ -302,12 +308,25 @@ class Restart:
                                       f"the stop (exit {message.exit_code}): "
                                       f"{message.stderr or 'no message'}")
 
-    def cancel(self) -> None:
-        """Drop a prepared script that was never let go (nothing once `run` took it)."""
+    def cancel(self, wait: float = CANCEL_WAIT) -> None:
+        """Drop a script sent ahead that was never let go (nothing once `run` took it).
+        Its shell removes what it staged on its way out; this waits up to `wait` seconds
+        for that (see `wait_cancelled`)."""
         if self._ahead is not None:
             _, _, swap, gate = self._ahead
             self._ahead = None
             gate.cancel()
+            self._dropped = swap
+        self.wait_cancelled(wait)
+
+    def wait_cancelled(self, timeout: float) -> None:
+        """Until the cancelled script has ended on the host (its staged files gone), or
+        `timeout`: nothing it staged may outlive the host's part in the rollout, where the
+        apply's clean-up would take it for a killed run's."""
+        swap, self._dropped = self._dropped, None
+        if swap is not None:
+            if timeout > 0:
+                swap.finished.wait(timeout)
             swap.stop()
 
     def run(self, steps: list[Step], written: list[Written]) -> None:

@@ -31,7 +31,7 @@ from . import inprogress
 from .drain import DrainError, DrainOptions, NodeOps
 from .files import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
 from .remote import HostWriter
-from .restart import Restart
+from .restart import CANCEL_WAIT, Restart
 from .swap_script import Step, remove_step, restore_step, restore_tree_step, write_step
 
 log = logging.getLogger("cargoship.executor")
@@ -170,11 +170,16 @@ class Rollout:
             log.debug("%s: restart script preloaded", job.label)
 
     def _drop_preloaded(self) -> None:
-        """Hosts never started: their scripts end having run nothing."""
+        """Hosts never started: their scripts end having changed nothing (all of them
+        told at once, then awaited)."""
         with self._preload_lock:
-            for restart, _, _ in self._preloaded.values():
-                restart.cancel()
+            dropped = [restart for restart, _, _ in self._preloaded.values()]
             self._preloaded.clear()
+        for restart in dropped:
+            restart.cancel(wait=0)
+        deadline = time.monotonic() + CANCEL_WAIT
+        for restart in dropped:
+            restart.wait_cancelled(deadline - time.monotonic())
 
     def run_host(self, job: HostJob) -> HostOutcome:
         with self._preload_lock:

@@ -231,6 +231,8 @@ def test_a_failed_drain_runs_none_of_the_script_sent_ahead(lab_factory, tmp_path
     result = cargoship("--log-file", log, "apply", path, "--confirm")
     assert result.returncode != 0
     assert "still on the node after the" in result.stdout + result.stderr
+    # Each cancelled script removed what it staged before the apply's clean-up looked.
+    assert "a killed run left" not in result.stdout + result.stderr
     text = log.read_text()
     assert re.search(r"wrk-1 \(.*\): host ends: failed", text), text[-2000:]
     assert re.search(r"wrk-2 \(.*\): restart script preloaded", text), text[-2000:]

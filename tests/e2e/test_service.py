@@ -14,7 +14,7 @@ from pathlib import Path
 
 from executor.readiness import EngineState
 from executor.remote import HostWriter
-from executor.restart import Gate, Message, RemoteSwap
+from executor.restart import Gate, Message, RemoteSwap, Restart
 from executor.swap_script import (
     STOP_FAILED,
     Alive,
@@ -407,3 +407,28 @@ def test_a_script_sent_ahead_and_cancelled_runs_nothing(lab_factory) -> None:
     assert not [name for name in _staged(lab) if name.startswith(".cargoship.")]
     assert not lab.exec("wrk-1", "ls /run/cargoship/swap.lock 2>/dev/null || true").stdout
 
+
+
+def test_a_cancelled_script_has_removed_what_it_staged_when_cancel_returns(
+        lab_factory) -> None:
+    """The rollout cancels a preloaded or prepared script that will never run (a failed
+    drain, a rollout that stopped) and then goes on, the apply's clean-up of a killed
+    run's temp files among what comes next: cancel returns once the script has ended on
+    the host, its staged file removed, so nothing it staged is taken for a killed run's."""
+    lab = lab_factory([HostSpec("wrk-1", "worker", user="alice")])
+    first = engine_pid(lab, "wrk-1")
+    restart = Restart(writer(lab, "wrk-1"), "runit", "rke2-agent", "wrk-1", False, None,
+                      None, 30, lambda what: None)
+    steps = [write_step(REGISTRIES, b"never: 1\n", mode=0o600, plan_id=PLAN)]
+    restart.preload(steps)
+    restart.prepare(steps)  # staged, and at its turn (no marker here)
+    assert [name for name in _staged(lab) if name.startswith(".cargoship.")]
+    # The script's removal of its temp file takes half a second: an `rm` first in its
+    # PATH that waits, then runs the real one.
+    rm = Path(lab.host("wrk-1").dir, "bin", "rm")
+    rm.write_text('#!/bin/sh\nsleep 0.5\nexec /bin/rm "$@"\n')
+    rm.chmod(0o755)
+    restart.cancel()
+    assert not [name for name in _staged(lab) if name.startswith(".cargoship.")]
+    assert not _waiting_shells(lab)
+    assert engine_pid(lab, "wrk-1") == first
