@@ -8,11 +8,11 @@ turn it sets the in-progress marker; then cordon (remembering whether we did) an
 in place (atomic, backed up) and starts it, and the host is awaited until it is freshly
 back (readiness.py: a new engine process, a node status posted after the restart, seen
 through the API's watch, and for a controller its API server's /readyz with its etcd
-check); then uncordon if we cordoned. Chart values alone
-are written in place. If anything fails after the first write (a crash loop is seen
-early), the previous files are restored, the engine restarted and the node uncordoned,
-and the rollout stops: no further host is touched. An uncordon that fails after the host
-came back is retried until a deadline and never undoes the change.
+check); then uncordon if we cordoned. Chart values alone are written in place. If
+anything fails after the first write (a crash loop is seen early), the previous files are
+restored, the engine restarted and the node uncordoned, and the rollout stops: no further
+host is touched. An uncordon that fails after the host came back is retried until a
+deadline and never undoes the change.
 """
 
 from __future__ import annotations
@@ -75,11 +75,12 @@ class Rollout:
     locks_lost: Callable[[], set[str]] = set
     # How long a failing uncordon of a host that came back is retried.
     uncordon_timeout: float = 60.0
-    # Hosts next in line, their restart script's definitions already on the host (sudo
-    # and the shell started) while the hosts before them roll: (restart, steps, remote
-    # commands the host had run before).
+    # Hosts next in line, their restart script's head already on the host (sudo and the
+    # shell started, the files staged) while the hosts before them roll: (restart, steps,
+    # remote commands the host had run before).
     _preloaded: dict[str, tuple[Restart, list[Step], int]] = field(
         default_factory=dict, init=False)
+    _begun: set[str] = field(default_factory=set, init=False)  # never preloaded again
     _preload_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     # The hosts next in line, preloaded once a host in flight waits for its drain.
     _upcoming: Sequence[HostJob] = field(default=(), init=False)
@@ -161,7 +162,8 @@ class Rollout:
             if not job.restart or self.ops is None:
                 continue
             with self._preload_lock:
-                if job.label in self._preloaded:
+                # The window may begin a host before it moves its list of the next ones.
+                if job.label in self._preloaded or job.label in self._begun:
                     continue
                 before = job.writer.round_trips
                 restart, steps = self._restart(job), self._steps(job)
@@ -184,6 +186,7 @@ class Rollout:
     def run_host(self, job: HostJob) -> HostOutcome:
         with self._preload_lock:
             ahead = self._preloaded.pop(job.label, None)
+            self._begun.add(job.label)
         # Both lines timestamped in --log-file: the benchmark measures each host's span.
         log.debug("%s: host begins", job.label)
         before = job.writer.round_trips if ahead is None else ahead[2]

@@ -95,8 +95,8 @@ class Step:
     script: str  # with `stage`, run with the staged temp file's path in $tmp
     content: bytes | None = None  # the stdin of `stage` if any, else of `script`
     plan_id: str = ""
-    # Run before the stop (while the node drains, when the script is sent ahead); prints
-    # the temp file `script` then puts in place.
+    # Run long before the stop (before the host's turn, when the script is preloaded);
+    # prints the temp file `script` then puts in place.
     stage: str | None = None
 
     def written(self, result: str) -> Written | None:
@@ -364,7 +364,7 @@ class Marked:
 
 @dataclass(frozen=True)
 class Staged:
-    pass  # from here on, the script may run `main`
+    pass  # the new content is on the host, beside its targets
 
 
 @dataclass(frozen=True)

@@ -68,3 +68,60 @@ def test_interrupt_lets_the_host_in_progress_finish() -> None:
     rollout.run_host = run_and_interrupt  # type: ignore[method-assign]
     out = rollout.run(jobs("c1", "c2"), jobs("w1"), 1)
     assert [o.status for o in out] == ["applied", "not started", "not started"]
+
+
+class _Script:
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def preload(self, steps: list) -> None:  # type: ignore[type-arg]
+        pass
+
+    def cancel(self, wait: float = 0) -> None:
+        self.cancelled = True
+
+    def wait_cancelled(self, timeout: float) -> None:
+        pass
+
+
+class Preloading(Rollout):
+    """The preload bookkeeping alone: a fake script per host, no host work."""
+
+    def __init__(self) -> None:
+        super().__init__(object(), "p", DrainOptions(), 1.0, lambda h, w: None)  # type: ignore[arg-type]
+        self.scripts: list[_Script] = []
+
+    def _restart(self, job: HostJob) -> _Script:  # type: ignore[override]
+        self.scripts.append(_Script())
+        return self.scripts[-1]
+
+    def _steps(self, job: HostJob) -> list:  # type: ignore[type-arg, override]
+        return []
+
+    def _host(self, job: HostJob, ahead=None) -> HostOutcome:  # type: ignore[no-untyped-def, override]
+        return HostOutcome(job.label, "applied")
+
+
+class _Writer:
+    round_trips = 0
+
+
+def restarting(*names: str) -> list[HostJob]:
+    return [HostJob(n, n, _Writer(), "runit", "svc", restart=True)  # type: ignore[arg-type]
+            for n in names]
+
+
+def test_hosts_next_in_line_are_preloaded_once_and_never_after_they_began() -> None:
+    rollout = Preloading()
+    w1, w2 = restarting("w1", "w2")
+    rollout._upcoming = [w1, w2]
+    rollout._preload()
+    rollout._preload()  # a second host in flight reaching its evictions
+    assert len(rollout.scripts) == 2
+    rollout.run_host(w1)  # takes its preloaded script
+    # The window begins a host before it moves its list of the next ones: a host in
+    # flight reaching its evictions meanwhile must not send w1 a second script.
+    rollout._preload()
+    assert len(rollout.scripts) == 2
+    rollout._drop_preloaded()  # w2 never began: its script is cancelled
+    assert [s.cancelled for s in rollout.scripts] == [False, True]
