@@ -143,15 +143,15 @@ class Gate:
 
 @dataclass
 class RemoteSwap:
-    """Runs the swap script on a host in a thread, every line of it an event. With a gate,
-    the script goes to the host at once and runs when the gate opens; cancelled, it runs
-    nothing and the runner ends without a word."""
+    """Runs the swap script on a host in a thread, every line of it an event. Its head goes
+    to the host at once, the rest as the gate releases it; cancelled, it runs nothing more
+    and the runner ends without a word."""
 
     writer: HostWriter
     script: SwapScript
     timeout: float
     push: Callable[[Message], None]
-    gate: Gate | None = None
+    gate: Gate
     started: bool = False
     _stop: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)  # the runner ended
@@ -184,7 +184,7 @@ class RemoteSwap:
             # every second once let go, so a long silence is a connection that is gone (a
             # cut cable sends no reset), not a slow host. Held at its GO it is silent.
             now = time.monotonic()
-            if data or (self.gate is not None and self.gate.held):
+            if data or self.gate.held:
                 heard[0] = now
             elif now - heard[0] > SILENCE and not self._stop.is_set():
                 raise ConnectionLost(self.writer.label, f"the host said nothing for "
@@ -213,10 +213,8 @@ class RemoteSwap:
         while True:
             gate = self.gate
             hold: Callable[[], bytes | None] | None = None
-            if gate is None:
-                script = self.script.render(swap=not self.started)
-            elif self.started:  # only the watch again, long let go
-                script, hold = self.script.head(swap=False) + GO, None
+            if self.started:  # only the watch again, long let go
+                script = self.script.head(swap=False) + GO
             else:
                 # From the start again after a lost connection: what was released so far
                 # goes at once, the rest as it is released.
@@ -225,7 +223,7 @@ class RemoteSwap:
                 result = self.writer.stream_root(script, self._feed(
                     OutputReader(self.script.token)), self.timeout, hold)
             except (ConnectionLost, CommandTimeout) as exc:
-                if self._stop.is_set() or (gate is not None and gate.cancelled):
+                if self._stop.is_set() or gate.cancelled:
                     return
                 if reruns >= MAX_RERUNS:
                     self.push(ScriptFailed(exc))
@@ -240,7 +238,7 @@ class RemoteSwap:
             except CargoshipError as exc:
                 self.push(ScriptFailed(exc))
                 return
-            if gate is not None and gate.cancelled:
+            if gate.cancelled:
                 return  # cancelled: the host ran nothing, and nobody is listening
             first = result.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
             self.push(ScriptEnded(result.exit_code, first[0][:300] if first else ""))
@@ -261,7 +259,7 @@ class Restart:
     ready_timeout: float
     note: Callable[[str], None]
     clock: Callable[[], float] = time.monotonic
-    _ahead: tuple[list[Step], queue.Queue[Message], RemoteSwap, Gate] | None = \
+    _ahead: tuple[list[Step], queue.Queue[Message], RemoteSwap] | None = \
         field(default=None, init=False)
     _dropped: RemoteSwap | None = field(default=None, init=False)  # cancelled, not yet ended
 
@@ -273,11 +271,10 @@ class Restart:
         script = SwapScript.of(self.init, self.service, self.controller, steps,
                                stop_timeout=self.ready_timeout,
                                watch_seconds=self.ready_timeout + 30)
-        gate = Gate()
         swap = RemoteSwap(self.writer, script, 2 * self.ready_timeout + 60, messages.put,
-                          gate)
+                          Gate())
         swap.start()
-        self._ahead = (steps, messages, swap, gate)
+        self._ahead = (steps, messages, swap)
 
     def prepare(self, steps: list[Step], mark: str | None = None) -> None:
         """Begin the script sent ahead (sending it now if it was not preloaded), before
@@ -289,8 +286,8 @@ class Restart:
         if self._ahead is None:
             self.preload(steps)
         assert self._ahead is not None and self._ahead[0] is steps, "preloaded other steps"
-        _, messages, swap, gate = self._ahead
-        gate.begin(swap.script.begin(mark))
+        _, messages, swap = self._ahead
+        swap.gate.begin(swap.script.begin(mark))
         deadline = self.clock() + self.ready_timeout
         while True:
             try:
@@ -313,9 +310,9 @@ class Restart:
         Its shell removes what it staged on its way out; this waits up to `wait` seconds
         for that (see `wait_cancelled`)."""
         if self._ahead is not None:
-            _, _, swap, gate = self._ahead
+            _, _, swap = self._ahead
             self._ahead = None
-            gate.cancel()
+            swap.gate.cancel()
             self._dropped = swap
         self.wait_cancelled(wait)
 
@@ -332,15 +329,15 @@ class Restart:
     def run(self, steps: list[Step], written: list[Written]) -> None:
         """`written` receives each file write or removal as the host reports it, so a
         caller rolling back knows what to restore even when this fails half-way."""
-        if not (self._ahead is not None and self._ahead[3].begun):
+        if not (self._ahead is not None and self._ahead[2].gate.begun):
             self.prepare(steps)
         assert self._ahead is not None and self._ahead[0] is steps, "prepared other steps"
-        _, messages, swap, gate = self._ahead
+        _, messages, swap = self._ahead
         self._ahead = None
         waiter = Waiter(self.writer, self.init, self.service, self.node, self.controller,
                         self.readyz)
         watch: list[Any] = []
-        gate.open()
+        swap.gate.open()
         try:
             # The node is read and watched from the start on, while the engine starts: a
             # heartbeat is judged by the host's clock at the stop (Waiter), so what the node

@@ -229,10 +229,10 @@ class SwapScript:
         return cls(init, service, controller, tuple(steps), stop_timeout, watch_seconds,
                    "sw" + secrets.token_hex(10))
 
-    def render(self, *, swap: bool = True, mark: str | None = None) -> str:
-        """The whole restart, or (swap=False) only the watch after it, for a connection
-        that dropped once the start had been asked for."""
-        return self.head(swap=swap) + (self.begin(mark) if swap else "") + GO
+    def render(self, *, swap: bool = True) -> str:
+        """The whole restart in one go (no marker), or (swap=False) only the watch after
+        it."""
+        return self.head(swap=swap) + (self.begin() if swap else "") + GO
 
     def begin(self, mark: str | None = None) -> str:
         """The host's turn: set the marker (`mark`, a shell command) and say so, then
