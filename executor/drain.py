@@ -6,8 +6,10 @@ and DaemonSet pods (their controllers would recreate them on the same node anywa
 refuses, before evicting anything, pods whose data or existence would be lost for good
 (emptyDir volumes, no controller) unless the caller opted in.
 
-The API object is the official client's `CoreV1Api`, handed in by the caller; the client is
-untyped, so its objects are `Any` here.
+The API object is the official client's `CoreV1Api`, handed in by the caller. Its answers
+are read as plain JSON (`_preload_content=False`), as the watches read theirs: building the
+client's model objects costs 2-3 ms of CPU per node or pod list, more than the request
+itself, and a rollout's first wave sends some thirty requests at once.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import urllib3
-from kubernetes.client import V1DeleteOptions, V1Eviction, V1ObjectMeta
 from kubernetes.client.rest import ApiException
 
 from planner.errors import CargoshipError
@@ -90,30 +91,33 @@ class PodVerdict:
         return f"{self.pod} ({self.why})" if self.why else self.pod
 
 
-def pod_key(pod: Any) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+Obj = dict[str, Any]  # an API object as the JSON the API sent
 
 
-def _controller_kind(pod: Any) -> str | None:
-    for ref in pod.metadata.owner_references or []:
-        if ref.controller:
-            return str(ref.kind)
+def _controller_kind(meta: Obj) -> str | None:
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller"):
+            return str(ref.get("kind"))
     return None
 
 
-def classify_pod(pod: Any, options: DrainOptions) -> PodVerdict:
+def classify_pod(pod: Obj, options: DrainOptions) -> PodVerdict:
     """kubectl drain's filters, in its order: what is skipped never counts as refused."""
-    key, uid = pod_key(pod), str(pod.metadata.uid or "")
-    if (pod.status.phase if pod.status else None) in ("Succeeded", "Failed"):
-        return PodVerdict(key, uid, "skip", f"already {pod.status.phase}")
-    if MIRROR_ANNOTATION in (pod.metadata.annotations or {}):
+    meta = pod.get("metadata") or {}
+    key, uid = pod_name(pod), pod_uid(pod)
+    phase = (pod.get("status") or {}).get("phase")
+    if phase in ("Succeeded", "Failed"):
+        return PodVerdict(key, uid, "skip", f"already {phase}")
+    if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
         return PodVerdict(key, uid, "skip", "mirror pod")
-    controller = _controller_kind(pod)
+    controller = _controller_kind(meta)
     if controller == "DaemonSet":
         return PodVerdict(key, uid, "skip", "DaemonSet-managed")
     problems = []
-    volumes = (pod.spec.volumes if pod.spec else None) or []
-    if not options.delete_emptydir_data and any(v.empty_dir is not None for v in volumes):
+    volumes = (pod.get("spec") or {}).get("volumes") or []
+    # An empty emptyDir is `"emptyDir": {}`: present is what counts.
+    if not options.delete_emptydir_data and any(
+            isinstance(v, dict) and v.get("emptyDir") is not None for v in volumes):
         problems.append("has emptyDir data, needs delete_emptydir_data")
     if not options.force and controller is None:
         problems.append("not managed by a controller, needs force")
@@ -122,11 +126,12 @@ def classify_pod(pod: Any, options: DrainOptions) -> PodVerdict:
     return PodVerdict(key, uid, "evict")
 
 
-def eviction_body(namespace: str, name: str, grace_period: int) -> Any:
-    delete_options = (V1DeleteOptions(grace_period_seconds=grace_period)
-                      if grace_period >= 0 else None)
-    return V1Eviction(metadata=V1ObjectMeta(name=name, namespace=namespace),
-                      delete_options=delete_options)
+def eviction_body(namespace: str, name: str, grace_period: int) -> Obj:
+    body: Obj = {"apiVersion": "policy/v1", "kind": "Eviction",
+                 "metadata": {"name": name, "namespace": namespace}}
+    if grace_period >= 0:
+        body["deleteOptions"] = {"gracePeriodSeconds": grace_period}
+    return body
 
 
 def api_message(exc: ApiException) -> str:
@@ -173,14 +178,14 @@ class EvictedPods:
         return not self.pods
 
 
-def ready_condition(node: Any) -> tuple[bool, str]:
+def ready_condition(node: Obj) -> tuple[bool, str]:
     """Whether the node is Ready, and the condition as shown in an error."""
-    conditions = (node.status.conditions if node.status else None) or []
-    for cond in conditions:
-        if cond.type == "Ready":
-            detail = ": ".join(str(p) for p in (cond.reason, cond.message) if p)
-            shown = f"Ready={cond.status}" + (f" ({detail})" if detail else "")
-            return cond.status == "True", shown
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            detail = ": ".join(str(p) for p in (cond.get("reason"), cond.get("message")) if p)
+            status = cond.get("status")
+            shown = f"Ready={status}" + (f" ({detail})" if detail else "")
+            return status == "True", shown
     return False, "no Ready condition"
 
 
@@ -201,9 +206,10 @@ class NodeOps:
         that never gave the node back (the CORDONED_BY annotation says so); False if someone
         else cordoned it: only nodes cargoship cordoned may be uncordoned afterwards."""
         for _ in range(CONFLICT_RETRIES):
-            current = self._call(node, "reading the node", self._api.read_node, node)
-            if current.spec and current.spec.unschedulable:
-                by = (current.metadata.annotations or {}).get(CORDONED_BY)
+            current = self._json(node, "reading the node", self._api.read_node, node)
+            meta = current.get("metadata") or {}
+            if (current.get("spec") or {}).get("unschedulable"):
+                by = (meta.get("annotations") or {}).get(CORDONED_BY)
                 if by:
                     log.info("node %s: left cordoned by cargoship (%s); ours to uncordon",
                              node, by)
@@ -212,11 +218,11 @@ class NodeOps:
                 return False
             # The resourceVersion makes read-and-patch atomic: if someone else cordoned it
             # in between, the API answers 409 and the re-read tells the truth.
-            patch = {"metadata": {"resourceVersion": current.metadata.resource_version,
+            patch = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
                                   "annotations": {CORDONED_BY: owner}},
                      "spec": {"unschedulable": True}}
             try:
-                self._call(node, "cordon", self._api.patch_node, node, patch, allow=(409,))
+                self._json(node, "cordon", self._api.patch_node, node, patch, allow=(409,))
             except ApiException:
                 continue
             log.info("node %s: cordoned", node)
@@ -224,7 +230,7 @@ class NodeOps:
         raise DrainError(node, f"cordon failed: {CONFLICT_RETRIES} conflicting updates in a row")
 
     def uncordon(self, node: str) -> None:
-        self._call(node, "uncordon", self._api.patch_node, node,
+        self._json(node, "uncordon", self._api.patch_node, node,
                    {"metadata": {"annotations": {CORDONED_BY: None}},
                     "spec": {"unschedulable": False}})
         log.info("node %s: uncordoned", node)
@@ -247,10 +253,6 @@ class NodeOps:
                     on_retry(exc)
                 self._sleep(min(pause(self._clock() - started, poll), remaining))
 
-    def read_node(self, node: str) -> Any:
-        """The node object (DrainError when the API cannot be asked)."""
-        return self._call(node, "reading the node", self._api.read_node, node)
-
     # --- drain ---------------------------------------------------------------------------
 
     def drain(self, node: str, options: DrainOptions, *, cordoned: bool = False,
@@ -261,8 +263,8 @@ class NodeOps:
         for, before the wait."""
         deadline = self._clock() + options.timeout
         if not cordoned:
-            current = self._call(node, "reading the node", self._api.read_node, node)
-            if not (current.spec and current.spec.unschedulable):
+            current = self._json(node, "reading the node", self._api.read_node, node)
+            if not (current.get("spec") or {}).get("unschedulable"):
                 raise DrainError(node, "drain refused: the node is not cordoned")
         verdicts = [classify_pod(p, options) for p in self._pods_on(node)]
         refused = [str(v) for v in verdicts if v.action == "refuse"]
@@ -310,7 +312,7 @@ class NodeOps:
         """The outcome, and for "blocked" the budget's message."""
         namespace, name = pod.pod.split("/", 1)
         try:
-            self._call(node, f"eviction of {pod.pod}", self._api.create_namespaced_pod_eviction,
+            self._json(node, f"eviction of {pod.pod}", self._api.create_namespaced_pod_eviction,
                        name, namespace, eviction_body(namespace, name, options.grace_period),
                        allow=(404, 429))
         except ApiException as exc:
@@ -371,7 +373,7 @@ class NodeOps:
 
     def _readiness(self, node: str) -> tuple[bool, str]:
         try:
-            current = self._call(node, "reading the node", self._api.read_node, node,
+            current = self._json(node, "reading the node", self._api.read_node, node,
                                  allow=(404,))
         except ApiException:
             return False, "node not found"
@@ -379,10 +381,10 @@ class NodeOps:
 
     # --- API calls -----------------------------------------------------------------------
 
-    def _pods_on(self, node: str) -> list[Any]:
-        listed = self._call(node, "listing its pods", self._api.list_pod_for_all_namespaces,
+    def _pods_on(self, node: str) -> list[Obj]:
+        listed = self._json(node, "listing its pods", self._api.list_pod_for_all_namespaces,
                             field_selector=f"spec.nodeName={node}")
-        return list(listed.items or [])
+        return [p for p in listed.get("items") or [] if isinstance(p, dict)]
 
     def _call(self, node: str, what: str, method: Callable[..., Any], *args: Any,
               allow: tuple[int, ...] = (), **kwargs: Any) -> Any:
@@ -396,3 +398,22 @@ class NodeOps:
             raise DrainError(node, f"{what} failed: {api_message(exc)}") from exc
         except _UNREACHABLE as exc:
             raise DrainError(node, f"{what} failed: API unreachable: {exc}") from exc
+
+    def _json(self, node: str, what: str, method: Callable[..., Any], *args: Any,
+              allow: tuple[int, ...] = (), **kwargs: Any) -> Obj:
+        """_call, with the answer read as a JSON object (see the module's docstring)."""
+        def read(*a: Any, **kw: Any) -> bytes:
+            response = method(*a, _preload_content=False, **kw)
+            try:
+                return bytes(response.data)  # read inside _call: a broken read is unreachable
+            finally:
+                response.release_conn()
+
+        data = self._call(node, what, read, *args, allow=allow, **kwargs)
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            raise DrainError(node, f"{what} failed: the API's answer is not a JSON object")
+        return obj

@@ -1,5 +1,6 @@
 """executor.drain's pure helpers: pod classification, eviction body, API messages, what is
-still on the node, node readiness. Built from the official client's model objects."""
+still on the node, node readiness. Built with the official client's model objects, then
+turned into the JSON the API sends (drain reads its answers as plain JSON)."""
 
 from __future__ import annotations
 
@@ -28,19 +29,24 @@ from planner.errors import CargoshipError
 
 def pod(name: str = "web-1", ns: str = "default", owner: str | None = "ReplicaSet",
         controller: bool = True, phase: str | None = "Running", emptydir: bool = False,
-        annotations: dict[str, str] | None = None, uid: str = "u1") -> client.V1Pod:
+        annotations: dict[str, str] | None = None, uid: str = "u1") -> dict[str, Any]:
     owners = [client.V1OwnerReference(api_version="apps/v1", kind=owner, name="o", uid="o",
                                       controller=controller)] if owner else None
     volumes = [client.V1Volume(name="cfg", config_map=client.V1ConfigMapVolumeSource(
         name="cfg"))]
     if emptydir:
         volumes.append(client.V1Volume(name="tmp", empty_dir=client.V1EmptyDirVolumeSource()))
-    return client.V1Pod(
+    return as_json(client.V1Pod(
         metadata=client.V1ObjectMeta(name=name, namespace=ns, uid=uid, owner_references=owners,
                                      annotations=annotations),
         spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="i")],
                               volumes=volumes),
-        status=client.V1PodStatus(phase=phase))
+        status=client.V1PodStatus(phase=phase)))
+
+
+def as_json(model: Any) -> dict[str, Any]:
+    """A model object as the API's JSON (camelCase keys, nothing unset)."""
+    return json.loads(json.dumps(client.ApiClient().sanitize_for_serialization(model)))
 
 
 DEFAULT = DrainOptions()
@@ -87,10 +93,12 @@ def test_unmanaged_refused_unless_forced_with_every_reason() -> None:
 
 def test_eviction_body_carries_the_grace_period_only_when_set() -> None:
     body = eviction_body("db", "db-1", 30)
-    assert (body.metadata.name, body.metadata.namespace) == ("db-1", "db")
-    assert body.delete_options.grace_period_seconds == 30
-    assert eviction_body("db", "db-1", 0).delete_options.grace_period_seconds == 0
-    assert eviction_body("db", "db-1", -1).delete_options is None
+    assert body == as_json(client.V1Eviction(
+        api_version="policy/v1", kind="Eviction",
+        metadata=client.V1ObjectMeta(name="db-1", namespace="db"),
+        delete_options=client.V1DeleteOptions(grace_period_seconds=30)))
+    assert eviction_body("db", "db-1", 0)["deleteOptions"] == {"gracePeriodSeconds": 0}
+    assert "deleteOptions" not in eviction_body("db", "db-1", -1)
 
 
 def api_exception(status: int, body: object) -> ApiException:
@@ -131,9 +139,9 @@ def test_evicted_pods_are_gone_by_name_and_uid() -> None:
     assert left.seen(WatchEvent("ADDED", raw_pod("web-2", uid="u5")))  # a replacement
 
 
-def node(*conditions: client.V1NodeCondition) -> client.V1Node:
-    return client.V1Node(metadata=client.V1ObjectMeta(name="n"),
-                         status=client.V1NodeStatus(conditions=list(conditions) or None))
+def node(*conditions: client.V1NodeCondition) -> dict[str, Any]:
+    return as_json(client.V1Node(metadata=client.V1ObjectMeta(name="n"),
+                                 status=client.V1NodeStatus(conditions=list(conditions) or None)))
 
 
 def test_ready_condition() -> None:
@@ -144,7 +152,7 @@ def test_ready_condition() -> None:
         type="Ready", status="False", reason="KubeletNotReady", message="PLEG is not healthy"))
     ) == (False, "Ready=False (KubeletNotReady: PLEG is not healthy)")
     assert ready_condition(node()) == (False, "no Ready condition")
-    assert ready_condition(client.V1Node(metadata=client.V1ObjectMeta(name="n"))) == (
+    assert ready_condition(as_json(client.V1Node(metadata=client.V1ObjectMeta(name="n")))) == (
         False, "no Ready condition")
 
 
@@ -167,7 +175,34 @@ class FlakyApi:
         self.calls += 1
         if self.calls <= self.failures:
             raise ApiException(status=503, reason="Service Unavailable")
-        return client.V1Node()
+        return RawAnswer(b'{"kind": "Node"}')
+
+
+class RawAnswer:
+    """What the client returns with _preload_content=False: urllib3's response."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.released = data, False
+
+    def release_conn(self) -> None:
+        self.released = True
+
+
+class AnsweringApi:
+    def __init__(self, answer: bytes) -> None:
+        self.answer = RawAnswer(answer)
+
+    def read_node(self, name: str, **_: Any) -> Any:
+        return self.answer
+
+
+@pytest.mark.parametrize("answer", [b"<html>gateway</html>", b"[]", b""])
+def test_an_answer_that_is_not_a_json_object_is_a_drain_error(answer: bytes) -> None:
+    api = AnsweringApi(answer)
+    with pytest.raises(DrainError, match="^node wrk-1: reading the node failed: the API's "
+                                         "answer is not a JSON object$"):
+        NodeOps(api).cordon("wrk-1")
+    assert api.answer.released  # the connection goes back to the pool all the same
 
 
 def test_uncordon_is_retried_until_its_deadline() -> None:
