@@ -69,8 +69,8 @@ def start_kubeapi(tmp_path: Path) -> Iterator[Callable[..., Kube]]:
     """Start servers (extra CLI arguments allowed); all are killed when the test ends."""
     running: list[tuple[subprocess.Popen[bytes], client.ApiClient]] = []
 
-    def start(*args: str) -> Kube:
-        port = free_port()
+    def start(*args: str, port: int | None = None) -> Kube:
+        port = port or free_port()
         log = tmp_path / f"kubeapi-{port}.log"
         with log.open("wb") as stderr:
             proc = subprocess.Popen(["/usr/bin/python3", str(SERVER), "--listen",

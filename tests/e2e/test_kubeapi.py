@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -387,3 +388,31 @@ def test_state_file_survives_a_restart(start_kubeapi: Callable[..., Kube],
     assert int(created.metadata.resource_version) > int(last_rv)
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("kubeapi.json")] == [
         "kubeapi.json"]
+
+
+def established_to(port: int) -> int:
+    """Open TCP connections to 127.0.0.1:port, as the connecting side sees them."""
+    out = subprocess.run(["ss", "-Htn", "state", "established", "dst", f"127.0.0.1:{port}"],
+                         capture_output=True, text=True, check=True).stdout
+    return len(out.splitlines())
+
+
+def test_a_front_end_keeps_its_datastore_connection_across_requests_and_restarts(
+        start_kubeapi: Callable[..., Kube], tmp_path: Path) -> None:
+    """A controller's API server holds its datastore connection open, as kube-apiserver
+    holds etcd's; when the datastore restarts, the next request is served all the same."""
+    state = tmp_path / "kubeapi.json"
+    store = start_kubeapi("--state-file", str(state))
+    front = start_kubeapi("--upstream", f"http://127.0.0.1:{store.port}")
+    front.core.create_node(make_node("wrk-1"))
+    for i in range(20):
+        front.core.patch_node("wrk-1", {"metadata": {"labels": {"i": str(i)}}})
+    assert established_to(store.port) == 1  # one kept connection, not one per request
+
+    store.proc.kill()
+    store.proc.wait()
+    start_kubeapi("--state-file", str(state), port=store.port)
+    # The kept connection is dead: the front end finds out on this request and retries it
+    # on a new connection, instead of answering 503.
+    assert front.core.read_node("wrk-1").metadata.labels == {"i": "19"}
+    assert established_to(store.port) == 1

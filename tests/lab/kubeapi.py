@@ -183,6 +183,11 @@ class KubeServer(ThreadingHTTPServer):
         self._engine_seen = False
         self.faults_lock = threading.Lock()
         self.closing = threading.Event()  # open watches end when it is set
+        # Idle keep-alive connections to the datastore. kube-apiserver holds its etcd
+        # connections open; a new TCP connection (and a datastore thread) per request made
+        # each request cost the machine the lab shares with the client about twice as much.
+        self._upstream_idle: list[http.client.HTTPConnection] = []
+        self._upstream_lock = threading.Lock()
         super().__init__(address, Handler)
         if tls is not None:
             # The handshake happens in the request's thread, not in accept().
@@ -194,6 +199,40 @@ class KubeServer(ThreadingHTTPServer):
         if self.store is not None:
             self.store.close()  # wakes the watches waiting for a change
         super().shutdown()
+
+    def upstream_request(self, method: str, path: str, body: bytes | None,
+                         headers: dict[str, str]) -> tuple[int, str, bytes]:
+        """One request to the datastore on a kept-alive connection: (status, content type,
+        body). A kept connection the datastore has closed meanwhile (it restarted) fails
+        before any answer and is retried once on a new one; OSError when that fails too."""
+        assert self.upstream is not None
+        for attempt in (0, 1):
+            with self._upstream_lock:
+                conn = self._upstream_idle.pop() if self._upstream_idle and not attempt \
+                    else None
+            reused = conn is not None
+            if conn is None:
+                conn = http.client.HTTPConnection(self.upstream.hostname or "",
+                                                  self.upstream.port, timeout=10)
+            try:
+                conn.request(method, path, body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                # A reset or EOF on a kept connection: the datastore closed it while idle.
+                if reused and isinstance(exc, (ConnectionResetError, BrokenPipeError)):
+                    continue
+                raise OSError(str(exc) or type(exc).__name__) from None
+            result = (response.status, response.getheader("Content-Type", "application/json"),
+                      data)
+            if response.will_close:
+                conn.close()
+            else:
+                with self._upstream_lock:
+                    self._upstream_idle.append(conn)
+            return result
+        raise AssertionError("unreachable")
 
     def engine_ready(self) -> bool:
         if not self._engine_seen and self.engine_state is not None:
@@ -364,13 +403,8 @@ class Handler(BaseHTTPRequestHandler):
                 forward_watch(self, upstream.hostname or "", upstream.port or 80, headers,
                               self.server.closing)
                 return
-            conn = http.client.HTTPConnection(upstream.hostname or "", upstream.port,
-                                              timeout=10)
-            conn.request(self.command, self.path, body=body or None, headers=headers)
-            response = conn.getresponse()
-            data, code = response.read(), response.status
-            ctype = response.getheader("Content-Type", "application/json")
-            conn.close()
+            code, ctype, data = self.server.upstream_request(self.command, self.path,
+                                                             body or None, headers)
         except OSError as exc:
             self._send(503, ApiError(503, "ServiceUnavailable",
                                      f"etcd unreachable: {exc}", {}).status())
