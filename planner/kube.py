@@ -44,7 +44,42 @@ def official_client(kubeconfig: dict[str, Any]) -> CoreV1Api:
     # flight), and a connection that finds the pool full is closed after one request:
     # a new TLS handshake for nearly every call.
     configuration.connection_pool_maxsize = 64
-    return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
+    api_client = kubernetes.client.ApiClient(configuration)
+    shared = _shared_tls_pool(configuration)
+    if shared is not None:
+        api_client.rest_client.pool_manager = shared
+    return kubernetes.client.CoreV1Api(api_client)
+
+
+def _shared_tls_pool(configuration: Any) -> Any:
+    """A connection pool whose connections share one TLS context, or None to keep the
+    client's own (no certificate check, or a proxy: left as the client makes them).
+
+    The client hands urllib3 the CA and client certificate as files, and urllib3 then
+    builds a context and reads those files for every new connection: 6.5-8 ms of CPU per
+    connection here, 3-3.7 ms with one context. A rollout at concurrency 8 opens most of
+    its connections (a request and a watch per host) in the same instant, as its first
+    wave of workers begins. The context is urllib3's own default one (hostname checked by
+    OpenSSL, CERT_REQUIRED), loaded once."""
+    import ssl
+
+    import urllib3
+    from urllib3.util.ssl_ import create_urllib3_context
+
+    if not configuration.verify_ssl or configuration.proxy or not configuration.ssl_ca_cert:
+        return None
+    context = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED)
+    context.load_verify_locations(configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    extra: dict[str, Any] = {}
+    if configuration.assert_hostname is not None:
+        extra["assert_hostname"] = configuration.assert_hostname
+    if configuration.tls_server_name:
+        extra["server_hostname"] = configuration.tls_server_name
+    return urllib3.PoolManager(num_pools=4, maxsize=configuration.connection_pool_maxsize,
+                               cert_reqs=ssl.CERT_REQUIRED, ssl_context=context,
+                               retries=configuration.retries, **extra)
 
 
 def admin_kubeconfig_path(distro: str) -> str:
