@@ -148,6 +148,22 @@ def _probe_lines(init: str) -> list[str]:
     ]
 
 
+def _stop_look_lines(init: str, service: str) -> list[str]:
+    return [f"sd={runit_dir(service)}"] if init == "runit" else []
+
+
+def _stop_probe_lines(init: str) -> list[str]:
+    """The stop's look at the engine at each tick. On runit, runsv's supervise/stat (one
+    word, `down` once the service's process is gone) is read with a shell builtin, and the
+    probe (`sv` and two subshells) runs only once it says anything but `run` or `finish`:
+    eight engines stopping together, each host probing every 0.02 s, made each stop's
+    end show 0.03-0.18 s late on the lab's shared CPUs. `p` stays empty until a probe."""
+    if init != "runit":
+        return ["  p=$(probe 2>/dev/null)"]
+    return ['  k=; read -r k 2>/dev/null < "$sd/supervise/stat"',
+            '  case "$k" in run*|finish*) p=;; *) p=$(probe 2>/dev/null);; esac']
+
+
 def stop_ticks(timeout: float) -> tuple[int, int]:
     """(fast, all): how many probes of a stop are STOP_TICK apart, and how many in all
     until `timeout` seconds (the rest STOP_SLOW_TICK apart)."""
@@ -282,11 +298,13 @@ class SwapScript:
                 f"e=$({stop_command(self.init, self.service)} 9>&- 2>&1) || "
                 f"{{ echo \"stopping {svc} failed: $e\" >&2; exit {STOP_FAILED}; }}",
                 "n=0",
+                *_stop_look_lines(self.init, self.service),
                 "while :; do",
-                "  p=$(probe 2>/dev/null)",
+                *_stop_probe_lines(self.init),
                 f"  case \"$p\" in {_stopped_case()}) break;; esac",
                 "  n=$((n + 1))",
                 f"  if [ $n -ge {stop_ticks_in_all} ]; then",
+                "    [ -n \"$p\" ] || p=$(probe 2>/dev/null)",
                 f"    echo \"{svc} did not stop within {self.stop_timeout:g} s: "
                 "$(echo \"$p\" | head -n 1)\" >&2; exit " f"{STOP_FAILED}",
                 "  fi",
