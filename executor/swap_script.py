@@ -9,7 +9,8 @@ streams one line per event, so the executor hears of each step as it happens:
     <token> staged                      the new content is staged
     <token> marked                      the in-progress marker is set (if it was given)
     <token> before ... <token> end      the engine before anything happens to it
-    <token> starting | state            a probe of the engine (readiness.probe_script),
+    <token> starting | state            a probe of the engine (readiness.probe_script;
+                                        `starting`, right before the start: controllers),
     ...                                 its lines, then `<token> end`
     <token> stopped <unix seconds>      the engine is down; the host's clock then
     <token> done <index> <result>       a file step finished (`backup`, `new`, a count)
@@ -314,8 +315,12 @@ class SwapScript:
                 'say "$T stopped $(date +%s)"',
             ]
             lines += [_step_lines(i, step, self.token) for i, step in enumerate(self.steps)]
+            # Right before the start, a controller's API server pod logs are counted again
+            # (the old config's pod may have restarted once more while the engine stopped).
+            # A worker's probe has nothing the `before` one lacks: no probe, one program
+            # less between the last file and the start.
+            lines += ["block starting"] if self.controller else []
             lines += [
-                "block starting",
                 # The engine must not inherit the lock (an openrc daemon would hold it on).
                 f"e=$({start_command(self.init, self.service)} 9>&- 2>&1) || "
                 f"{{ echo \"starting {svc} failed: $e\" >&2; exit {START_FAILED}; }}",

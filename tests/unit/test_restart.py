@@ -164,3 +164,24 @@ def test_a_stop_is_probed_quickly_at_first_then_less_often_until_its_timeout() -
         assert abs(waited - timeout) <= STOP_SLOW_TICK, (timeout, fast, total)
     assert stop_ticks(15) == (25, 170)  # 0.5 s at 0.02 s, then 14.5 s at 0.1 s
 
+
+
+@pytest.mark.parametrize("init", ["runit", "systemd", "openrc"])
+def test_only_a_controller_is_probed_right_before_its_start(init: str) -> None:
+    steps = [write_step("/etc/x.yaml", b"a: 1\n", mode=0o600, plan_id=PLAN)]
+    for controller in (True, False):
+        text = SwapScript.of(init, "rke2-server", controller, steps, stop_timeout=10,
+                             watch_seconds=20).render()
+        assert ("block starting" in text) == controller
+        assert text.count("block before") == 1
+        assert subprocess.run(["sh", "-n"], input=text.encode(), check=False).returncode == 0
+
+
+def test_the_stop_reads_runit_state_with_a_builtin_and_other_inits_probe() -> None:
+    for init in ("runit", "systemd"):
+        main = SwapScript.of(init, "rke2-agent", False, [], stop_timeout=10,
+                             watch_seconds=20).head().split("main() {", 1)[1]
+        stop_loop = main.split("while :; do", 1)[1].split("done", 1)[0]
+        assert ('read -r k 2>/dev/null < "$sd/supervise/stat"' in stop_loop) == (
+            init == "runit")
+        assert "p=$(probe 2>/dev/null)" in stop_loop
