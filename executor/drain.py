@@ -201,12 +201,18 @@ class NodeOps:
 
     # --- cordon / uncordon ---------------------------------------------------------------
 
-    def cordon(self, node: str, owner: str = "cargoship") -> bool:
+    def read_node(self, node: str) -> Obj:
+        """The node as the API has it now (DrainError when the API cannot be asked)."""
+        return self._json(node, "reading the node", self._api.read_node, node)
+
+    def cordon(self, node: str, owner: str = "cargoship", read: Obj | None = None) -> bool:
         """Mark the node unschedulable. True if cargoship did it, now or in an earlier run
         that never gave the node back (the CORDONED_BY annotation says so); False if someone
-        else cordoned it: only nodes cargoship cordoned may be uncordoned afterwards."""
+        else cordoned it: only nodes cargoship cordoned may be uncordoned afterwards.
+        `read`: the node as just read (read_node), so the cordon starts with its patch; a
+        node changed since is read again (the patch carries its resourceVersion)."""
         for _ in range(CONFLICT_RETRIES):
-            current = self._json(node, "reading the node", self._api.read_node, node)
+            current, read = read if read is not None else self.read_node(node), None
             meta = current.get("metadata") or {}
             if (current.get("spec") or {}).get("unschedulable"):
                 by = (meta.get("annotations") or {}).get(CORDONED_BY)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from planner.desired.files import DesiredFile
 from planner.errors import CargoshipError
@@ -36,6 +37,21 @@ from .swap_script import Step, remove_step, restore_step, restore_tree_step, wri
 
 log = logging.getLogger("cargoship.executor")
 Progress = Callable[[str, str], None]  # (host, what is happening)
+T = TypeVar("T")
+
+
+def _soon(call: Callable[[str], T], arg: str) -> Future[T]:
+    """call(arg) in a thread of its own: its outcome (result or exception) in the future."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(call(arg))
+        except Exception as exc:  # noqa: BLE001 - any of them, or result() would wait forever
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=f"cargoship-read-{arg}", daemon=True).start()
+    return future
 
 
 @dataclass
@@ -210,8 +226,11 @@ class Rollout:
                 # drain's end without a round trip, sudo or a shell's start between them.
                 restart, steps = ahead[:2] if ahead is not None else (
                     self._restart(job), self._steps(job))
+                # The node is read while the host sets its marker: the cordon, which must
+                # wait for the marker, is then one request.
+                node = _soon(self.ops.read_node, job.node)
                 restart.prepare(steps, inprogress.mark_script(self.plan_id))
-                cordoned = self.ops.cordon(job.node, owner=self.plan_id)
+                cordoned = self.ops.cordon(job.node, owner=self.plan_id, read=node.result())
                 self._note(job.label, f"cordoned node {job.node}" if cordoned
                            else f"node {job.node} was already cordoned")
                 report = self.ops.drain(job.node, self.drain, cordoned=True,

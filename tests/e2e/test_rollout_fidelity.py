@@ -12,6 +12,7 @@ import itertools
 import re
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -283,3 +284,41 @@ def test_a_file_that_cannot_be_staged_stops_nothing(lab_factory, tmp_path: Path)
                     ).stdout == ""
     assert ".cargoship." not in lab.exec("wrk-1", "ls -A /etc/rancher/rke2").stdout
     assert lab.exec("wrk-1", "ls -A /tmp/elsewhere").stdout == ""
+
+
+def test_the_node_is_cordoned_only_once_its_marker_is_set(lab_factory, tmp_path: Path) -> None:
+    """The cordon reads the node while the host sets its in-progress marker, but changes it
+    only after: a run killed in between leaves a marker (the next plan recovers the host),
+    never a node cordoned with nothing on the host saying why. The marker's rename is
+    slowed to a second here; the node must stay schedulable all that time."""
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
+    edit_config(lab.dir / "cluster.yaml", new_mirror)
+    path = tmp_path / "plan.json"
+    plan(lab, path)
+    shim = Path(lab.host("wrk-1").dir, "bin", "mv")
+    shim.write_text('#!/bin/sh\ncase "$*" in *in-progress.json*) sleep 1; /bin/mv "$@"; '
+                    'rc=$?; date +%s.%N > /run/marker-set-at; exit $rc;; esac\n'
+                    'exec /bin/mv "$@"\n')
+    shim.chmod(0o755)
+    cordoned_at: list[float] = []
+    done = threading.Event()
+
+    def watch_node() -> None:  # the moment the API first says the node is unschedulable
+        while not done.is_set():
+            if lab.api("GET", "/api/v1/nodes/wrk-1")["spec"].get("unschedulable"):
+                cordoned_at.append(time.time())
+                return
+            done.wait(0.01)
+
+    watcher = threading.Thread(target=watch_node, daemon=True)
+    watcher.start()
+    try:
+        result = cargoship("apply", path, "--confirm")
+    finally:
+        done.set()
+        watcher.join(10)
+    assert result.returncode == 0, result.stdout + result.stderr
+    marker_set_at = float(lab.exec("wrk-1", "cat /run/marker-set-at").stdout)
+    assert cordoned_at, "the node was never seen cordoned"
+    assert cordoned_at[0] >= marker_set_at, (cordoned_at[0], marker_set_at)
+    assert NEW_MIRROR in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout

@@ -12,6 +12,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from executor.drain import (
+    CORDONED_BY,
     DrainError,
     DrainOptions,
     EvictedPods,
@@ -224,3 +225,57 @@ def test_uncordon_is_retried_until_its_deadline() -> None:
     with pytest.raises(DrainError, match="uncordon failed"):
         NodeOps(api, clock=lambda: now[0], sleep=sleep).uncordon_retrying("ctl-1", 30)
     assert 30 <= now[0] < 33 and api.calls > 5
+
+
+class NodeApi:
+    """One node, with resourceVersion preconditions on its patches, as the API has."""
+
+    def __init__(self, unschedulable: bool = False) -> None:
+        self.node: dict[str, Any] = {"metadata": {"name": "wrk-1", "resourceVersion": "1"},
+                                     "spec": {"unschedulable": unschedulable}}
+        self.reads = self.patches = 0
+
+    def touch(self) -> None:  # a heartbeat or another client
+        self.node["metadata"]["resourceVersion"] = str(int(
+            self.node["metadata"]["resourceVersion"]) + 1)
+
+    def read_node(self, name: str, **_: Any) -> RawAnswer:
+        self.reads += 1
+        return RawAnswer(json.dumps(self.node).encode())
+
+    def patch_node(self, name: str, body: dict[str, Any], **_: Any) -> RawAnswer:
+        self.patches += 1
+        wanted = body["metadata"].get("resourceVersion")
+        if wanted is not None and wanted != self.node["metadata"]["resourceVersion"]:
+            raise ApiException(status=409, reason="Conflict")
+        self.node["spec"].update(body["spec"])
+        self.node["metadata"].setdefault("annotations", {}).update(
+            body["metadata"].get("annotations") or {})
+        self.touch()
+        return RawAnswer(json.dumps(self.node).encode())
+
+
+def test_a_cordon_given_the_node_just_read_is_one_patch() -> None:
+    api = NodeApi()
+    ops = NodeOps(api)
+    assert ops.cordon("wrk-1", owner="plan-1", read=ops.read_node("wrk-1")) is True
+    assert (api.reads, api.patches) == (1, 1)
+    assert api.node["spec"]["unschedulable"] is True
+    assert api.node["metadata"]["annotations"] == {CORDONED_BY: "plan-1"}
+
+
+def test_a_cordon_given_a_node_changed_since_reads_it_again() -> None:
+    api = NodeApi()
+    ops = NodeOps(api)
+    read = ops.read_node("wrk-1")
+    api.touch()  # the kubelet posted its status in between
+    assert ops.cordon("wrk-1", owner="plan-1", read=read) is True
+    assert (api.reads, api.patches) == (2, 2)  # one conflict, then read and patched again
+    assert api.node["spec"]["unschedulable"] is True
+
+
+def test_a_node_someone_else_cordoned_is_left_to_them() -> None:
+    api = NodeApi(unschedulable=True)
+    ops = NodeOps(api)
+    assert ops.cordon("wrk-1", owner="plan-1", read=ops.read_node("wrk-1")) is False
+    assert api.patches == 0
