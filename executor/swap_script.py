@@ -158,11 +158,14 @@ def _stop_probe_lines(init: str) -> list[str]:
     word, `down` once the service's process is gone) is read with a shell builtin, and the
     probe (`sv` and two subshells) runs only once it says anything but `run` or `finish`:
     eight engines stopping together, each host probing every 0.02 s, made each stop's
-    end show 0.03-0.18 s late on the lab's shared CPUs. `p` stays empty until a probe."""
+    end show 0.03-0.18 s late on the lab's shared CPUs. `down` is what `sv status` would
+    say too (runsv writes both files at each change), so it needs no probe either. `p`
+    stays empty until the service is down or something unexpected needs a probe."""
     if init != "runit":
         return ["  p=$(probe 2>/dev/null)"]
     return ['  k=; read -r k 2>/dev/null < "$sd/supervise/stat"',
-            '  case "$k" in run*|finish*) p=;; *) p=$(probe 2>/dev/null);; esac']
+            '  case "$k" in down*) p="state runit down: $sd (supervise/stat: $k)";; '
+            'run*|finish*) p=;; *) p=$(probe 2>/dev/null);; esac']
 
 
 def stop_ticks(timeout: float) -> tuple[int, int]:

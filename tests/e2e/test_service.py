@@ -222,9 +222,9 @@ def test_a_slow_stop_is_not_silence(lab_factory) -> None:
 
 def test_a_stop_that_never_comes_is_looked_at_without_sv_and_given_up(lab_factory) -> None:
     """`sv down` that does nothing: the script reads runit's supervise/stat every 0.02 s for
-    half a second, then every 0.1 s, runs `sv status` only when that says the service is
-    no longer running, and gives up at the stop timeout with the state it last saw;
-    nothing is written or started."""
+    half a second, then every 0.1 s (`sv status` would run only if it said something else
+    than run, finish or down), and gives up at the stop timeout with the state it last
+    saw; nothing is written or started."""
     lab = lab_factory([HostSpec("wrk-1", "worker")])
     shim_sv(lab, '[ "$1" = down ] && exit 0; echo "$1" >> /run/sv-calls')
     host = writer(lab, "wrk-1")
@@ -242,6 +242,26 @@ def test_a_stop_that_never_comes_is_looked_at_without_sv_and_given_up(lab_factor
     # (25 ticks 0.02 s apart, then 15 more 0.1 s apart) it would be 41.
     assert stop_ticks(2)[1] == 40
     assert calls.count("status") == 2, calls
+    host.close()
+
+
+def test_a_stop_on_runit_is_seen_without_sv(lab_factory) -> None:
+    """From `sv down` to the engine seen down, the script reads runsv's supervise/stat with
+    a shell builtin: the only `sv status` of a worker's whole swap is the probe before it
+    (no probe at each tick of the stop, none to confirm it, none right before the start)."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    shim_sv(lab, 'echo "$1" >> /run/sv-calls')
+    host = writer(lab, "wrk-1")
+    script = SwapScript.of("runit", "rke2-agent", False,
+                           [write_step(REGISTRIES, b"x: 4\n", mode=0o600, plan_id=PLAN)],
+                           stop_timeout=15, watch_seconds=30)
+    result, seen = run_until(host, script, lambda s: any(isinstance(e, Started) for e in s))
+    assert result.exit_code == ABANDONED  # we stopped listening once it had started
+    assert [type(e).__name__ for e in seen if isinstance(e, Stopped | StepDone | Started)] == [
+        "Stopped", "StepDone", "Started"]
+    calls = lab.exec("wrk-1", "cat /run/sv-calls").stdout.split()
+    assert calls[:calls.index("up")].count("status") == 1, calls  # the `before` probe
+    assert calls.count("down") == 1
     host.close()
 
 
