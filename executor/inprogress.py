@@ -35,5 +35,9 @@ def mark(host: HostWriter, plan_id: str, step: str = "in progress",
     host.run_root(mark_script(plan_id, step, backups))
 
 
+def clear_command() -> str:
+    return f"rm -f {quote(MARKER)}"
+
+
 def clear(host: HostWriter) -> None:
-    host.run_root(f"rm -f {quote(MARKER)}")
+    host.run_root(clear_command())

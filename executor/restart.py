@@ -31,6 +31,8 @@ from .readiness import POLL_CAP, Waiter
 from .remote import MAX_RERUNS, HostWriter
 from .swap_script import (
     GO,
+    HELD_GO,
+    Cleared,
     Deadline,
     Event,
     Marked,
@@ -41,6 +43,7 @@ from .swap_script import (
     StepDone,
     Stopped,
     SwapScript,
+    finish,
 )
 from .watch import WatchEvent, node_watcher
 
@@ -88,13 +91,14 @@ Message = Event | ScriptEnded | ScriptFailed | NodeVersion | NodeUnreadable
 class Gate:
     """Holds a script sent ahead (RemoteSwap): at first the host has only its head
     (definitions, the staging of the files); `begin` releases the part that sets the
-    marker, `open` its last line, GO, which runs it. `cancel` ends its input before GO:
-    it runs nothing more, and removes what it staged."""
+    marker, `open` its GO line (swap_script.HELD_GO), which runs it. Its input then stays
+    open for one more chunk (`finish`) until `end`. `cancel` ends its input before GO: it
+    runs nothing more, and removes what it staged."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._chunks: list[str] = []  # released so far, in order
-        self._open = self._cancelled = False
+        self._open = self._cancelled = self._ended = False
 
     def begin(self, text: str) -> None:
         with self._changed:
@@ -106,9 +110,27 @@ class Gate:
         with self._changed:
             assert self._chunks, "a script let go before it began"
             if not self._open and not self._cancelled:
-                self._chunks.append(GO)
+                self._chunks.append(HELD_GO)
                 self._open = True
                 self._changed.notify_all()
+
+    def finish(self, text: str) -> bool:
+        """Release `text`, the script's last input, after GO; False when it is too late
+        (the input has ended) or too early."""
+        with self._changed:
+            if not self._open or self._ended:
+                return False
+            self._chunks.append(text)
+            self._ended = True
+            self._changed.notify_all()
+            return True
+
+    def end(self) -> None:
+        """No more input: the script's shell then ends (its watch goes on until nobody
+        reads it)."""
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
 
     def cancel(self) -> None:
         """Nothing once open: the script runs to its end."""
@@ -132,10 +154,10 @@ class Gate:
 
     def next(self, sent: int) -> str | None:
         """Chunk number `sent` once released (blocks until then); None when there are no
-        more: cancelled, or GO was the last."""
+        more: cancelled, or ended."""
         with self._changed:
             while sent >= len(self._chunks):
-                if self._open or self._cancelled:
+                if self._ended or self._cancelled:
                     return None
                 self._changed.wait()
             return self._chunks[sent]
@@ -153,6 +175,9 @@ class RemoteSwap:
     push: Callable[[Message], None]
     gate: Gate
     started: bool = False
+    # The run in progress is the one the gate feeds (not a watch run again after a lost
+    # connection, whose input ended with it): `finish` reaches the host.
+    finishable: bool = False
     _stop: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)  # the runner ended
 
@@ -175,6 +200,7 @@ class RemoteSwap:
     def stop(self) -> None:
         """Stop reading: the script's next line fails to write and it exits."""
         self._stop.set()
+        self.gate.end()
 
     def _feed(self, reader: OutputReader) -> Callable[[bytes], bool]:
         heard = [time.monotonic()]
@@ -192,6 +218,11 @@ class RemoteSwap:
             for event in reader.feed(data):
                 if isinstance(event, Started):
                     self.started = True
+                elif isinstance(event, Deadline):
+                    # The watch is over: the script's shell may go too (kept for `finish`
+                    # past it, it would otherwise wait, silent, for input that may not
+                    # come).
+                    self.gate.end()
                 self.push(event)
             return not self._stop.is_set()
         return feed
@@ -219,10 +250,12 @@ class RemoteSwap:
                 # From the start again after a lost connection: what was released so far
                 # goes at once, the rest as it is released.
                 script, hold = self.script.head(), self._released(gate)
+            self.finishable = hold is not None
             try:
                 result = self.writer.stream_root(script, self._feed(
                     OutputReader(self.script.token)), self.timeout, hold)
             except (ConnectionLost, CommandTimeout) as exc:
+                self.finishable = False
                 if self._stop.is_set() or gate.cancelled:
                     return
                 if reruns >= MAX_RERUNS:
@@ -236,8 +269,10 @@ class RemoteSwap:
                     return
                 continue
             except CargoshipError as exc:
+                self.finishable = False
                 self.push(ScriptFailed(exc))
                 return
+            self.finishable = False
             if gate.cancelled:
                 return  # cancelled: the host ran nothing, and nobody is listening
             first = result.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
@@ -262,6 +297,8 @@ class Restart:
     _ahead: tuple[list[Step], queue.Queue[Message], RemoteSwap] | None = \
         field(default=None, init=False)
     _dropped: RemoteSwap | None = field(default=None, init=False)  # cancelled, not yet ended
+    # A script whose host is back, kept (run's `keep`) for `finish`.
+    _kept: tuple[queue.Queue[Message], RemoteSwap] | None = field(default=None, init=False)
 
     def preload(self, steps: list[Step]) -> None:
         """Send the script's head ahead, before the host's turn: sudo, the shell's start
@@ -326,9 +363,10 @@ class Restart:
                 swap.finished.wait(timeout)
             swap.stop()
 
-    def run(self, steps: list[Step], written: list[Written]) -> None:
+    def run(self, steps: list[Step], written: list[Written], keep: bool = False) -> None:
         """`written` receives each file write or removal as the host reports it, so a
-        caller rolling back knows what to restore even when this fails half-way."""
+        caller rolling back knows what to restore even when this fails half-way. `keep`:
+        once the host is back, its script is kept for `finish` (then `release` it)."""
         if not (self._ahead is not None and self._ahead[2].gate.begun):
             self.prepare(steps)
         assert self._ahead is not None and self._ahead[0] is steps, "prepared other steps"
@@ -338,16 +376,53 @@ class Restart:
                         self.readyz)
         watch: list[Any] = []
         swap.gate.open()
+        back = False
         try:
             # The node is read and watched from the start on, while the engine starts: a
             # heartbeat is judged by the host's clock at the stop (Waiter), so what the node
             # said before needs no reading.
             self._follow(waiter, messages, steps, written, lambda until: watch.append(
                 self._watch_node(until, messages.put)))
+            back = True
         finally:
-            swap.stop()
+            if back and keep and swap.finishable:
+                self._kept = (messages, swap)
+            else:
+                swap.stop()
             for watcher in watch:
                 watcher.close()
+
+    def finish(self, command: str, timeout: float = CANCEL_WAIT) -> bool:
+        """Run `command` (a shell command: the in-progress marker's removal) at the end of
+        the script kept by `run`, on its connection; True once the host says it
+        succeeded. False, having run it or not, when there is no such script (the
+        connection was lost and dialled again meanwhile) or it failed: the caller then
+        runs the command on its own. The script is released either way."""
+        kept, self._kept = self._kept, None
+        if kept is None:
+            return False
+        messages, swap = kept
+        try:
+            if not swap.finishable or not swap.gate.finish(finish(command)):
+                return False
+            deadline = self.clock() + timeout
+            while True:
+                try:
+                    message = messages.get(timeout=max(0.0, deadline - self.clock()))
+                except queue.Empty:
+                    return False
+                if isinstance(message, Cleared):
+                    return message.exit_code == 0
+                if isinstance(message, ScriptEnded | ScriptFailed):
+                    return False
+        finally:
+            swap.stop()
+
+    def release(self) -> None:
+        """Stop reading a script kept by `run` (nothing if there is none)."""
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            kept[1].stop()
 
     def _follow(self, waiter: Waiter, messages: queue.Queue[Message], steps: list[Step],
                 written: list[Written], start_watch: Callable[[float], None]) -> None:

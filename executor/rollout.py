@@ -238,7 +238,7 @@ class Rollout:
                 self._note(job.label, f"drained node {job.node} "
                                       f"({len(report.evicted)} pod(s) evicted)")
                 stopped = True  # from the moment we ask: a lost answer may hide a stop
-                restart.run(steps, written)
+                restart.run(steps, written, keep=True)
             else:
                 self._write_in_place(job, written)
         except (CargoshipError, OSError) as exc:
@@ -255,12 +255,17 @@ class Rollout:
         # The change is in and the host is back: from here on nothing rolls it back.
         if not job.restart:
             return HostOutcome(job.label, "applied")
-        if cordoned and not self._uncordon_back(job):
-            return HostOutcome(job.label, "failed", self._clear_mark(
-                job, "the change is applied and the host is back, but the node is left "
-                     "cordoned: uncordon kept failing (see above); no rollback"))
-        # The host is done: failing to clear the marker must not roll it back.
-        return HostOutcome(job.label, "applied", self._clear_mark(job, "").removeprefix("; "))
+        try:
+            if cordoned and not self._uncordon_back(job):
+                return HostOutcome(job.label, "failed", self._clear_mark(
+                    job, "the change is applied and the host is back, but the node is left "
+                         "cordoned: uncordon kept failing (see above); no rollback", restart))
+            # The host is done: failing to clear the marker must not roll it back.
+            return HostOutcome(job.label, "applied",
+                               self._clear_mark(job, "", restart).removeprefix("; "))
+        finally:
+            if restart is not None:
+                restart.release()
 
     def _steps(self, job: HostJob) -> list[Step]:
         steps = [restore_tree_step(job.restore_from)] if job.restore_from is not None else []
@@ -346,10 +351,14 @@ class Rollout:
         return HostOutcome(job.label, "rolled back" if detail == restored else "failed",
                            detail)
 
-    def _clear_mark(self, job: HostJob, detail: str) -> str:
+    def _clear_mark(self, job: HostJob, detail: str, restart: Restart | None = None) -> str:
         """The host is whole again; if the marker can't go, the next plan will offer to
-        recover a host that needs nothing: harmless, but say so."""
+        recover a host that needs nothing: harmless, but say so. Removed by the host's
+        restart script when it is still there (`restart`, kept by its run), else by a
+        command of its own."""
         if not job.restart:
+            return detail
+        if restart is not None and restart.finish(inprogress.clear_command()):
             return detail
         try:
             inprogress.clear(job.writer)

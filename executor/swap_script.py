@@ -15,6 +15,7 @@ streams one line per event, so the executor hears of each step as it happens:
     <token> stopped <unix seconds>      the engine is down; the host's clock then
     <token> done <index> <result>       a file step finished (`backup`, `new`, a count)
     <token> started                     the start was asked for
+    <token> cleared <exit code>         the command sent last (`finish`) ended
     <token> alive                       nothing changed for a second (the client is there)
     <token> deadline                    the watch ran out of time
 
@@ -33,15 +34,18 @@ File content travels inside the script, which goes to `sh -s` on stdin (never a 
 line), as base64 here-documents. The token is random per script, so no probe output can
 forge a line.
 
-The script comes in three parts, each run as soon as the host reads it (restart.Gate
+The script comes in four parts, each run as soon as the host reads it (restart.Gate
 holds back the later ones). The head defines everything and stages each new file
 (files.stage_script: the content in a temp file beside its target, on disk, with its
 mode; the backup directory ready), then says `staged`: sent ahead of the host's turn, it
 has the host's sudo, shell and staging done by then. At its turn, `begin` sets the
-in-progress marker, says `marked` and probes the engine (`before`). The last line, GO,
-runs `main`: the stop, each file's commit (a backup copy and a rename), the start and the
-watch; it is sent when the node has drained. A script whose input ends before GO, or that
-fails before it, has stopped nothing and changed no file, and removes what it staged.
+in-progress marker, says `marked` and probes the engine (`before`). Its GO line (HELD_GO)
+runs `swap`: the stop, each file's commit (a backup copy and a rename) and the start; it
+is sent when the node has drained. The watch then runs in the background while the shell
+reads on, and once the host is back and its node uncordoned, `finish` removes the
+in-progress marker on the same connection: no command of its own. A script whose input
+ends before GO, or that fails before it, has stopped nothing and changed no file, and
+removes what it staged; one whose input ends after GO just watches until nobody reads.
 """
 
 from __future__ import annotations
@@ -69,6 +73,9 @@ from .service import runit_dir, start_command, stop_command
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 GO = "main </dev/null\n"  # the script's last line: everything before it only defines
+# The last line of a script whose input stays open (restart.Gate): the swap, then the
+# watch in the background, while the shell reads on: FINISH, or the end of its input.
+HELD_GO = "swap </dev/null && { watch </dev/null & }\n"
 # Seconds between two probes on the host: quick while a stop or a start is awaited (each
 # tick of lag is lag of the whole rollout), slow once the engine runs (a crash loop shows
 # in new process ids whenever it is looked at).
@@ -85,6 +92,13 @@ STOP_FAILED, START_FAILED = 4, 5
 UNPREPARED = 6
 _SWAP_LOCK = quote(SWAP_LOCK_PATH)
 _LOCK_DIR = quote(SWAP_LOCK_PATH.rsplit("/", 1)[0])
+
+
+def finish(command: str) -> str:
+    """A held script's last input, once its host is back: `command` (the in-progress
+    marker's removal), then `cleared` with its exit code. The watch goes on meanwhile,
+    until the executor stops reading."""
+    return f'( {command} ) </dev/null; say "$T cleared $?"\n'
 
 
 @dataclass(frozen=True)
@@ -279,8 +293,8 @@ class SwapScript:
             lines += [_stage_lines(i, step, self.token)
                       for i, step in enumerate(self.steps) if step.stage is not None]
             lines.append('say "$T staged"')
-        lines.append("main() {")
         if swap:
+            lines.append("swap() {")
             lines += [
                 "trap - INT TERM",
                 "trap '' HUP PIPE",
@@ -331,8 +345,10 @@ class SwapScript:
                 'say "$T started"',
                 "kill $ka 2>/dev/null",
                 "trap - PIPE EXIT",  # its pid may be another process's by the script's end
+                "}",
             ]
         lines += [
+            "watch() {",
             f"end=$(( $(date +%s) + {max(1, round(self.watch_seconds))} ))",
             # Times in hundredths of a second, so the shell's integer arithmetic can count
             # them.
@@ -360,6 +376,7 @@ class SwapScript:
             '  sleep "$((tick / 100)).$((tick / 10 % 10))$((tick % 10))"',
             "done",
             "}",
+            "main() { swap && watch; }" if swap else "main() { watch; }",
         ]
         return "\n".join(lines) + "\n"
 
@@ -399,6 +416,11 @@ class Started:
 
 
 @dataclass(frozen=True)
+class Cleared:
+    exit_code: int  # of the command sent with `finish`
+
+
+@dataclass(frozen=True)
 class Alive:
     pass
 
@@ -408,9 +430,9 @@ class Deadline:
     pass
 
 
-Event = Probed | Stopped | StepDone | Marked | Staged | Started | Alive | Deadline
+Event = Probed | Stopped | StepDone | Marked | Staged | Started | Cleared | Alive | Deadline
 _LINE = re.compile(r"(before|starting|state|end|stopped|done|marked|staged|started|"
-                   r"alive|deadline)"
+                   r"cleared|alive|deadline)"
                    r"(?: (\S+))?(?: (\S+))?")
 
 
@@ -457,6 +479,8 @@ class OutputReader:
             return Staged()
         elif word == "started":
             return Started()
+        elif word == "cleared" and first is not None and first.isdigit():
+            return Cleared(int(first))
         elif word == "alive":
             return Alive()
         elif word == "deadline":

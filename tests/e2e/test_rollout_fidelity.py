@@ -172,10 +172,10 @@ def test_kubectl_through_the_merged_kubeconfig(lab_factory, tmp_path: Path) -> N
 
 def test_a_restart_is_one_remote_command(lab_factory, tmp_path: Path) -> None:
     """Issue 15: stop, write and start as one remote script. Per restarted host the apply
-    runs two remote commands: the restart script, which sets the in-progress marker
-    first, and the marker's removal; the engine's state and the node are never polled.
-    The script of the host next in line is on it before its turn (preloaded), and counts
-    among that host's commands."""
+    runs one remote command: the restart script, which sets the in-progress marker first
+    and, once the host is back and uncordoned, removes it; the engine's state and the
+    node are never polled. The script of the host next in line is on it before its turn
+    (preloaded), and counts among that host's commands."""
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
                        HostSpec("wrk-2", "worker")])
     edit_config(lab.dir / "cluster.yaml", new_mirror)
@@ -189,8 +189,8 @@ def test_a_restart_is_one_remote_command(lab_factory, tmp_path: Path) -> None:
     ends = {host: (status, count) for host, status, count in re.findall(
         r"DEBUG cargoship\.executor: (\S+) \(.*\): host ends: (\w+) after (\d+) remote "
         r"command\(s\)", log.read_text())}
-    assert ends == {"ctl-1": ("applied", "2"), "wrk-1": ("applied", "2"),
-                    "wrk-2": ("applied", "2")}, ends
+    assert ends == {"ctl-1": ("applied", "1"), "wrk-1": ("applied", "1"),
+                    "wrk-2": ("applied", "1")}, ends
     text = log.read_text()
 
     def at(host: str, what: str) -> int:
@@ -203,6 +203,9 @@ def test_a_restart_is_one_remote_command(lab_factory, tmp_path: Path) -> None:
         < at("wrk-1", "host ends")
     for host in ("ctl-1", "wrk-1", "wrk-2"):
         assert NEW_MIRROR in lab.exec(host, f"cat {REGISTRIES}").stdout
+        assert lab.exec(host, "ls /var/lib/cargoship/in-progress.json 2>/dev/null || true"
+                        ).stdout == ""  # removed by the script itself
+        assert not lab.api("GET", f"/api/v1/nodes/{host}")["spec"].get("unschedulable")
         assert [name for _, name in lab.events(host)][-3:] == ["stopped", "starting",
                                                                "ready"]
 

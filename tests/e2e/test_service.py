@@ -12,12 +12,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from executor.readiness import EngineState
 from executor.remote import HostWriter
 from executor.restart import Gate, Message, RemoteSwap, Restart
 from executor.swap_script import (
     STOP_FAILED,
     Alive,
+    Cleared,
     Event,
     Marked,
     OutputReader,
@@ -27,6 +30,7 @@ from executor.swap_script import (
     StepDone,
     Stopped,
     SwapScript,
+    finish,
     stop_ticks,
     write_step,
 )
@@ -455,3 +459,42 @@ def test_a_cancelled_script_has_removed_what_it_staged_when_cancel_returns(
     assert not [name for name in _staged(lab) if name.startswith(".cargoship.")]
     assert not _waiting_shells(lab)
     assert engine_pid(lab, "wrk-1") == first
+
+
+@pytest.mark.parametrize(("command", "code"), [("touch /run/finished-here", 0),
+                                               ("exit 3", 3)])
+def test_a_held_script_runs_its_last_command_once_its_host_is_back(lab_factory, command: str,
+                                                                   code: int) -> None:
+    """After GO the script's input stays open: once the host is back the executor sends it
+    one more command (the in-progress marker's removal), which runs on the same
+    connection and says how it ended, while the watch goes on until nobody reads it."""
+    lab = lab_factory([HostSpec("wrk-1", "worker", user="alice")])
+    first = engine_pid(lab, "wrk-1")
+    swap, gate, messages = _sent_ahead(lab, b"held: 1\n")
+    gate.open()
+    seen: list[Message] = []
+    deadline = time.monotonic() + 30
+
+    def running_again() -> bool:
+        return any(isinstance(m, Probed) and m.name == "state" and m.state.state == "running"
+                   and m.state.pid != first for m in seen)
+
+    while not running_again():
+        seen.append(messages.get(timeout=max(0.1, deadline - time.monotonic())))
+    trips = swap.writer.round_trips
+    assert gate.finish(finish(command))
+    assert not gate.finish(finish(command))  # one last command, no more
+    after: list[Message] = []
+    while not any(isinstance(m, Cleared) for m in after):
+        after.append(messages.get(timeout=max(0.1, deadline - time.monotonic())))
+    assert [m for m in after if isinstance(m, Cleared)] == [Cleared(code)]
+    assert swap.writer.round_trips == trips  # on the script's own connection
+    if code == 0:
+        assert lab.exec("wrk-1", "ls /run/finished-here").stdout.strip() == "/run/finished-here"
+    # The watch goes on (an `alive` line every second) until nobody reads it.
+    while not any(isinstance(m, Alive) for m in after[after.index(Cleared(code)):]):
+        after.append(messages.get(timeout=max(0.1, deadline - time.monotonic())))
+    swap.stop()
+    _until("the watch gone", lambda: not _waiting_shells(lab))
+    _until("the runner done", _runner_gone)
+    assert "held: 1" in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout

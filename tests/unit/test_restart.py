@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime
 import queue
 import subprocess
+import threading
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,8 +16,9 @@ import pytest
 
 from executor.files import Written
 from executor.readiness import CrashLoopError, NotBackError, Waiter, parse_probe
-from executor.restart import Message, NodeVersion, Restart, ScriptEnded, ScriptFailed
+from executor.restart import Gate, Message, NodeVersion, Restart, ScriptEnded, ScriptFailed
 from executor.swap_script import (
+    HELD_GO,
     STOP_SLOW_TICK,
     STOP_TICK,
     Alive,
@@ -180,8 +183,43 @@ def test_only_a_controller_is_probed_right_before_its_start(init: str) -> None:
 def test_the_stop_reads_runit_state_with_a_builtin_and_other_inits_probe() -> None:
     for init in ("runit", "systemd"):
         main = SwapScript.of(init, "rke2-agent", False, [], stop_timeout=10,
-                             watch_seconds=20).head().split("main() {", 1)[1]
+                             watch_seconds=20).head().split("swap() {", 1)[1]
         stop_loop = main.split("while :; do", 1)[1].split("done", 1)[0]
         assert ('read -r k 2>/dev/null < "$sd/supervise/stat"' in stop_loop) == (
             init == "runit")
         assert "p=$(probe 2>/dev/null)" in stop_loop
+
+
+def test_a_gate_holds_the_input_open_after_go_for_one_last_chunk() -> None:
+    gate = Gate()
+    assert not gate.finish("too early\n")  # nothing before GO
+    got: list[str | None] = []
+    reader = threading.Thread(target=lambda: got.extend(gate.next(i) for i in range(4)))
+    reader.start()
+    gate.begin("begin\n")
+    gate.open()
+    deadline = time.monotonic() + 5
+    while len(got) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    reader.join(0.2)  # had the input ended after GO, None would follow at once
+    assert reader.is_alive() and got == ["begin\n", HELD_GO]
+    assert gate.finish("last\n")
+    reader.join(5)
+    assert got == ["begin\n", HELD_GO, "last\n", None]
+    assert not gate.finish("again\n")
+
+
+def test_a_gate_ended_or_cancelled_has_no_more_input() -> None:
+    ended = Gate()
+    ended.begin("begin\n")
+    ended.open()
+    ended.end()
+    assert [ended.next(i) for i in range(3)] == ["begin\n", HELD_GO, None]
+    assert not ended.finish("late\n")
+    cancelled = Gate()
+    cancelled.begin("begin\n")
+    cancelled.cancel()
+    assert [cancelled.next(i) for i in range(2)] == ["begin\n", None]
+    cancelled.open()  # too late: nothing is let go
+    assert cancelled.next(1) is None
