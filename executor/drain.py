@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -198,6 +199,49 @@ class NodeOps:
     def api(self) -> Any:
         """The official client's CoreV1Api these operations use."""
         return self._api
+
+    def warm(self, count: int) -> None:
+        """Open up to `count` connections to the API ahead of need, by as many requests
+        at the same moment (GET /version: no object is read); they stay in the client's
+        pool. A wave of hosts that begins together then spends no TLS handshake on its
+        cordons and evictions (a new connection: 3-4 ms of CPU here, and a round trip or
+        two on a real network). Best effort: a failure is only logged."""
+        client = getattr(self._api, "api_client", None)
+        if client is None or count <= 0:
+            return
+        # Each answer is held unread until all have come, so that no request can reuse
+        # another's connection: `count` connections, not as many as happened to overlap.
+        together = threading.Barrier(count)
+        opened = time.monotonic()
+
+        def one() -> None:
+            try:
+                response = client.call_api(
+                    "/version", "GET", auth_settings=["BearerToken"], _preload_content=False,
+                    _return_http_data_only=True, _request_timeout=REQUEST_TIMEOUT)
+            except (ApiException, *_UNREACHABLE) as exc:
+                together.abort()
+                log.debug("opening an API connection ahead failed: %s", exc)
+                return
+            try:
+                together.wait(REQUEST_TIMEOUT)
+            except threading.BrokenBarrierError:
+                pass
+            try:
+                response.data  # noqa: B018 - read to its end: the connection is kept
+            except _UNREACHABLE as exc:
+                log.debug("reading an answer on a connection opened ahead failed: %s", exc)
+            finally:
+                response.release_conn()
+
+        threads = [threading.Thread(target=one, name="cargoship-warm", daemon=True)
+                   for _ in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(2 * REQUEST_TIMEOUT + 1)
+        log.debug("%d API connection(s) opened ahead in %.3f s", count,
+                  time.monotonic() - opened)
 
     # --- cordon / uncordon ---------------------------------------------------------------
 

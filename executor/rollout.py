@@ -100,6 +100,7 @@ class Rollout:
     _preload_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     # The hosts next in line, preloaded once a host in flight waits for its drain.
     _upcoming: Sequence[HostJob] = field(default=(), init=False)
+    _warmed: int = field(default=0, init=False)  # API connections opened ahead so far
 
     def run(self, controllers: Sequence[HostJob], workers: Sequence[HostJob],
             worker_concurrency: int) -> list[HostOutcome]:
@@ -174,6 +175,14 @@ class Rollout:
         evictions for this machine's CPU)."""
         if self._halted([]):
             return
+        # Each host in flight holds an API connection for its requests and one for its
+        # watch: a wave larger than any before it gets them opened now, while it waits.
+        needed = 2 * sum(1 for job in self._upcoming if job.restart)
+        with self._preload_lock:
+            warm, self._warmed = needed > self._warmed, max(needed, self._warmed)
+        if warm and self.ops is not None:
+            threading.Thread(target=self.ops.warm, args=(needed,), name="cargoship-warm",
+                             daemon=True).start()
         for job in self._upcoming:
             if not job.restart or self.ops is None:
                 continue

@@ -16,6 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import MaxRetryError
 
+from executor.drain import NodeOps
 from planner.kube import official_client
 from tests.kubeapi_server import Kube
 from tests.lab import pki
@@ -87,3 +88,28 @@ def test_a_server_the_kubeconfig_does_not_vouch_for_is_refused(
         api.read_node("wrk-1")
     assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value)
     assert ("IP address mismatch" in str(refused.value)) == (why != "another CA")
+
+
+def test_connections_opened_ahead_are_there_for_a_wave(
+        tls_api: Callable[[tuple[str, ...]], tuple[int, pki.Pair, pki.Pair]]) -> None:
+    """NodeOps.warm opens exactly as many connections as asked (each answer held until all
+    came), and a wave of that many requests at once then opens none."""
+    port, server_ca, admin = tls_api(("127.0.0.1",))
+    api = official_client(kubeconfig(port, server_ca, admin))
+    pool = api.api_client.rest_client.pool_manager.connection_from_url(
+        f"https://127.0.0.1:{port}")
+    NodeOps(api).warm(8)
+    assert pool.num_connections == 8
+    with ThreadPoolExecutor(8) as workers:
+        names = list(workers.map(lambda _: api.read_node("wrk-1").metadata.name, range(8)))
+    assert names == ["wrk-1"] * 8
+    assert pool.num_connections == 8  # all eight served on connections opened ahead
+
+
+@pytest.mark.filterwarnings("error")  # an exception left in one of its threads fails it
+def test_opening_connections_ahead_against_an_api_that_is_down_is_harmless(
+        start_kubeapi: Callable[..., Kube], tmp_path: Path) -> None:
+    port = start_kubeapi().port  # plain HTTP: a TLS client's handshake fails at once
+    api = official_client(kubeconfig(port, pki.make_ca("ca"), pki.issue(
+        pki.make_ca("client-ca"), "admin", client=True)))
+    NodeOps(api).warm(4)  # only logged, nothing raised, nothing left waiting

@@ -84,11 +84,21 @@ class _Script:
         pass
 
 
+class _Ops:
+    """What the preload asks of NodeOps: connections opened ahead."""
+
+    def __init__(self) -> None:
+        self.warmed: list[int] = []
+
+    def warm(self, count: int) -> None:
+        self.warmed.append(count)
+
+
 class Preloading(Rollout):
     """The preload bookkeeping alone: a fake script per host, no host work."""
 
     def __init__(self) -> None:
-        super().__init__(object(), "p", DrainOptions(), 1.0, lambda h, w: None)  # type: ignore[arg-type]
+        super().__init__(_Ops(), "p", DrainOptions(), 1.0, lambda h, w: None)  # type: ignore[arg-type]
         self.scripts: list[_Script] = []
 
     def _restart(self, job: HostJob) -> _Script:  # type: ignore[override]
@@ -125,3 +135,28 @@ def test_hosts_next_in_line_are_preloaded_once_and_never_after_they_began() -> N
     assert len(rollout.scripts) == 2
     rollout._drop_preloaded()  # w2 never began: its script is cancelled
     assert [s.cancelled for s in rollout.scripts] == [False, True]
+
+
+def warmed(rollout: Preloading) -> list[int]:
+    for thread in threading.enumerate():
+        if thread.name == "cargoship-warm":
+            thread.join(5)
+    return rollout.ops.warmed  # type: ignore[union-attr, attr-defined, no-any-return]
+
+
+def test_api_connections_are_opened_ahead_for_a_wave_larger_than_any_before() -> None:
+    """Two connections per host next in line (its requests, its watch), opened while the
+    hosts before it roll; only when the wave is larger than any before it."""
+    rollout = Preloading()
+    ctl2, *wave = restarting("ctl-2", *(f"w{i}" for i in range(1, 9)))
+    rollout._upcoming = [ctl2]
+    rollout._preload()
+    assert warmed(rollout) == [2]
+    rollout._upcoming = wave
+    rollout._preload()
+    rollout._preload()  # another host in flight reaching its evictions
+    assert warmed(rollout) == [2, 16]
+    rollout._upcoming = wave[:3]  # the next window: the pool has enough
+    rollout._preload()
+    assert warmed(rollout) == [2, 16]
+    rollout._drop_preloaded()
