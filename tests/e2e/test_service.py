@@ -67,6 +67,19 @@ def shim_sv(lab: Lab, line: str) -> None:
     sv.chmod(0o755)
 
 
+def counted_sv(lab_factory: Callable[..., Lab], first: str, content: bytes, *,
+               stop_timeout: float, watch_seconds: float
+               ) -> tuple[Lab, HostWriter, SwapScript]:
+    """A worker whose sv runs `first`, then notes its command in /run/sv-calls, and a
+    script writing `content` to its registries.yaml."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    shim_sv(lab, first + 'echo "$1" >> /run/sv-calls')
+    script = SwapScript.of("runit", "rke2-agent", False,
+                           [write_step(REGISTRIES, content, mode=0o600, plan_id=PLAN)],
+                           stop_timeout=stop_timeout, watch_seconds=watch_seconds)
+    return lab, writer(lab, "wrk-1"), script
+
+
 def timed_events(host: HostWriter, script: SwapScript,
                  done: Callable[[list[Event]], bool]) -> list[tuple[float, Event]]:
     """The script's events as they arrived (monotonic time), until `done` says so."""
@@ -229,12 +242,8 @@ def test_a_stop_that_never_comes_is_looked_at_without_sv_and_given_up(lab_factor
     half a second, then every 0.1 s (`sv status` would run only if it said something else
     than run, finish or down), and gives up at the stop timeout with the state it last
     saw; nothing is written or started."""
-    lab = lab_factory([HostSpec("wrk-1", "worker")])
-    shim_sv(lab, '[ "$1" = down ] && exit 0; echo "$1" >> /run/sv-calls')
-    host = writer(lab, "wrk-1")
-    script = SwapScript.of("runit", "rke2-agent", False,
-                           [write_step(REGISTRIES, b"x: 3\n", mode=0o600, plan_id=PLAN)],
-                           stop_timeout=2, watch_seconds=5)
+    lab, host, script = counted_sv(lab_factory, '[ "$1" = down ] && exit 0; ', b"x: 3\n",
+                                   stop_timeout=2, watch_seconds=5)
     started = time.monotonic()
     result, seen = run_until(host, script, lambda s: False)
     assert time.monotonic() - started >= 2
@@ -253,12 +262,8 @@ def test_a_stop_on_runit_is_seen_without_sv(lab_factory) -> None:
     """From `sv down` to the engine seen down, the script reads runsv's supervise/stat with
     a shell builtin: the only `sv status` of a worker's whole swap is the probe before it
     (no probe at each tick of the stop, none to confirm it, none right before the start)."""
-    lab = lab_factory([HostSpec("wrk-1", "worker")])
-    shim_sv(lab, 'echo "$1" >> /run/sv-calls')
-    host = writer(lab, "wrk-1")
-    script = SwapScript.of("runit", "rke2-agent", False,
-                           [write_step(REGISTRIES, b"x: 4\n", mode=0o600, plan_id=PLAN)],
-                           stop_timeout=15, watch_seconds=30)
+    lab, host, script = counted_sv(lab_factory, "", b"x: 4\n", stop_timeout=15,
+                                   watch_seconds=30)
     result, seen = run_until(host, script, lambda s: any(isinstance(e, Started) for e in s))
     assert result.exit_code == ABANDONED  # we stopped listening once it had started
     assert [type(e).__name__ for e in seen if isinstance(e, Stopped | StepDone | Started)] == [
