@@ -256,9 +256,14 @@ class NodeOps:
         `read`: the node as just read (read_node), so the cordon starts with its patch; a
         node changed since is read again (the patch carries its resourceVersion)."""
         for _ in range(CONFLICT_RETRIES):
+            ahead = read is not None
             current, read = read if read is not None else self.read_node(node), None
             meta = current.get("metadata") or {}
             if (current.get("spec") or {}).get("unschedulable"):
+                if ahead:
+                    # A patch would be refused if the node changed since, but leaving it
+                    # would not: whether someone else holds it is asked again, now.
+                    continue
                 by = (meta.get("annotations") or {}).get(CORDONED_BY)
                 if by:
                     log.info("node %s: left cordoned by cargoship (%s); ours to uncordon",

@@ -278,4 +278,16 @@ def test_a_node_someone_else_cordoned_is_left_to_them() -> None:
     api = NodeApi(unschedulable=True)
     ops = NodeOps(api)
     assert ops.cordon("wrk-1", owner="plan-1", read=ops.read_node("wrk-1")) is False
-    assert api.patches == 0
+    assert (api.reads, api.patches) == (2, 0)  # asked again before leaving it to them
+
+
+def test_a_node_uncordoned_since_it_was_read_is_cordoned() -> None:
+    """The read ahead said cordoned by someone else; they gave it back meanwhile."""
+    api = NodeApi(unschedulable=True)
+    ops = NodeOps(api)
+    read = ops.read_node("wrk-1")
+    api.node["spec"]["unschedulable"] = False
+    api.touch()
+    assert ops.cordon("wrk-1", owner="plan-1", read=read) is True
+    assert api.node["spec"]["unschedulable"] is True
+    assert api.node["metadata"]["annotations"] == {CORDONED_BY: "plan-1"}
