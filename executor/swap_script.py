@@ -183,7 +183,7 @@ def _stop_probe_lines(init: str) -> list[str]:
 
 
 def stop_ticks(timeout: float) -> tuple[int, int]:
-    """(fast, all): how many probes of a stop are STOP_TICK apart, and how many in all
+    """(fast, all): how many looks at a stop are STOP_TICK apart, and how many in all
     until `timeout` seconds (the rest STOP_SLOW_TICK apart)."""
     fast = max(1, min(round(STOP_FAST_FOR / STOP_TICK), round(timeout / STOP_TICK)))
     return fast, fast + max(0, round((timeout - fast * STOP_TICK) / STOP_SLOW_TICK))
