@@ -255,7 +255,6 @@ class RemoteSwap:
                 result = self.writer.stream_root(script, self._feed(
                     OutputReader(self.script.token)), self.timeout, hold)
             except (ConnectionLost, CommandTimeout) as exc:
-                self.finishable = False
                 if self._stop.is_set() or gate.cancelled:
                     return
                 if reruns >= MAX_RERUNS:
@@ -269,10 +268,10 @@ class RemoteSwap:
                     return
                 continue
             except CargoshipError as exc:
-                self.finishable = False
                 self.push(ScriptFailed(exc))
                 return
-            self.finishable = False
+            finally:
+                self.finishable = False  # this run's input is gone with it
             if gate.cancelled:
                 return  # cancelled: the host ran nothing, and nobody is listening
             first = result.stderr.decode("utf-8", "replace").strip().splitlines()[:1]

@@ -140,9 +140,9 @@ def restore_tree_step(backup_dir: str) -> Step:
     return Step("restored", backup_dir, restore_tree_script(backup_dir))
 
 
-def _look_lines(init: str, service: str) -> list[str]:
-    """Before the watch: runit's service directory, for _probe_lines' quick look."""
-    return [f"sd={runit_dir(service)}", "key=x; age=0"] if init == "runit" else []
+def _look_lines(init: str) -> list[str]:
+    """Before the watch: the state of _probe_lines' quick look."""
+    return ["key=x; age=0"] if init == "runit" else []
 
 
 def _probe_lines(init: str) -> list[str]:
@@ -161,10 +161,6 @@ def _probe_lines(init: str) -> list[str]:
         '  if [ "$k" != "$key" ] || [ $age -ge 100 ]; then '
         "key=$k; age=0; p=$(probe 2>/dev/null); fi",
     ]
-
-
-def _stop_look_lines(init: str, service: str) -> list[str]:
-    return [f"sd={runit_dir(service)}"] if init == "runit" else []
 
 
 def _stop_probe_lines(init: str) -> list[str]:
@@ -287,6 +283,10 @@ class SwapScript:
             f"probe() {{\n{probe_script(self.init, self.service, self.controller)}\n}}",
             'block() { p=$(probe 2>/dev/null); say "$T $1" && say "$p" && say "$T end"; }',
         ]
+        if self.init == "runit":
+            # runit's service directory, for the quick looks of the stop and the watch:
+            # found once, as the head runs (before the host's turn when preloaded).
+            lines.append(f"sd={runit_dir(self.service)}")
         if swap:
             lines += [*_unstage_lines(self.steps), "trap unstage EXIT",
                       f"trap 'exit {UNPREPARED}' HUP INT TERM"]
@@ -316,7 +316,6 @@ class SwapScript:
                 f"e=$({stop_command(self.init, self.service)} 9>&- 2>&1) || "
                 f"{{ echo \"stopping {svc} failed: $e\" >&2; exit {STOP_FAILED}; }}",
                 "n=0",
-                *_stop_look_lines(self.init, self.service),
                 "while :; do",
                 *_stop_probe_lines(self.init),
                 f"  case \"$p\" in {_stopped_case()}) break;; esac",
@@ -353,7 +352,7 @@ class SwapScript:
             # Times in hundredths of a second, so the shell's integer arithmetic can count
             # them.
             f"last=; quiet=0; down=0; clock=0; tick={_centi(START_TICK)}",
-            *_look_lines(self.init, self.service),
+            *_look_lines(self.init),
             "while :; do",
             *_probe_lines(self.init),
             '  if [ "$p" != "$last" ]; then',
