@@ -5,9 +5,12 @@ during the handshakes; anything else that runs the phases gets the same from pha
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 from .context import HostState, PlanContext
 from .hosts.handshakes import Handshakes
-from .hosts.ssh import SshSession, direct_endpoint, open_session
+from .hosts.libssh2 import start_fast
+from .hosts.ssh import Session, direct_endpoint, open_session
 from .startup import since_process_start
 
 
@@ -30,8 +33,12 @@ def begin(ctx: PlanContext) -> None:
     endpoints = [e for h in ctx.hosts if (e := _endpoint(ctx, h))]
     ctx.connect_options.dialled.start(endpoints, options.connect_timeout)
 
-    def handshake(index: int) -> SshSession:
+    def handshake(index: int) -> Session:
         host = ctx.hosts[index]
         return open_session(host.label, host.config.ssh, ctx.connect_options)
 
-    ctx.handshakes = Handshakes(len(ctx.hosts), handshake, options.host_concurrency)
+    def fast(index: int) -> Future[Session | None] | None:
+        host = ctx.hosts[index]
+        return start_fast(host.label, host.config.ssh, ctx.connect_options)
+
+    ctx.handshakes = Handshakes(len(ctx.hosts), handshake, options.host_concurrency, fast)

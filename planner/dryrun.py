@@ -46,7 +46,7 @@ def dry_run(ctx: PlanContext, phases: Sequence[Phase]) -> DryRunReport:
     ctx.prefetch = lambda host: [f for phase in phases for f in phase.prefetch(ctx, host)]
     try:
         for number, phase in enumerate(phases, 1):
-            phase_started = time.monotonic()
+            phase_started, cpu_started = time.monotonic(), time.process_time()
             ctx.activity = f"phase {number}/{len(phases)}: {phase.title}"
             phase.prepare(ctx)
             connected = any(r.title == Connect.title for r in records)
@@ -63,7 +63,8 @@ def dry_run(ctx: PlanContext, phases: Sequence[Phase]) -> DryRunReport:
             else:
                 outcome = _assess(ctx, phase, would_write)
             elapsed = time.monotonic() - phase_started
-            log.debug("phase %d %s: %s in %.3fs", number, phase.title, outcome, elapsed)
+            log.debug("phase %d %s: %s in %.3fs, %.3f s of the process's CPU", number,
+                      phase.title, outcome, elapsed, time.process_time() - cpu_started)
             records.append(PhaseRecord(number, phase.title, phase.dry_run, outcome, elapsed))
     finally:
         # Also on Ctrl-C or a bug: no SSH session outlives the run.

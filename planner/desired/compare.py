@@ -77,7 +77,6 @@ def shown_structure(desired: DesiredFile) -> Any:
 def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | None:
     content = desired.content().encode()
     after = file_digest(content, salt)
-    wanted = normalize(desired.kind, desired.content())
     if live.exists and live.content == content and not _metadata_note(desired, live):
         return None  # the very bytes (most hosts, most plans): no parse, no diff to find
     shown_after = _masked(_structured(desired.kind, desired.data), None)
@@ -98,7 +97,7 @@ def compare(desired: DesiredFile, live: LiveFile, salt: bytes) -> FileChange | N
         return FileChange(desired.path, "update", before, after, diff, ("unparseable",),
                           key_changes(None, shown_after))
     mode_note = _metadata_note(desired, live)
-    structure = _structure(current, wanted)
+    structure = _structure(current, normalize(desired.kind, desired.content()))
     if not structure and not mode_note:
         return None
     wanted_shown = _structured(desired.kind, desired.data)

@@ -82,6 +82,26 @@ class Peer:
     changed_hint: str = ""
 
 
+def host_peer(label: str, endpoint: str, known_hosts: Path, key_path: Path | None) -> Peer:
+    """A cluster host as the other end of a handshake (not a bastion or jump host)."""
+    return Peer(label, endpoint, "host", known_hosts, key_path,
+                unknown_hint=", or run with --accept-new-host-keys",
+                changed_hint=". If the host was reinstalled, remove its old entry "
+                             "(ssh-keygen -R) and verify the new key")
+
+
+def unknown_key(peer: Peer, presented: str) -> HostKeyError:
+    return HostKeyError(peer.label, f"host key {presented} of {peer.name} is not in "
+                                    f"{peer.known_hosts}; verify it and add it"
+                                    f"{peer.unknown_hint}")
+
+
+def changed_key(peer: Peer, expected: str, presented: str) -> HostKeyError:
+    return HostKeyError(peer.label, f"host key of {peer.name} CHANGED: {peer.known_hosts} has "
+                                    f"{expected}, the {peer.kind} presented {presented}; "
+                                    f"possible man-in-the-middle{peer.changed_hint}")
+
+
 def aead_first(sock: _SocketLike, /, *, gss_kex: bool, gss_deleg_creds: bool,
                disabled_algorithms: Mapping[str, Iterable[str]] | None) -> paramiko.Transport:
     """A Transport that prefers AES-GCM: its integrity check is part of the cipher (C, in
@@ -112,16 +132,10 @@ def handshake(client: paramiko.SSHClient, target: Target, sock: Callable[[], Soc
                        **options.keys.auth_kwargs(peer.key_path, target.identity_files))
     except UnknownHostKey as exc:
         _close(client, opened)
-        raise HostKeyError(peer.label, f"host key {fingerprint(exc.key)} of {peer.name} is not "
-                                       f"in {peer.known_hosts}; verify it and add it"
-                                       f"{peer.unknown_hint}") from None
+        raise unknown_key(peer, fingerprint(exc.key)) from None
     except paramiko.BadHostKeyException as exc:
         _close(client, opened)
-        raise HostKeyError(
-            peer.label, f"host key of {peer.name} CHANGED: {peer.known_hosts} has "
-                        f"{fingerprint(exc.expected_key)}, the {peer.kind} presented "
-                        f"{fingerprint(exc.key)}; possible man-in-the-middle"
-                        f"{peer.changed_hint}") from None
+        raise changed_key(peer, fingerprint(exc.expected_key), fingerprint(exc.key)) from None
     except paramiko.AuthenticationException:
         _close(client, opened)
         raise ConnectError(peer.label, auth_failure(f"{target.user}@{peer.name}",

@@ -14,6 +14,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import paramiko
 
@@ -52,6 +53,9 @@ class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
                          key: paramiko.PKey) -> None:
+        self.record(hostname, key)
+
+    def record(self, hostname: str, key: paramiko.PKey) -> None:
         line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
         with self.lock:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -62,6 +66,41 @@ class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
                     self.path)
 
 
+class _Index:
+    """One parsed known_hosts file, with its entries indexed by plain host name: paramiko's
+    lookup walks every entry, once per host, so a fleet sharing one file paid for it
+    quadratically. Hashed entries (|1|...) can only be tried one by one, as paramiko does."""
+
+    def __init__(self, keys: paramiko.HostKeys) -> None:
+        # paramiko's own test for a hashed name (the salt and HMAC of each entry).
+        self._matches = cast(Any, keys)._hostname_matches
+        self._by_name: dict[str, list[tuple[int, Any]]] = {}
+        self._hashed: list[tuple[int, Any]] = []
+        for position, entry in enumerate(getattr(keys, "_entries", [])):
+            for name in entry.hostnames:
+                if name.startswith("|1|"):
+                    self._hashed.append((position, entry))
+                else:
+                    self._by_name.setdefault(name, []).append((position, entry))
+
+    def lookup(self, name: str) -> dict[str, paramiko.PKey] | None:
+        """paramiko's HostKeys.lookup, as a dict: each key type's first entry, in file
+        order (None when the host has no entry)."""
+        found = dict(self._by_name.get(name, ()))
+        if not name.startswith("|1|"):
+            for position, entry in self._hashed:
+                if position not in found and self._matches(name, entry):
+                    found[position] = entry
+        if not found:
+            return None
+        keys: dict[str, paramiko.PKey] = {}
+        for position in sorted(found):
+            key = found[position].key
+            if key is not None:
+                keys.setdefault(key.get_name(), key)
+        return keys
+
+
 @dataclass
 class KnownHostsFiles:
     """The run's known_hosts files, each parsed once per version of it, not once per
@@ -70,27 +109,26 @@ class KnownHostsFiles:
     lock. A file that changes (accept-new appends to it) is read again."""
 
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _parsed: dict[str, tuple[tuple[int, int], paramiko.HostKeys]] = \
+    _parsed: dict[str, tuple[tuple[int, int], _Index]] = \
         field(default_factory=dict, repr=False)
 
-    def parsed(self, path: Path) -> paramiko.HostKeys:
+    def lookup(self, path: Path, name: str) -> dict[str, paramiko.PKey] | None:
+        """The keys `path` has for host `name` (as known_hosts spells it), by type."""
         stat = path.stat()
         version = (stat.st_mtime_ns, stat.st_size)
         with self._lock:
             cached = self._parsed.get(str(path))
             if cached is None or cached[0] != version:
-                cached = (version, paramiko.HostKeys(str(path)))
+                cached = (version, _Index(paramiko.HostKeys(str(path))))
                 self._parsed[str(path)] = cached
-            return cached[1]
+        return cached[1].lookup(name)
 
     def trust(self, client: paramiko.SSHClient, path: Path, host: str, port: int) -> None:
         """Give the client the keys known_hosts has for this host: exactly what
         SSHClient.load_host_keys would have let it check (hashed entries included)."""
         name = known_hosts_name(host, port)
-        entries = self.parsed(path).lookup(name)
-        if entries is not None:
-            for key_type in entries:
-                client.get_host_keys().add(name, key_type, entries[key_type])
+        for key_type, key in (self.lookup(path, name) or {}).items():
+            client.get_host_keys().add(name, key_type, key)
 
 
 def pin(client: paramiko.SSHClient, name: str, pinned: str) -> bool:

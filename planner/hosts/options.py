@@ -11,6 +11,7 @@ from .handshake import PrivateKeys
 from .host_keys import KnownHostsFiles
 from .reach import Dialled
 from .ssh_config import SshConfigFiles
+from .ssh_loop import SshLoop
 
 
 @dataclass(frozen=True)
@@ -28,3 +29,5 @@ class ConnectOptions:
     ssh_config: SshConfigFiles = field(default_factory=SshConfigFiles)
     known_hosts: KnownHostsFiles = field(default_factory=KnownHostsFiles)
     keys: PrivateKeys = field(default_factory=PrivateKeys)
+    # The plan's libssh2 handshakes and reads (libssh2.py), in one thread once started.
+    loop: SshLoop = field(default_factory=SshLoop)

@@ -29,6 +29,7 @@ class Dialled:
     def __init__(self) -> None:
         self._results: dict[Endpoint, Result] = {}
         self._expected: set[Endpoint] = set()
+        self._waiting: dict[Endpoint, Callable[[Result], None]] = {}
         self._ready = threading.Condition()
 
     def start(self, endpoints: Sequence[Endpoint], timeout: float) -> None:
@@ -40,8 +41,27 @@ class Dialled:
 
     def _put(self, endpoint: Endpoint, result: Result) -> None:
         with self._ready:
-            self._results[endpoint] = result
-            self._ready.notify_all()
+            waiting = self._waiting.pop(endpoint, None)
+            if waiting is None:
+                self._results[endpoint] = result
+                self._ready.notify_all()
+                return
+            self._expected.discard(endpoint)
+        waiting(result)
+
+    def when_ready(self, endpoint: Endpoint, then: Callable[[Result], None]) -> bool:
+        """Hand this endpoint's socket or error (once) to `then` as soon as it is there:
+        now, or later from the dialling thread. False if it was not dialled here."""
+        with self._ready:
+            if endpoint not in self._expected or endpoint in self._waiting:
+                return False
+            if endpoint not in self._results:
+                self._waiting[endpoint] = then
+                return True
+            self._expected.discard(endpoint)
+            result = self._results.pop(endpoint)
+        then(result)
+        return True
 
     def take(self, endpoint: Endpoint, wait: float) -> Result | None:
         """This endpoint's socket or error (once), or None if it was not dialled here."""

@@ -15,13 +15,13 @@ from typing import Any
 from ..errors import CommandError
 from .batch import Batch, Fact, FactParseError, Output, quote
 from .snapshot import Snapshot, SnapshotScript
-from .ssh import SshSession
+from .ssh import Session
 
 log = logging.getLogger("cargoship.planner")
 
 
 class HostReader:
-    def __init__(self, session: SshSession, user: str, command_timeout: float) -> None:
+    def __init__(self, session: Session, user: str, command_timeout: float) -> None:
         self._session = session
         self.user = user
         self.label = session.label
@@ -59,6 +59,15 @@ class HostReader:
         log.debug("%s: snapshot of %d fact(s) in %.0f ms", self.label, len(facts),
                   (snapshot.finished - started) * 1000)
         self._snapshot = snapshot
+
+    def answered(self, facts: Sequence[Fact[Any]], *, as_root: bool = False) -> bool:
+        """Whether gather() answers these from the snapshot, with no round trip."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            return False
+        if as_root and self.user != "root" and snapshot.root_error is not None:
+            return True  # refused at once, from the snapshot
+        return snapshot.answer(facts, as_root) is not None
 
     def gather(self, facts: Sequence[Fact[Any]], *, as_root: bool = False) -> list[Any]:
         """Every fact's parsed value, in order: from the snapshot when it has them all,

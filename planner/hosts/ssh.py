@@ -12,12 +12,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import paramiko
 
 from ..config.model import SshConfig
 from ..errors import CommandError, CommandTimeout, ConnectError, ConnectionLost, HostKeyError
-from .handshake import Peer, Sock, connect_failure, handshake
+from .handshake import Sock, connect_failure, handshake, host_peer
 from .host_keys import (
     DEFAULT_KNOWN_HOSTS,
     AcceptNewPolicy,
@@ -29,7 +30,7 @@ from .host_keys import (
 from .options import ConnectOptions
 from .ssh_config import Target
 
-__all__ = ["ABANDONED", "CommandResult", "ConnectOptions", "OnStdout", "SshSession",
+__all__ = ["ABANDONED", "CommandResult", "ConnectOptions", "OnStdout", "Session", "SshSession",
            "direct_endpoint", "open_session"]
 
 MAX_OUTPUT = 16 << 20  # bytes per command; a host that sends more is lying or broken
@@ -43,6 +44,23 @@ class CommandResult:
     exit_code: int
     stdout: bytes
     stderr: bytes
+
+
+class Session(Protocol):
+    """What the host layer's users need of a session: SshSession here, or a plan's
+    libssh2 session (libssh2.py), which has no `hold`."""
+
+    label: str
+    user: str
+    endpoint: str
+    host_key_fingerprint: str
+    round_trips: int
+
+    def run(self, command: str, timeout: float, stdin: bytes | None = None,
+            on_stdout: OnStdout | None = None,
+            hold: Callable[[], bytes | None] | None = None) -> CommandResult: ...
+
+    def close(self) -> None: ...
 
 
 class SshSession:
@@ -193,7 +211,7 @@ def _collect(label: str, channel: paramiko.Channel, timeout: float,
     return CommandResult(status, bytes(out), bytes(err))
 
 
-def _target(ssh: SshConfig, options: ConnectOptions) -> Target:
+def resolve_target(ssh: SshConfig, options: ConnectOptions) -> Target:
     return options.ssh_config.resolve(ssh.address, ssh.port, ssh.user,
                                       (str(ssh.key_path),) if ssh.key_path else ())
 
@@ -203,7 +221,7 @@ def direct_endpoint(ssh: SshConfig, options: ConnectOptions) -> tuple[str, int] 
     through a bastion or a ProxyJump/ProxyCommand (those dial for themselves)."""
     if ssh.bastion is not None:
         return None
-    target = _target(ssh, options)
+    target = resolve_target(ssh, options)
     return (target.host, target.port) if target.direct else None
 
 
@@ -212,7 +230,7 @@ def open_session(label: str, ssh: SshConfig, options: ConnectOptions,
     """`pinned`: the only host key fingerprint to accept (apply: the plan's), checked
     before authenticating, so a host presenting any other key never sees a login."""
     known_hosts = (ssh.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
-    target = _target(ssh, options)
+    target = resolve_target(ssh, options)
     client = paramiko.SSHClient()
     if known_hosts.exists():
         try:
@@ -241,9 +259,6 @@ def open_session(label: str, ssh: SshConfig, options: ConnectOptions,
                                       f"{connect_failure(dialled, options.connect_timeout)}")
         return dialled
 
-    peer = Peer(label, ssh.endpoint, "host", known_hosts, ssh.key_path,
-                unknown_hint=", or run with --accept-new-host-keys",
-                changed_hint=". If the host was reinstalled, remove its old entry "
-                             "(ssh-keygen -R) and verify the new key")
+    peer = host_peer(label, ssh.endpoint, known_hosts, ssh.key_path)
     transport = handshake(client, target, sock, peer, options)
     return SshSession(label, client, target, transport.get_remote_server_key())

@@ -29,3 +29,4 @@ def close_all(ctx: PlanContext) -> None:
         # After the hosts: their connections run through these.
         ctx.connect_options.gateways.close()
         ctx.connect_options.dialled.close()
+        ctx.connect_options.loop.close()

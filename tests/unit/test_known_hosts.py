@@ -42,6 +42,39 @@ def test_a_changed_file_is_read_again(tmp_path: Path) -> None:
     known = tmp_path / "known_hosts"
     known.write_text(f"10.0.0.1 {a}\n")
     files = KnownHostsFiles()
-    assert files.parsed(known).lookup("10.0.0.2") is None
+    assert files.lookup(known, "10.0.0.2") is None
     known.write_text(f"10.0.0.1 {a}\n10.0.0.2 {b}\n")  # another size: another version
-    assert files.parsed(known).lookup("10.0.0.2") is not None
+    assert files.lookup(known, "10.0.0.2") is not None
+
+
+def test_the_index_answers_as_paramiko_does(tmp_path: Path) -> None:
+    """Plain and hashed names, several names on a line, a host with two key types, a
+    second line of the same type (the first wins), [host]:port names: the indexed lookup
+    gives what paramiko's walk over every entry gives, for each name and for strangers."""
+    a, b, c, d, e = (_key(tmp_path, n) for n in "abcde")
+    rsa = tmp_path / "rsa"
+    subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-N", "", "-f", str(rsa)],
+                   check=True)
+    r = " ".join((tmp_path / "rsa.pub").read_text().split()[:2])
+    hashed = tmp_path / "hashed"
+    hashed.write_text(f"10.0.0.5 {d}\n[10.0.0.6]:2222 {e}\n")
+    subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(hashed)], check=True,
+                   capture_output=True)
+    known = tmp_path / "known_hosts"
+    known.write_text(f"# comment\n10.0.0.1,web-1 {a}\n10.0.0.1 {r}\n10.0.0.1 {b}\n"
+                     f"[127.0.0.1]:2201 {c}\n" + hashed.read_text() + f"10.0.0.5 {a}\n")
+    theirs = paramiko.HostKeys(str(known))
+    files = KnownHostsFiles()
+    names = ["10.0.0.1", "web-1", "[127.0.0.1]:2201", "127.0.0.1", "10.0.0.5",
+             "[10.0.0.6]:2222", "10.0.0.6", "10.0.0.9"]
+    for name in names:
+        expected = theirs.lookup(name)
+        got = files.lookup(known, name)
+        if expected is None:
+            assert got is None, name
+            continue
+        assert got is not None, name
+        assert list(got) == list(dict.fromkeys(expected.keys())), name
+        for kind, key in got.items():
+            assert key.asbytes() == expected[kind].asbytes(), (name, kind)
+    assert list(files.lookup(known, "10.0.0.1") or {}) == ["ssh-ed25519", "ssh-rsa"]

@@ -1,0 +1,114 @@
+"""A plan reaches directly reachable hosts over libssh2 (planner/hosts/libssh2.py), on one
+thread for all of them, and gives the answers paramiko would: the host keys apply is
+pinned to, paramiko's credentials where libssh2's are refused, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from tests.e2e.cli import cargoship, edit_config
+from tests.e2e.test_apply import REGISTRIES, cluster
+from tests.lab import HostSpec
+
+
+def _fingerprints(known_hosts: Path) -> dict[str, str]:
+    """ssh-keygen's SHA256 fingerprint of each known_hosts line, by host name."""
+    out = subprocess.run(["ssh-keygen", "-lf", str(known_hosts)], capture_output=True,
+                         text=True, check=True).stdout
+    return {line.split()[2]: line.split()[1] for line in out.splitlines()}
+
+
+def test_a_plan_over_libssh2_records_the_host_keys_apply_is_pinned_to(
+        lab_factory, tmp_path: Path) -> None:
+    lab = cluster(lab_factory, workers=1)
+    lab.exec("wrk-1", f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
+    log, plan_file = tmp_path / "plan.log", tmp_path / "plan.json"
+    planned = cargoship("--log-file", log, "plan", "-c", lab.dir / "cluster.yaml",
+                        "-out", plan_file)
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    text = log.read_text()
+    keys = _fingerprints(lab.dir / "known_hosts")
+    for host in lab.hosts:
+        assert f"{host.address}: connected over libssh2, host key {keys[host.address]}" \
+            in text, text
+    assert "trying through paramiko" not in text
+    recorded = {h["address"]: h["host_key"] for h in json.loads(plan_file.read_text())["hosts"]}
+    assert recorded == {h.address: keys[h.address] for h in lab.hosts}
+    # apply's paramiko sessions are pinned to those fingerprints, and get through.
+    applied = cargoship("apply", plan_file, "--confirm")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "docker.io" in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+
+
+def test_a_key_refused_over_libssh2_is_tried_through_paramiko(lab_factory,
+                                                              tmp_path: Path) -> None:
+    """cluster.yaml names a key the host does not accept; ~/.ssh/config's IdentityFile is
+    one it does. libssh2 only offers the first, so paramiko, which offers both, connects."""
+    lab = lab_factory([HostSpec("ctl-1", "controller")], kube_api=False)
+    stranger = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)],
+                   check=True)
+    edit_config(lab.dir / "cluster.yaml",
+                lambda d: d["spec"]["hosts"][0]["ssh"].update(keyPath=str(stranger)))
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host *\n  IdentityFile {lab.dir / 'id_ed25519'}\n")
+    log = tmp_path / "plan.log"
+    result = cargoship("--log-file", log, "plan", "-c", lab.dir / "cluster.yaml",
+                       "--stats", env={"HOME": str(home)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"key {stranger} refused over libssh2" in log.read_text()
+    assert "connected over libssh2" not in log.read_text()
+    # Still one exec for the whole read side, on paramiko's session.
+    assert "max round trips per host per phase: 1" in result.stdout
+
+
+def test_a_host_that_never_speaks_ssh_fails_within_the_connect_timeout(
+        lab_factory) -> None:
+    """A listener that accepts and says nothing (a hung sshd): the handshake on the loop
+    gives up at the connect timeout with one line, and the other host is read as ever."""
+    lab = lab_factory([HostSpec("ctl-1", "controller")], kube_api=False)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        silent.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(silent.accept()[0])
+            except TimeoutError:
+                continue
+
+    threading.Thread(target=accept, daemon=True).start()
+
+    def add_silent(data: dict) -> None:  # type: ignore[type-arg]
+        ssh = dict(data["spec"]["hosts"][0]["ssh"], address="127.0.0.1",
+                   port=silent.getsockname()[1])
+        data["spec"]["hosts"].append({"role": "worker", "ssh": ssh})
+        data["spec"].setdefault("options", {})["ssh"] = {"connectTimeoutSeconds": 2}
+
+    edit_config(lab.dir / "cluster.yaml", add_silent)
+    try:
+        started = time.monotonic()
+        result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
+        elapsed = time.monotonic() - started
+    finally:
+        stop.set()
+        silent.close()
+        for conn in held:
+            conn.close()
+    assert result.returncode == 1
+    line = next(ln for ln in result.stdout.splitlines() if "Connect to hosts: cannot" in ln)
+    assert "cannot connect to 127.0.0.1:" in line and "timed out after 2s" in line, line
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "connected as root to" in result.stdout  # the real host, read as ever
+    assert elapsed < 15, elapsed

@@ -1,0 +1,187 @@
+"""The plan's SSH loop (one thread driving every libssh2 session), the handshake queue in
+front of it, and the libssh2 host key preference, with real sockets and fake sessions."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Generator
+from concurrent.futures import Future
+from typing import Any
+
+import paramiko
+import pytest
+
+from planner.hosts.handshakes import Handshakes
+from planner.hosts.libssh2 import PARAMIKO_HOST_KEY_ORDER, _host_key_order
+from planner.hosts.reach import Dialled
+from planner.hosts.ssh_loop import BLOCK_INBOUND, LoopClosed, SshLoop
+
+
+class _Session:
+    """What the loop asks of a session: which way it waits."""
+
+    def block_directions(self) -> int:
+        return BLOCK_INBOUND
+
+
+def _reader(sock: socket.socket, want: int) -> Generator[None, None, bytes]:
+    """Reads `want` bytes without blocking, yielding whenever nothing is there yet."""
+    got = b""
+    while len(got) < want:
+        try:
+            got += sock.recv(want - len(got))
+        except BlockingIOError:
+            yield
+    return got
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    return a, b
+
+
+def test_jobs_run_side_by_side_on_one_thread_and_end_with_their_values() -> None:
+    loop = SshLoop()
+    pairs = [_pair() for _ in range(20)]
+    try:
+        jobs = [loop.submit(a, _Session(), _reader(a, 3), 10, lambda: TimeoutError())
+                for a, _ in pairs]
+        # Answered in reverse order: each job resumes when its own socket is readable.
+        for index, (_, b) in reversed(list(enumerate(pairs))):
+            b.sendall(f"{index:03d}".encode())
+        assert [j.result(5) for j in jobs] == [f"{i:03d}".encode() for i in range(20)]
+        assert [t.name for t in threading.enumerate()].count("cargoship-ssh") == 1
+    finally:
+        loop.close()
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+def test_a_silent_peer_times_out_at_its_deadline_and_others_go_on() -> None:
+    loop = SshLoop()
+    (a, b), (c, d) = _pair(), _pair()
+    try:
+        started = time.monotonic()
+        silent = loop.submit(a, _Session(), _reader(a, 1), 0.3, lambda: TimeoutError("late"))
+        later = loop.submit(c, _Session(), _reader(c, 1), 10, lambda: TimeoutError())
+        with pytest.raises(TimeoutError, match="late"):
+            silent.result(5)
+        assert 0.25 <= time.monotonic() - started < 3
+        d.sendall(b"x")
+        assert later.result(5) == b"x"
+    finally:
+        loop.close()
+        for s in (a, b, c, d):
+            s.close()
+
+
+def test_a_job_that_raises_hands_its_exception_to_whoever_waits() -> None:
+    def broken() -> Generator[None, None, None]:
+        raise ValueError("the host said something odd")
+        yield  # a generator all the same
+
+    loop = SshLoop()
+    a, b = _pair()
+    try:
+        with pytest.raises(ValueError, match="odd"):
+            loop.submit(a, _Session(), broken(), 10, lambda: TimeoutError()).result(5)
+    finally:
+        loop.close()
+        a.close()
+        b.close()
+
+
+def test_closing_the_loop_fails_running_jobs_and_refuses_new_ones() -> None:
+    loop = SshLoop()
+    a, b = _pair()
+    try:
+        waiting = loop.submit(a, _Session(), _reader(a, 1), 60, lambda: TimeoutError())
+        loop.close()
+        with pytest.raises(LoopClosed):
+            waiting.result(5)
+        with pytest.raises(LoopClosed):
+            loop.submit(a, _Session(), _reader(a, 1), 60, lambda: TimeoutError()).result(5)
+        assert "cargoship-ssh" not in [t.name for t in threading.enumerate()]
+    finally:
+        a.close()
+        b.close()
+
+
+class _Named:
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_handshakes_keep_to_the_limit_and_fall_back_to_a_thread() -> None:
+    """Fast handshakes are started `limit` at a time, in order; a host the fast path does
+    not take (None) or whose key it saw refused (a None result) goes to the opener."""
+    started: list[int] = []
+    futures: dict[int, Future[Any]] = {}
+    lock = threading.Lock()
+
+    def fast(index: int) -> Future[Any] | None:
+        with lock:
+            started.append(index)
+        if index == 1:
+            return None  # not for the fast path
+        futures[index] = Future()
+        return futures[index]
+
+    handshakes = Handshakes(6, lambda i: _Named(f"thread-{i}"), 2, fast)  # type: ignore[arg-type,return-value]
+    # 0 is fast and running, 1 went to a thread (and ends there), so 2 starts too.
+    assert handshakes.take(1).label == "thread-1"  # type: ignore[union-attr]
+    assert started == [0, 1, 2]
+    futures[0].set_result(_Named("fast-0"))
+    assert started == [0, 1, 2, 3]
+    futures[2].set_result(None)  # refused over libssh2: the opener, in the same slot
+    assert handshakes.take(2).label == "thread-2"  # type: ignore[union-attr]
+    futures[3].set_exception(OSError("refused"))
+    with pytest.raises(OSError, match="refused"):
+        handshakes.take(3)
+    assert started == [0, 1, 2, 3, 4, 5]
+    assert handshakes.take(0).label == "fast-0"  # type: ignore[union-attr]
+    assert handshakes.take(0) is None  # taken already
+    late = _Named("fast-4")
+    handshakes.close()
+    futures[4].set_result(late)
+    assert late.closed  # nobody took it: closed as soon as it landed
+
+
+def test_dialled_sockets_reach_a_waiting_handshake_once() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        endpoint = server.getsockname()
+        dialled = Dialled()
+        got: list[Any] = []
+        arrived = threading.Event()
+        dialled.start([endpoint], 5)
+
+        def then(result: Any) -> None:
+            got.append(result)
+            arrived.set()
+
+        assert dialled.when_ready(endpoint, then)
+        assert arrived.wait(5)
+        assert isinstance(got[0], socket.socket)
+        got[0].close()
+        assert dialled.take(endpoint, 0.1) is None  # handed over once, not twice
+        assert not dialled.when_ready(("127.0.0.1", 1), then)  # never dialled here
+
+
+def test_libssh2_prefers_host_key_types_as_paramiko_does() -> None:
+    assert PARAMIKO_HOST_KEY_ORDER == tuple(paramiko.Transport._preferred_keys)
+    assert _host_key_order({})[:2] == ["ssh-ed25519", "ecdsa-sha2-nistp256"]
+    assert "ssh-dss" not in _host_key_order({})  # libssh2 does not offer it
+    known = {"ecdsa-sha2-nistp384": None, "ssh-ed25519": None}
+    assert _host_key_order(known)[:2] == ["ecdsa-sha2-nistp384", "ssh-ed25519"]  # type: ignore[arg-type]
+    rsa = _host_key_order({"ssh-rsa": None})  # type: ignore[dict-item]
+    assert rsa[:3] == ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"]
