@@ -46,8 +46,12 @@ class Handshakes:
     def take(self, index: int) -> Session | None:
         """Host `index`'s session once its handshake ends (raising what the handshake
         raised), or None if it was never started here or was taken already."""
-        future = self._futures.pop(index, None)
+        future = self.claim(index)
         return None if future is None else future.result()
+
+    def claim(self, index: int) -> Future[Session] | None:
+        """take() without waiting: the handshake's future, now the caller's to close."""
+        return self._futures.pop(index, None)
 
     def close(self) -> None:
         """Handshakes nobody took (the run ended first): not started ones are dropped,

@@ -8,13 +8,16 @@ keys of hosts never seen before; a key that *changed* is refused either way.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
+import hmac
 import logging
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import paramiko
 
@@ -67,38 +70,69 @@ class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
 
 
 class _Index:
-    """One parsed known_hosts file, with its entries indexed by plain host name: paramiko's
-    lookup walks every entry, once per host, so a fleet sharing one file paid for it
-    quadratically. Hashed entries (|1|...) can only be tried one by one, as paramiko does."""
+    """One known_hosts file, indexed by plain host name, each line's key parsed only when
+    its host is looked up. paramiko's HostKeys parses every key on load, checks each line
+    against all the lines before it, and walks every entry per lookup: quadratic in a
+    fleet sharing one file. Hashed names (|1|...) can only be tried one by one, as
+    paramiko does. Lines are read as paramiko reads them (HostKeyEntry.from_line), so a
+    lookup gives what HostKeys.lookup gives."""
 
-    def __init__(self, keys: paramiko.HostKeys) -> None:
-        # paramiko's own test for a hashed name (the salt and HMAC of each entry).
-        self._matches = cast(Any, keys)._hostname_matches
-        self._by_name: dict[str, list[tuple[int, Any]]] = {}
-        self._hashed: list[tuple[int, Any]] = []
-        for position, entry in enumerate(getattr(keys, "_entries", [])):
-            for name in entry.hostnames:
-                if name.startswith("|1|"):
-                    self._hashed.append((position, entry))
-                else:
-                    self._by_name.setdefault(name, []).append((position, entry))
+    def __init__(self, text: str) -> None:
+        self._lines: list[tuple[str, int]] = []
+        self._by_name: dict[str, list[int]] = {}
+        self._hashed: list[tuple[int, list[str]]] = []
+        self._parsed: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        for lineno, raw in enumerate(text.splitlines(), 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            fields = re.split(" |\t", line)
+            if len(fields) < 3:
+                continue
+            position = len(self._lines)
+            self._lines.append((line, lineno))
+            names = fields[0].split(",")
+            hashed = [n for n in names if n.startswith("|1|")]
+            if hashed:
+                self._hashed.append((position, hashed))
+            for name in names:
+                if not name.startswith("|1|"):
+                    self._by_name.setdefault(name, []).append(position)
 
     def lookup(self, name: str) -> dict[str, paramiko.PKey] | None:
         """paramiko's HostKeys.lookup, as a dict: each key type's first entry, in file
         order (None when the host has no entry)."""
-        found = dict(self._by_name.get(name, ()))
+        found = set(self._by_name.get(name, ()))
         if not name.startswith("|1|"):
-            for position, entry in self._hashed:
-                if position not in found and self._matches(name, entry):
-                    found[position] = entry
-        if not found:
-            return None
+            found.update(p for p, names in self._hashed if _hashed_match(name, names))
         keys: dict[str, paramiko.PKey] = {}
         for position in sorted(found):
-            key = found[position].key
-            if key is not None:
-                keys.setdefault(key.get_name(), key)
-        return keys
+            entry = self._entry(position)
+            if entry is not None and entry.key is not None:
+                keys.setdefault(entry.key.get_name(), entry.key)
+        return keys or None
+
+    def _entry(self, position: int) -> Any:
+        with self._lock:
+            if position not in self._parsed:
+                line, lineno = self._lines[position]
+                try:
+                    self._parsed[position] = paramiko.hostkeys.HostKeyEntry.from_line(
+                        line, lineno)
+                except paramiko.SSHException:
+                    self._parsed[position] = None  # skipped, as HostKeys.load skips it
+            return self._parsed[position]
+
+
+def _hashed_match(name: str, hashed: list[str]) -> bool:
+    for entry in hashed:
+        try:
+            if hmac.compare_digest(paramiko.HostKeys.hash_host(name, entry), entry):
+                return True
+        except (ValueError, AssertionError, binascii.Error):
+            continue  # a malformed salt matches nothing
+    return False
 
 
 @dataclass
@@ -119,7 +153,7 @@ class KnownHostsFiles:
         with self._lock:
             cached = self._parsed.get(str(path))
             if cached is None or cached[0] != version:
-                cached = (version, _Index(paramiko.HostKeys(str(path))))
+                cached = (version, _Index(path.read_text(errors="replace")))
                 self._parsed[str(path)] = cached
         return cached[1].lookup(name)
 

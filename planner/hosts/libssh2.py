@@ -193,29 +193,40 @@ class Lite:
         """As SshSession.run, for the planner's reads: no stdin, `on_stdout` or `hold`."""
         if stdin or on_stdout is not None or hold is not None:
             raise ValueError("a plan's libssh2 session only runs read commands")
+        result: CommandResult = self.submit(command, timeout).result()
+        return result
+
+    def submit(self, command: str, timeout: float) -> Future[CommandResult]:
+        """run() without waiting: the command's result (or its one-line error), later."""
+        outcome: Future[CommandResult] = Future()
         if self._closed:
-            raise ConnectionLost(self.label, "SSH connection is closed")
+            outcome.set_exception(ConnectionLost(self.label, "SSH connection is closed"))
+            return outcome
         self.round_trips += 1
 
         def expired() -> BaseException:
             return CommandTimeout(self.label, f"remote command timed out after {timeout:g}s")
 
-        job = self._loop.submit(self._sock, self._session, self._exec(command), timeout,
-                                expired)
-        try:
-            result: CommandResult = job.result()
-            return result
-        except CommandError:
+        def done(job: Future[CommandResult]) -> None:
+            exc = job.exception()
+            if exc is None:
+                outcome.set_result(job.result())
+                return
             # Cut short, libssh2 is mid-call on this session: it is not used again.
             self._abandon()
-            raise
-        except (ssh2_errors.SSH2Error, LoopClosed) as exc:
-            self._abandon()
-            raise ConnectionLost(self.label, f"SSH connection lost: {_ssh2_name(exc)}") \
-                from None
-        except OSError as exc:
-            self._abandon()
-            raise ConnectionLost(self.label, f"SSH connection lost: {exc}") from None
+            if isinstance(exc, CommandError):
+                outcome.set_exception(exc)
+            elif isinstance(exc, (ssh2_errors.SSH2Error, LoopClosed)):
+                outcome.set_exception(ConnectionLost(
+                    self.label, f"SSH connection lost: {_ssh2_name(exc)}"))
+            elif isinstance(exc, OSError):
+                outcome.set_exception(ConnectionLost(self.label, f"SSH connection lost: {exc}"))
+            else:
+                outcome.set_exception(exc)
+
+        self._loop.submit(self._sock, self._session, self._exec(command), timeout,
+                          expired).add_done_callback(done)
+        return outcome
 
     def _exec(self, command: str) -> Generator[None, None, CommandResult]:
         session = self._session

@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from ..errors import CommandError
 from .batch import Batch, Fact, FactParseError, Output, quote
 from .snapshot import Snapshot, SnapshotScript
-from .ssh import Session
+from .ssh import CommandResult, Session
 
 log = logging.getLogger("cargoship.planner")
 
@@ -41,22 +42,57 @@ class HostReader:
         """Read every fact the plan's phases will ask for, in one exec (see snapshot.py).
         A snapshot that fails is dropped: each phase then reads for itself, and fails
         with its own message."""
-        script = SnapshotScript.of(facts, sudo=self.user != "root")
-        started = time.time()
+        script, command, started = self._snapshot_command(facts)
         try:
-            # Half the command's time for an earlier run's restart to finish its files.
-            result = self._session.run(script.command(wait=int(self._timeout // 2)),
-                                       self._timeout)
+            result = self._session.run(command, self._timeout)
+        except CommandError as exc:
+            log.debug("%s: no snapshot (%s); phases read for themselves", self.label, exc)
+            return
+        self._keep(script, len(facts), started, result)
+
+    def start_snapshot(self, facts: Sequence[tuple[Fact[Any], bool]]) -> Future[None] | None:
+        """take_snapshot without waiting, where the session can run a command so (a
+        plan's libssh2 session): the future is done once the snapshot is kept or dropped.
+        None where the session can only run it blocking."""
+        submit = getattr(self._session, "submit", None)
+        if submit is None:
+            return None
+        script, command, started = self._snapshot_command(facts)
+        settled: Future[None] = Future()
+
+        def landed(job: Future[CommandResult]) -> None:
+            try:
+                exc = job.exception()
+                if exc is None:
+                    self._keep(script, len(facts), started, job.result())
+                else:
+                    log.debug("%s: no snapshot (%s); phases read for themselves",
+                              self.label, exc)
+            finally:
+                settled.set_result(None)
+
+        submit(command, self._timeout).add_done_callback(landed)
+        return settled
+
+    def _snapshot_command(self, facts: Sequence[tuple[Fact[Any], bool]],
+                          ) -> tuple[SnapshotScript, str, float]:
+        script = SnapshotScript.of(facts, sudo=self.user != "root")
+        # Half the command's time for an earlier run's restart to finish its files.
+        return script, script.command(wait=int(self._timeout // 2)), time.time()
+
+    def _keep(self, script: SnapshotScript, count: int, started: float,
+              result: CommandResult) -> None:
+        try:
             snapshot = script.split(result.stdout.decode("utf-8", errors="replace"),
                                     result.stderr.decode("utf-8", errors="replace"))
-        except (CommandError, FactParseError) as exc:
+        except FactParseError as exc:
             log.debug("%s: no snapshot (%s); phases read for themselves", self.label, exc)
             return
         snapshot.started, snapshot.finished = started, time.time()
         if snapshot.lock_note:
             log.debug("%s: %s; read anyway (the drift check at apply stands guard)",
                       self.label, snapshot.lock_note)
-        log.debug("%s: snapshot of %d fact(s) in %.0f ms", self.label, len(facts),
+        log.debug("%s: snapshot of %d fact(s) in %.0f ms", self.label, count,
                   (snapshot.finished - started) * 1000)
         self._snapshot = snapshot
 

@@ -35,7 +35,7 @@ class LoopClosed(Exception):
     """The run closed its SSH loop: no more jobs."""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Job:
     sock: socket.socket
     session: Any  # an ssh2 Session: its block_directions() says what to wait for
@@ -44,6 +44,7 @@ class _Job:
     expired: Callable[[], BaseException]
     future: Future[Any] = field(default_factory=Future)
     fd: int = -1  # the socket's, kept: a job's steps may close its socket
+    events: int = 0  # what the selector waits for on its behalf (0: not registered)
 
     def __post_init__(self) -> None:
         self.fd = self.sock.fileno()
@@ -145,18 +146,19 @@ class SshLoop:
             (selectors.EVENT_WRITE if directions & BLOCK_OUTBOUND else 0)
         # EAGAIN with no direction: libssh2 waits for the peer (an answer still to come).
         events = events or selectors.EVENT_READ
-        try:
-            selector.modify(job.sock, events, job)
-        except KeyError:
-            selector.register(job.sock, events, job)
+        if events != job.events:
+            if job.events:
+                selector.modify(job.fd, events, job)
+            else:
+                selector.register(job.fd, events, job)
+            job.events = events
 
     @staticmethod
     def _end(selector: selectors.BaseSelector, jobs: dict[int, _Job], job: _Job) -> None:
         jobs.pop(job.fd, None)
-        try:
+        if job.events:
             selector.unregister(job.fd)
-        except (KeyError, ValueError):
-            pass  # never registered: it ended at its first step
+            job.events = 0
 
 
 def _fail(job: _Job, exc: BaseException) -> None:

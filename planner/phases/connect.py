@@ -4,13 +4,16 @@ nothing else."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 from ..connecting import begin
 from ..context import HostState, PlanContext
 from ..errors import HostError
 from ..hosts.pool import parallel
 from ..hosts.reader import HostReader
-from ..hosts.ssh import open_session
+from ..hosts.ssh import Session, open_session
 from .base import DryRun, Phase
 
 
@@ -50,12 +53,18 @@ class Connect(Phase):
                 outcome = "connected"
                 return reader
             finally:
-                with lock:
-                    tally[outcome] += 1
-                    ctx.activity = (f"{phase}: {tally['connected']} of {len(ctx.hosts)} "
-                                    f"host(s) connected, {tally['failed']} failed")
+                note(outcome)
 
-        results = parallel(ctx.hosts, counted, options.host_concurrency)
+        def note(outcome: str) -> None:
+            with lock:
+                tally[outcome] += 1
+                ctx.activity = (f"{phase}: {tally['connected']} of {len(ctx.hosts)} "
+                                f"host(s) connected, {tally['failed']} failed")
+
+        if ctx.held_sessions is None and ctx.handshakes is not None and ctx.hosts:
+            results = self._as_they_land(ctx, note)
+        else:
+            results = parallel(ctx.hosts, counted, options.host_concurrency)
         for host, result in zip(ctx.hosts, results, strict=True):
             if isinstance(result, HostError):
                 ctx.fail_host(self.title, host, result.message)
@@ -67,3 +76,69 @@ class Connect(Phase):
                 ctx.found(self.title, host, f"connected as {result.user} to "
                                             f"{host.config.ssh.endpoint}, host key "
                                             f"{result.host_key_fingerprint}")
+
+    def _as_they_land(self, ctx: PlanContext, note: Callable[[str], None],
+                      ) -> list[HostReader | Exception]:
+        """Each host's snapshot is sent as soon as its handshake lands: from the SSH loop's
+        thread for a libssh2 session, from a thread of its own for a paramiko one (which
+        can only wait for its command). This thread only collects, in config order, so a
+        fleet of libssh2 hosts needs no thread per host."""
+        assert ctx.handshakes is not None
+        limit = ctx.config.options.host_concurrency
+        blocking = ThreadPoolExecutor(max_workers=max(1, min(limit, len(ctx.hosts))),
+                                      thread_name_prefix="cargoship-host")
+        pending: list[Future[HostReader]] = []
+        for host in ctx.hosts:
+            ready: Future[HostReader] = Future()
+            ready.add_done_callback(
+                lambda f: note("failed" if f.exception() is not None else "connected"))
+            pending.append(ready)
+            claimed = ctx.handshakes.claim(host.config.index)
+            if claimed is None:  # begun by nobody (or taken): dialled here, in a thread
+                claimed = blocking.submit(open_session, host.label, host.config.ssh,
+                                          ctx.connect_options)
+            claimed.add_done_callback(partial(_landed, ctx, host, ready, blocking))
+        results: list[HostReader | Exception] = []
+        try:
+            for host, ready in zip(ctx.hosts, pending, strict=True):
+                try:
+                    reader = ready.result()
+                except Exception as exc:  # noqa: BLE001 - that host's failure, reported
+                    results.append(exc)
+                    continue
+                ctx.count_round_trips(self.title, host, reader.round_trips)
+                results.append(reader)
+            return results
+        finally:
+            blocking.shutdown(wait=False, cancel_futures=True)
+
+
+def _landed(ctx: PlanContext, host: HostState, ready: Future[HostReader],
+            blocking: ThreadPoolExecutor, claimed: Future[Session]) -> None:
+    """A host's handshake ended: its reader, and its snapshot on the way (see above)."""
+    try:
+        session = claimed.result()
+        reader = HostReader(session, session.user, ctx.config.options.command_timeout)
+        facts = ctx.prefetch(host) if ctx.prefetch is not None else None
+        started = reader.start_snapshot(facts) if facts is not None else None
+    except Exception as exc:  # noqa: BLE001 - raised to the collector, for that host
+        ready.set_exception(exc)
+        return
+    if facts is None:
+        ready.set_result(reader)
+    elif started is not None:
+        started.add_done_callback(lambda _: ready.set_result(reader))
+    else:
+        def snapshot() -> None:
+            try:
+                reader.take_snapshot(facts)
+            except Exception as exc:  # noqa: BLE001 - raised to the collector
+                ready.set_exception(exc)
+            else:
+                ready.set_result(reader)
+
+        try:
+            blocking.submit(snapshot)
+        except RuntimeError as exc:  # the phase is over (interrupted)
+            reader.close()
+            ready.set_exception(exc)

@@ -26,9 +26,9 @@ def to_desired(config: ClusterConfig, salt: bytes) -> dict[str, Any]:
     return {
         "cluster": config.name,
         "engine": {"distro": config.engine.distro, "version": config.engine.version},
-        "hosts": [_plain(dataclasses.asdict(h)) for h in config.hosts],
+        "hosts": [_plain(h) for h in config.hosts],
         "engineConfig": _digest_secrets(config.engine_config, salt),
-        "options": _plain(dataclasses.asdict(config.options)),
+        "options": _plain(config.options),
     }
 
 
@@ -66,6 +66,10 @@ def from_desired(desired: dict[str, Any], salt: bytes, source: str,
 
 
 def _plain(value: Any) -> Any:
+    """JSON-ready data: what dataclasses.asdict gives, paths as strings, tuples as lists
+    (without asdict's deep copy of every leaf: a plan of hundreds of hosts felt it)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, dict):
