@@ -27,6 +27,7 @@ import logging
 import socket
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,7 +194,13 @@ class Lite:
         """As SshSession.run, for the planner's reads: no stdin, `on_stdout` or `hold`."""
         if stdin or on_stdout is not None or hold is not None:
             raise ValueError("a plan's libssh2 session only runs read commands")
-        result: CommandResult = self.submit(command, timeout).result()
+        try:
+            # The loop ends every job by its deadline; the margin is for a loop gone wrong.
+            result: CommandResult = self.submit(command, timeout).result(timeout + 30)
+        except FutureTimeout:
+            self._abandon()
+            raise CommandTimeout(self.label,
+                                 f"remote command timed out after {timeout:g}s") from None
         return result
 
     def submit(self, command: str, timeout: float) -> Future[CommandResult]:

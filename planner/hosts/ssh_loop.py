@@ -122,6 +122,15 @@ class SshLoop:
                         _drain(self._wake_r)
                     elif key.fd in jobs:
                         self._advance(selector, jobs, jobs[key.fd])
+        except BaseException as exc:
+            # A bug here must not leave anyone waiting forever: every job hears of it,
+            # and later ones are refused.
+            log.debug("SSH loop failed: %s", exc, exc_info=True)
+            with self._lock:
+                self._closed = True
+                starting, self._inbox = self._inbox, []
+            for job in [*jobs.values(), *starting]:
+                _fail(job, LoopClosed(f"the run's SSH loop failed: {exc}"))
         finally:
             selector.close()
             for end in (self._wake_r, self._wake_w):

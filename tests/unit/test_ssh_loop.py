@@ -185,3 +185,24 @@ def test_libssh2_prefers_host_key_types_as_paramiko_does() -> None:
     assert _host_key_order(known)[:2] == ["ecdsa-sha2-nistp384", "ssh-ed25519"]  # type: ignore[arg-type]
     rsa = _host_key_order({"ssh-rsa": None})  # type: ignore[dict-item]
     assert rsa[:3] == ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"]
+
+
+def test_a_loop_that_breaks_fails_its_jobs_instead_of_leaving_them_waiting() -> None:
+    class Broken(_Session):
+        def block_directions(self) -> int:
+            raise RuntimeError("a bug in the loop's own code")
+
+    loop = SshLoop()
+    (a, b), (c, d) = _pair(), _pair()
+    try:
+        waiting = loop.submit(c, _Session(), _reader(c, 1), 60, lambda: TimeoutError())
+        broken = loop.submit(a, Broken(), _reader(a, 1), 60, lambda: TimeoutError())
+        for job in (broken, waiting):
+            with pytest.raises(LoopClosed, match="a bug in the loop"):
+                job.result(5)
+        with pytest.raises(LoopClosed):
+            loop.submit(a, _Session(), _reader(a, 1), 60, lambda: TimeoutError()).result(5)
+    finally:
+        loop.close()
+        for s in (a, b, c, d):
+            s.close()
