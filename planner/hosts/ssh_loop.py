@@ -52,15 +52,15 @@ class _Job:
 
 class SshLoop:
     """Started on the first job, in a daemon thread; close() ends it and fails the jobs
-    still running."""
+    still running. A job submitted after that starts it again: one process may make
+    several runs with the same connect options (`history` reads records, then plans)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._inbox: list[_Job] = []
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._wake_r: socket.socket | None = None
-        self._wake_w: socket.socket | None = None
+        self._wake_w: socket.socket | None = None  # the running thread's wake-up line
 
     def submit(self, sock: socket.socket, session: Any, steps: Steps, timeout: float,
                expired: Callable[[], BaseException]) -> Future[Any]:
@@ -71,10 +71,11 @@ class SshLoop:
                 job.future.set_exception(LoopClosed("the run's SSH connections are closed"))
                 return job.future
             if self._thread is None:
-                self._wake_r, self._wake_w = socket.socketpair()
-                self._wake_r.setblocking(False)
-                self._thread = threading.Thread(target=self._run, name="cargoship-ssh",
-                                                daemon=True)
+                wake_r, self._wake_w = socket.socketpair()
+                wake_r.setblocking(False)
+                self._thread = threading.Thread(target=self._run,
+                                                args=(wake_r, self._wake_w),
+                                                name="cargoship-ssh", daemon=True)
                 self._thread.start()
             self._inbox.append(job)
         self._wake()
@@ -82,23 +83,29 @@ class SshLoop:
 
     def close(self) -> None:
         with self._lock:
-            self._closed = True
             thread = self._thread
-        if thread is not None:
-            self._wake()
-            thread.join(5)
+            if thread is None:
+                return
+            self._closed = True
+        self._wake()
+        thread.join(5)
+        with self._lock:
+            if self._thread is thread and not thread.is_alive():
+                self._thread = None
+                self._closed = False
 
     def _wake(self) -> None:
+        with self._lock:
+            wake_w = self._wake_w
         try:
-            if self._wake_w is not None:
-                self._wake_w.send(b"\0")
+            if wake_w is not None:
+                wake_w.send(b"\0")
         except OSError:
             pass  # the loop has ended, or a wake-up is pending already (buffer full)
 
-    def _run(self) -> None:
+    def _run(self, wake_r: socket.socket, wake_w: socket.socket) -> None:
         selector = selectors.DefaultSelector()
-        assert self._wake_r is not None
-        selector.register(self._wake_r, selectors.EVENT_READ, None)
+        selector.register(wake_r, selectors.EVENT_READ, None)
         jobs: dict[int, _Job] = {}
         try:
             while True:
@@ -119,7 +126,7 @@ class SshLoop:
                 wait = min((j.deadline for j in jobs.values()), default=now + 60) - now
                 for key, _ in selector.select(max(0.0, wait)):
                     if key.data is None:
-                        _drain(self._wake_r)
+                        _drain(wake_r)
                     elif key.fd in jobs:
                         self._advance(selector, jobs, jobs[key.fd])
         except BaseException as exc:
@@ -133,10 +140,11 @@ class SshLoop:
                 _fail(job, LoopClosed(f"the run's SSH loop failed: {exc}"))
         finally:
             selector.close()
-            for end in (self._wake_r, self._wake_w):
-                if end is not None:
-                    end.close()
-            self._wake_w = None
+            with self._lock:
+                if self._wake_w is wake_w:
+                    self._wake_w = None
+            wake_r.close()
+            wake_w.close()
 
     def _advance(self, selector: selectors.BaseSelector, jobs: dict[int, _Job],
                  job: _Job) -> None:

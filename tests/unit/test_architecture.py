@@ -29,7 +29,8 @@ def test_host_reader_offers_no_way_to_write() -> None:
 
     public = {name for name in vars(HostReader) if not name.startswith("_")}
     # take_snapshot runs facts too (read-only snippets from planner code), only all at once.
-    assert public == {"gather", "answered", "take_snapshot", "close", "round_trips"}
+    assert public == {"gather", "answered", "take_snapshot", "start_snapshot", "close",
+                      "round_trips"}
 
 
 def test_no_module_trusts_unknown_host_keys() -> None:

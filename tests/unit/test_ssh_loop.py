@@ -95,20 +95,25 @@ def test_a_job_that_raises_hands_its_exception_to_whoever_waits() -> None:
         b.close()
 
 
-def test_closing_the_loop_fails_running_jobs_and_refuses_new_ones() -> None:
+def test_closing_the_loop_fails_running_jobs_and_a_later_run_starts_it_again() -> None:
+    """`history` plans after reading records, with the same connect options: the second
+    run's jobs must not meet the first run's closed loop."""
     loop = SshLoop()
-    a, b = _pair()
+    (a, b), (c, d) = _pair(), _pair()
     try:
         waiting = loop.submit(a, _Session(), _reader(a, 1), 60, lambda: TimeoutError())
         loop.close()
         with pytest.raises(LoopClosed):
             waiting.result(5)
-        with pytest.raises(LoopClosed):
-            loop.submit(a, _Session(), _reader(a, 1), 60, lambda: TimeoutError()).result(5)
         assert "cargoship-ssh" not in [t.name for t in threading.enumerate()]
+        again = loop.submit(c, _Session(), _reader(c, 1), 60, lambda: TimeoutError())
+        d.sendall(b"y")
+        assert again.result(5) == b"y"
     finally:
-        a.close()
-        b.close()
+        loop.close()
+        for s in (a, b, c, d):
+            s.close()
+    assert "cargoship-ssh" not in [t.name for t in threading.enumerate()]
 
 
 class _Named:
