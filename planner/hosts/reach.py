@@ -42,6 +42,10 @@ class Dialled:
     def _put(self, endpoint: Endpoint, result: Result) -> None:
         with self._ready:
             waiting = self._waiting.pop(endpoint, None)
+            if waiting is None and endpoint not in self._expected:
+                if isinstance(result, socket.socket):
+                    result.close()  # the run was closed meanwhile
+                return
             if waiting is None:
                 self._results[endpoint] = result
                 self._ready.notify_all()
@@ -73,12 +77,17 @@ class Dialled:
             return self._results.pop(endpoint, None)
 
     def close(self) -> None:
-        """Sockets nobody took (a host that dropped out before its handshake)."""
+        """Sockets nobody took (a host that dropped out before its handshake); whoever
+        still waits for one hears that the run ended, and one that comes later is closed."""
         with self._ready:
             for result in self._results.values():
                 if isinstance(result, socket.socket):
                     result.close()
             self._results.clear()
+            self._expected.clear()
+            waiting, self._waiting = self._waiting, {}
+        for then in waiting.values():
+            then(ConnectionAbortedError(errno.ECONNABORTED, "the run ended before it connected"))
 
 
 def connect_all(endpoints: Sequence[Endpoint], timeout: float,

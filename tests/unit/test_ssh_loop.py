@@ -211,3 +211,27 @@ def test_a_loop_that_breaks_fails_its_jobs_instead_of_leaving_them_waiting() -> 
         loop.close()
         for s in (a, b, c, d):
             s.close()
+
+
+def test_a_run_that_ends_before_a_host_connects_tells_its_waiting_handshake() -> None:
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        # A listener whose backlog is full (as test_reach fills it): a connection hangs.
+        fillers = []
+        for _ in range(8):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(full.getsockname())
+            fillers.append(filler)
+        try:
+            dialled = Dialled()
+            endpoint = full.getsockname()
+            dialled.start([endpoint], 30)
+            got: list[Any] = []
+            assert dialled.when_ready(endpoint, got.append)
+            dialled.close()
+            assert len(got) == 1 and isinstance(got[0], ConnectionAbortedError), got
+        finally:
+            for s in fillers:
+                s.close()
