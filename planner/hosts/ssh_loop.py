@@ -12,6 +12,7 @@ time: whoever submits a job for a session waits for its result before the next.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import selectors
 import socket
@@ -107,6 +108,9 @@ class SshLoop:
         selector = selectors.DefaultSelector()
         selector.register(wake_r, selectors.EVENT_READ, None)
         jobs: dict[int, _Job] = {}
+        # Deadlines in a heap: with hundreds of jobs, a scan of them all at each wake-up
+        # made the loop quadratic. Entries of jobs that ended are dropped as they surface.
+        deadlines: list[tuple[float, int, _Job]] = []
         try:
             while True:
                 with self._lock:
@@ -118,12 +122,16 @@ class SshLoop:
                     return
                 for job in starting:
                     jobs[job.fd] = job
+                    heapq.heappush(deadlines, (job.deadline, id(job), job))
                     self._advance(selector, jobs, job)
                 now = time.monotonic()
-                for job in [j for j in jobs.values() if j.deadline <= now]:
-                    self._end(selector, jobs, job)
-                    _fail(job, job.expired())
-                wait = min((j.deadline for j in jobs.values()), default=now + 60) - now
+                while deadlines and (deadlines[0][2].future.done() or
+                                     deadlines[0][0] <= now):
+                    _, _, job = heapq.heappop(deadlines)
+                    if not job.future.done():
+                        self._end(selector, jobs, job)
+                        _fail(job, job.expired())
+                wait = (deadlines[0][0] if deadlines else now + 60) - now
                 for key, _ in selector.select(max(0.0, wait)):
                     if key.data is None:
                         _drain(wake_r)

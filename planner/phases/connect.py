@@ -27,13 +27,9 @@ class Connect(Phase):
         begin(ctx)  # unless the caller began already
 
         def connect(host: HostState) -> HostReader:
-            if ctx.held_sessions is not None:
-                reader = ctx.held_sessions(host.config)
-            else:
-                began = ctx.handshakes.take(host.config.index) if ctx.handshakes else None
-                session = began or open_session(host.label, host.config.ssh,
-                                                ctx.connect_options)
-                reader = HostReader(session, session.user, options.command_timeout)
+            """A host of apply's drift check, on the session its caller holds."""
+            assert ctx.held_sessions is not None
+            reader = ctx.held_sessions(host.config)
             if ctx.prefetch is not None:
                 # Right after the handshake, in the same thread: one exec per host for
                 # the whole read side of the plan (apply's drift check included).
@@ -61,8 +57,8 @@ class Connect(Phase):
                 ctx.activity = (f"{phase}: {tally['connected']} of {len(ctx.hosts)} "
                                 f"host(s) connected, {tally['failed']} failed")
 
-        if ctx.held_sessions is None and ctx.handshakes is not None and ctx.hosts:
-            results = self._as_they_land(ctx, note)
+        if ctx.held_sessions is None:
+            results = self._as_they_land(ctx, note)  # begin() started the handshakes
         else:
             results = parallel(ctx.hosts, counted, options.host_concurrency)
         for host, result in zip(ctx.hosts, results, strict=True):

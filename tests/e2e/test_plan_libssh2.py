@@ -88,7 +88,8 @@ def test_a_host_that_never_speaks_ssh_fails_within_the_connect_timeout(
             except TimeoutError:
                 continue
 
-    threading.Thread(target=accept, daemon=True).start()
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
 
     def add_silent(data: dict) -> None:  # type: ignore[type-arg]
         ssh = dict(data["spec"]["hosts"][0]["ssh"], address="127.0.0.1",
@@ -103,6 +104,7 @@ def test_a_host_that_never_speaks_ssh_fails_within_the_connect_timeout(
         elapsed = time.monotonic() - started
     finally:
         stop.set()
+        acceptor.join(5)  # before the socket it accepts on is closed
         silent.close()
         for conn in held:
             conn.close()
