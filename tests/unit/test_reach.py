@@ -8,12 +8,9 @@ import time
 from planner.hosts.reach import connect_all
 
 
-def test_connected_refused_and_timed_out_in_one_timeout() -> None:
-    listening = socket.create_server(("127.0.0.1", 0))
-    closed = socket.create_server(("127.0.0.1", 0))
-    refused = closed.getsockname()[1]
-    closed.close()
-    # A listener whose backlog is full and never accepts: further SYNs go unanswered.
+def silent_listener() -> tuple[socket.socket, list[socket.socket]]:
+    """A listener whose backlog is full and never accepts: further SYNs go unanswered, so
+    a connection to it hangs. Close the listener and the fillers after use."""
     full = socket.socket()
     full.bind(("127.0.0.1", 0))
     full.listen(0)
@@ -23,6 +20,15 @@ def test_connected_refused_and_timed_out_in_one_timeout() -> None:
         s.setblocking(False)
         s.connect_ex(full.getsockname())
         fillers.append(s)
+    return full, fillers
+
+
+def test_connected_refused_and_timed_out_in_one_timeout() -> None:
+    listening = socket.create_server(("127.0.0.1", 0))
+    closed = socket.create_server(("127.0.0.1", 0))
+    refused = closed.getsockname()[1]
+    closed.close()
+    full, fillers = silent_listener()
     ok = ("127.0.0.1", listening.getsockname()[1])
     silent = ("127.0.0.1", full.getsockname()[1])
     started = time.monotonic()

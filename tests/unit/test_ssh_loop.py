@@ -17,6 +17,7 @@ from planner.hosts.handshakes import Handshakes
 from planner.hosts.libssh2 import PARAMIKO_HOST_KEY_ORDER, _host_key_order
 from planner.hosts.reach import Dialled
 from planner.hosts.ssh_loop import BLOCK_INBOUND, LoopClosed, SshLoop
+from tests.unit.test_reach import silent_listener
 
 
 class _Session:
@@ -214,24 +215,15 @@ def test_a_loop_that_breaks_fails_its_jobs_instead_of_leaving_them_waiting() -> 
 
 
 def test_a_run_that_ends_before_a_host_connects_tells_its_waiting_handshake() -> None:
-    with socket.socket() as full:
-        full.bind(("127.0.0.1", 0))
-        full.listen(0)
-        # A listener whose backlog is full (as test_reach fills it): a connection hangs.
-        fillers = []
-        for _ in range(8):
-            filler = socket.socket()
-            filler.setblocking(False)
-            filler.connect_ex(full.getsockname())
-            fillers.append(filler)
-        try:
-            dialled = Dialled()
-            endpoint = full.getsockname()
-            dialled.start([endpoint], 30)
-            got: list[Any] = []
-            assert dialled.when_ready(endpoint, got.append)
-            dialled.close()
-            assert len(got) == 1 and isinstance(got[0], ConnectionAbortedError), got
-        finally:
-            for s in fillers:
-                s.close()
+    full, fillers = silent_listener()
+    try:
+        dialled = Dialled()
+        endpoint = full.getsockname()
+        dialled.start([endpoint], 30)
+        got: list[Any] = []
+        assert dialled.when_ready(endpoint, got.append)
+        dialled.close()
+        assert len(got) == 1 and isinstance(got[0], ConnectionAbortedError), got
+    finally:
+        for s in [full, *fillers]:
+            s.close()
