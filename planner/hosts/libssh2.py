@@ -261,6 +261,11 @@ class Lite:
                 continue
             if channel.eof():
                 break
+            # The stderr read may have taken stdout's next packet off the socket (libssh2
+            # queues what it reads by stream): the socket then stays quiet however long
+            # the loop waits on it. Anything queued for this channel is read first.
+            if channel.poll_channel_read(1):
+                continue
             yield
         while channel.wait_closed() == LIBSSH2_ERROR_EAGAIN:
             yield

@@ -14,7 +14,12 @@ import paramiko
 import pytest
 
 from planner.hosts.handshakes import Handshakes
-from planner.hosts.libssh2 import PARAMIKO_HOST_KEY_ORDER, _host_key_order
+from planner.hosts.libssh2 import (
+    LIBSSH2_ERROR_EAGAIN,
+    PARAMIKO_HOST_KEY_ORDER,
+    Lite,
+    _host_key_order,
+)
 from planner.hosts.reach import Dialled
 from planner.hosts.ssh_loop import BLOCK_INBOUND, LoopClosed, SshLoop
 from tests.unit.test_reach import silent_listener
@@ -227,3 +232,61 @@ def test_a_run_that_ends_before_a_host_connects_tells_its_waiting_handshake() ->
     finally:
         for s in [full, *fillers]:
             s.close()
+
+
+class _Channel:
+    """A channel whose stdout packet was queued by the stderr read: nothing more will come
+    on the socket."""
+
+    def __init__(self) -> None:
+        self.queued = False
+        self.left = [b"hello"]
+
+    def execute(self, command: str) -> int:
+        return 0
+
+    def send_eof(self) -> int:
+        return 0
+
+    def read(self, size: int) -> tuple[int, bytes]:
+        if self.queued and self.left:
+            data = self.left.pop()
+            return len(data), data
+        return (0, b"") if not self.left else (LIBSSH2_ERROR_EAGAIN, b"")
+
+    def read_stderr(self, size: int) -> tuple[int, bytes]:
+        self.queued = True  # the packet it read off the socket was stdout's
+        return LIBSSH2_ERROR_EAGAIN, b""
+
+    def poll_channel_read(self, extended: int) -> int:
+        return int(self.queued and bool(self.left))
+
+    def eof(self) -> bool:
+        return not self.left
+
+    def wait_closed(self) -> int:
+        return 0
+
+    def get_exit_status(self) -> int:
+        return 0
+
+
+class _ExecSession(_Session):
+    def __init__(self) -> None:
+        self.channel = _Channel()
+
+    def open_session(self) -> _Channel:
+        return self.channel
+
+
+def test_output_queued_by_the_other_streams_read_is_not_waited_for() -> None:
+    loop = SshLoop()
+    a, b = _pair()
+    try:
+        lite = Lite("h", _ExecSession(), a, "root", "h:22", "SHA256:x", loop)
+        result = lite.run("true", 2)  # a wait on the quiet socket would time out
+        assert (result.exit_code, result.stdout) == (0, b"hello")
+    finally:
+        loop.close()
+        a.close()
+        b.close()
