@@ -248,8 +248,9 @@ class PlanContext:
 
         # Hosts answered from their snapshots are parsed right here, one after another:
         # that is CPU alone, and a thread per host only added its start-up and handoffs.
-        local = [h for h in hosts if in_memory(h)]
-        remote = [h for h in hosts if not in_memory(h)]
+        answered = {h.config.index: in_memory(h) for h in hosts}
+        local = [h for h in hosts if answered[h.config.index]]
+        remote = [h for h in hosts if not answered[h.config.index]]
         by_index: dict[int, list[Any] | Exception] = {}
         for host in local:
             try:

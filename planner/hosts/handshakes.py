@@ -43,14 +43,9 @@ class Handshakes:
         self._closed = False
         self._fill()
 
-    def take(self, index: int) -> Session | None:
-        """Host `index`'s session once its handshake ends (raising what the handshake
-        raised), or None if it was never started here or was taken already."""
-        future = self.claim(index)
-        return None if future is None else future.result()
-
     def claim(self, index: int) -> Future[Session] | None:
-        """take() without waiting: the handshake's future, now the caller's to close."""
+        """Host `index`'s handshake, as a future whose session is now the caller's to
+        close; None if it was never started here or was claimed already."""
         return self._futures.pop(index, None)
 
     def close(self) -> None:
@@ -89,7 +84,7 @@ class Handshakes:
         outcome = self._outcomes[index]
         try:
             started = self._fast(index) if self._fast is not None else None
-        except Exception as exc:  # noqa: BLE001 - that host's error, raised by take()
+        except Exception as exc:  # noqa: BLE001 - that host's error, for its claimer
             self._end(outcome, exc)
             return
         if started is None:
@@ -111,7 +106,7 @@ class Handshakes:
         def run() -> None:
             try:
                 result: Session | BaseException = self._opener(index)
-            except Exception as exc:  # noqa: BLE001 - raised by take()
+            except Exception as exc:  # noqa: BLE001 - for the claimer
                 result = exc
             self._end(outcome, result)
 

@@ -27,12 +27,14 @@ def test_each_host_is_taken_once_with_its_session_or_its_error() -> None:
         return FakeSession(f"h{index}")
 
     handshakes = Handshakes(3, opener, limit=2)  # type: ignore[arg-type]
-    first = handshakes.take(0)
-    assert first is not None and first.label == "h0"
+    first = handshakes.claim(0)
+    assert first is not None and first.result(5).label == "h0"
+    second = handshakes.claim(1)
+    assert second is not None
     with pytest.raises(ConnectError, match="connection refused"):
-        handshakes.take(1)
-    assert handshakes.take(0) is None  # taken already: phase 1 opens one itself
-    assert handshakes.take(7) is None  # never begun here
+        second.result(5)
+    assert handshakes.claim(0) is None  # claimed already
+    assert handshakes.claim(7) is None  # never begun here
     handshakes.close()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -43,83 +43,81 @@ def _reader(sock: socket.socket, want: int) -> Generator[None, None, bytes]:
     return got
 
 
-def _pair() -> tuple[socket.socket, socket.socket]:
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    return a, b
+@pytest.fixture
+def loop() -> Iterator[SshLoop]:
+    running = SshLoop()
+    yield running
+    running.close()
+    assert "cargoship-ssh" not in [t.name for t in threading.enumerate()]
 
 
-def test_jobs_run_side_by_side_on_one_thread_and_end_with_their_values() -> None:
-    loop = SshLoop()
-    pairs = [_pair() for _ in range(20)]
-    try:
-        jobs = [loop.submit(a, _Session(), _reader(a, 3), 10, lambda: TimeoutError())
-                for a, _ in pairs]
-        # Answered in reverse order: each job resumes when its own socket is readable.
-        for index, (_, b) in reversed(list(enumerate(pairs))):
-            b.sendall(f"{index:03d}".encode())
-        assert [j.result(5) for j in jobs] == [f"{i:03d}".encode() for i in range(20)]
-        assert [t.name for t in threading.enumerate()].count("cargoship-ssh") == 1
-    finally:
-        loop.close()
-        for a, b in pairs:
-            a.close()
-            b.close()
+@pytest.fixture
+def pair() -> Iterator[Callable[[], tuple[socket.socket, socket.socket]]]:
+    """Socket pairs (the first end non-blocking), all closed when the test ends."""
+    made: list[socket.socket] = []
+
+    def make() -> tuple[socket.socket, socket.socket]:
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        made.extend((a, b))
+        return a, b
+
+    yield make
+    for end in made:
+        end.close()
 
 
-def test_a_silent_peer_times_out_at_its_deadline_and_others_go_on() -> None:
-    loop = SshLoop()
-    (a, b), (c, d) = _pair(), _pair()
-    try:
-        started = time.monotonic()
-        silent = loop.submit(a, _Session(), _reader(a, 1), 0.3, lambda: TimeoutError("late"))
-        later = loop.submit(c, _Session(), _reader(c, 1), 10, lambda: TimeoutError())
-        with pytest.raises(TimeoutError, match="late"):
-            silent.result(5)
-        assert 0.25 <= time.monotonic() - started < 3
-        d.sendall(b"x")
-        assert later.result(5) == b"x"
-    finally:
-        loop.close()
-        for s in (a, b, c, d):
-            s.close()
+def test_jobs_run_side_by_side_on_one_thread_and_end_with_their_values(loop, pair) -> None:
+    pairs = [pair() for _ in range(20)]
+    jobs = [loop.submit(a, _Session(), _reader(a, 3), 10, lambda: TimeoutError())
+            for a, _ in pairs]
+    # Answered in reverse order: each job resumes when its own socket is readable.
+    for index, (_, b) in reversed(list(enumerate(pairs))):
+        b.sendall(f"{index:03d}".encode())
+    assert [j.result(5) for j in jobs] == [f"{i:03d}".encode() for i in range(20)]
+    assert [t.name for t in threading.enumerate()].count("cargoship-ssh") == 1
 
 
-def test_a_job_that_raises_hands_its_exception_to_whoever_waits() -> None:
+def test_a_silent_peer_times_out_at_its_deadline_and_others_go_on(loop, pair) -> None:
+    (a, _), (c, d) = pair(), pair()
+    started = time.monotonic()
+    silent = loop.submit(a, _Session(), _reader(a, 1), 0.3, lambda: TimeoutError("late"))
+    later = loop.submit(c, _Session(), _reader(c, 1), 10, lambda: TimeoutError())
+    with pytest.raises(TimeoutError, match="late"):
+        silent.result(5)
+    assert 0.25 <= time.monotonic() - started < 3
+    d.sendall(b"x")
+    assert later.result(5) == b"x"
+
+
+def test_a_job_that_raises_hands_its_exception_to_whoever_waits(loop, pair) -> None:
     def broken() -> Generator[None, None, None]:
         raise ValueError("the host said something odd")
         yield  # a generator all the same
 
-    loop = SshLoop()
-    a, b = _pair()
-    try:
-        with pytest.raises(ValueError, match="odd"):
-            loop.submit(a, _Session(), broken(), 10, lambda: TimeoutError()).result(5)
-    finally:
-        loop.close()
-        a.close()
-        b.close()
+    a, _ = pair()
+    with pytest.raises(ValueError, match="odd"):
+        loop.submit(a, _Session(), broken(), 10, lambda: TimeoutError()).result(5)
 
 
-def test_closing_the_loop_fails_running_jobs_and_a_later_run_starts_it_again() -> None:
+def test_closing_the_loop_fails_running_jobs_and_a_later_run_starts_it_again(loop,
+                                                                              pair) -> None:
     """`history` plans after reading records, with the same connect options: the second
     run's jobs must not meet the first run's closed loop."""
-    loop = SshLoop()
-    (a, b), (c, d) = _pair(), _pair()
-    try:
-        waiting = loop.submit(a, _Session(), _reader(a, 1), 60, lambda: TimeoutError())
-        loop.close()
-        with pytest.raises(LoopClosed):
-            waiting.result(5)
-        assert "cargoship-ssh" not in [t.name for t in threading.enumerate()]
-        again = loop.submit(c, _Session(), _reader(c, 1), 60, lambda: TimeoutError())
-        d.sendall(b"y")
-        assert again.result(5) == b"y"
-    finally:
-        loop.close()
-        for s in (a, b, c, d):
-            s.close()
+    (a, _), (c, d) = pair(), pair()
+    waiting = loop.submit(a, _Session(), _reader(a, 1), 60, lambda: TimeoutError())
+    loop.close()
+    with pytest.raises(LoopClosed):
+        waiting.result(5)
     assert "cargoship-ssh" not in [t.name for t in threading.enumerate()]
+    again = loop.submit(c, _Session(), _reader(c, 1), 60, lambda: TimeoutError())
+    d.sendall(b"y")
+    assert again.result(5) == b"y"
+
+
+def _take(handshakes: Handshakes, index: int) -> Any:
+    claimed = handshakes.claim(index)
+    return None if claimed is None else claimed.result(5)
 
 
 class _Named:
@@ -148,18 +146,18 @@ def test_handshakes_keep_to_the_limit_and_fall_back_to_a_thread() -> None:
 
     handshakes = Handshakes(6, lambda i: _Named(f"thread-{i}"), 2, fast)  # type: ignore[arg-type,return-value]
     # 0 is fast and running, 1 went to a thread (and ends there), so 2 starts too.
-    assert handshakes.take(1).label == "thread-1"  # type: ignore[union-attr]
+    assert _take(handshakes, 1).label == "thread-1"  # type: ignore[union-attr]
     assert started == [0, 1, 2]
     futures[0].set_result(_Named("fast-0"))
     assert started == [0, 1, 2, 3]
     futures[2].set_result(None)  # refused over libssh2: the opener, in the same slot
-    assert handshakes.take(2).label == "thread-2"  # type: ignore[union-attr]
+    assert _take(handshakes, 2).label == "thread-2"  # type: ignore[union-attr]
     futures[3].set_exception(OSError("refused"))
     with pytest.raises(OSError, match="refused"):
-        handshakes.take(3)
+        _take(handshakes, 3)
     assert started == [0, 1, 2, 3, 4, 5]
-    assert handshakes.take(0).label == "fast-0"  # type: ignore[union-attr]
-    assert handshakes.take(0) is None  # taken already
+    assert _take(handshakes, 0).label == "fast-0"  # type: ignore[union-attr]
+    assert _take(handshakes, 0) is None  # taken already
     late = _Named("fast-4")
     handshakes.close()
     futures[4].set_result(late)
@@ -198,25 +196,20 @@ def test_libssh2_prefers_host_key_types_as_paramiko_does() -> None:
     assert rsa[:3] == ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"]
 
 
-def test_a_loop_that_breaks_fails_its_jobs_instead_of_leaving_them_waiting() -> None:
+def test_a_loop_that_breaks_fails_its_jobs_instead_of_leaving_them_waiting(loop,
+                                                                            pair) -> None:
     class Broken(_Session):
         def block_directions(self) -> int:
             raise RuntimeError("a bug in the loop's own code")
 
-    loop = SshLoop()
-    (a, b), (c, d) = _pair(), _pair()
-    try:
-        waiting = loop.submit(c, _Session(), _reader(c, 1), 60, lambda: TimeoutError())
-        broken = loop.submit(a, Broken(), _reader(a, 1), 60, lambda: TimeoutError())
-        for job in (broken, waiting):
-            with pytest.raises(LoopClosed, match="a bug in the loop"):
-                job.result(5)
-        with pytest.raises(LoopClosed):
-            loop.submit(a, _Session(), _reader(a, 1), 60, lambda: TimeoutError()).result(5)
-    finally:
-        loop.close()
-        for s in (a, b, c, d):
-            s.close()
+    (a, _), (c, _) = pair(), pair()
+    waiting = loop.submit(c, _Session(), _reader(c, 1), 60, lambda: TimeoutError())
+    broken = loop.submit(a, Broken(), _reader(a, 1), 60, lambda: TimeoutError())
+    for job in (broken, waiting):
+        with pytest.raises(LoopClosed, match="a bug in the loop"):
+            job.result(5)
+    with pytest.raises(LoopClosed):
+        loop.submit(a, _Session(), _reader(a, 1), 60, lambda: TimeoutError()).result(5)
 
 
 def test_a_run_that_ends_before_a_host_connects_tells_its_waiting_handshake() -> None:
@@ -279,14 +272,8 @@ class _ExecSession(_Session):
         return self.channel
 
 
-def test_output_queued_by_the_other_streams_read_is_not_waited_for() -> None:
-    loop = SshLoop()
-    a, b = _pair()
-    try:
-        lite = Lite("h", _ExecSession(), a, "root", "h:22", "SHA256:x", loop)
-        result = lite.run("true", 2)  # a wait on the quiet socket would time out
-        assert (result.exit_code, result.stdout) == (0, b"hello")
-    finally:
-        loop.close()
-        a.close()
-        b.close()
+def test_output_queued_by_the_other_streams_read_is_not_waited_for(loop, pair) -> None:
+    a, _ = pair()
+    lite = Lite("h", _ExecSession(), a, "root", "h:22", "SHA256:x", loop)
+    result = lite.run("true", 2)  # a wait on the quiet socket would time out
+    assert (result.exit_code, result.stdout) == (0, b"hello")
