@@ -80,9 +80,10 @@ def busy_cores(window: float) -> float:
 
 
 def settle(busy: float = 0.3, window: float = 3.0, limit: float = 300.0) -> float:
-    """Wait (at most `limit` s) until the machine is nearly idle over `window` s: tearing
-    down the 500 hosts of the plan lab leaves the kernel minutes of namespace clean-up,
-    which is nobody's rollout overhead. Returns the seconds waited."""
+    """Wait (at most `limit` s) until the machine is nearly idle over `window` s. A lab of
+    500 hosts keeps the machine busy after it is up (its engines starting) and after it is
+    torn down (the kernel's namespace clean-up, for minutes): neither is the figure being
+    measured. Returns the seconds waited."""
     started = time.monotonic()
     while busy_cores(window) > busy and time.monotonic() - started < limit:
         pass
