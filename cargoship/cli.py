@@ -35,6 +35,7 @@ from planner.errors import CargoshipError, ConfigError
 from planner.hosts.ssh import ConnectOptions
 from planner.localfiles import LocalFileError, atomic_write
 from planner.render import printable
+from planner.startup import imports_done
 
 # What a plan needs only once its hosts' handshakes have begun is imported where it is used,
 # so that it loads while they run (planner/hosts/handshakes.py); other commands pay only
@@ -313,6 +314,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             from planner.phases import engine_config_sync
 
             phases = engine_config_sync()  # a broken plugin fails here
+            if ctx.startup is not None:
+                ctx.loaded = imports_done(ctx.startup)
         except BaseException:
             if ctx.handshakes is not None:
                 ctx.handshakes.close()

@@ -28,6 +28,10 @@ def render_stats(report: DryRunReport) -> str:
     if ctx.startup is not None:
         lines.append(f"  start-up before the first dial: {ctx.startup.wall:.3f} s wall, "
                      f"{ctx.startup.cpu:.3f} s CPU (from process start)")
+    if ctx.loaded is not None:
+        lines.append(f"  start-up to the phases loaded: {ctx.loaded.wall:.3f} s wall, "
+                     f"{ctx.loaded.cpu:.3f} s CPU (from process start; the imports made "
+                     "during the handshakes included, the handshakes' CPU not)")
     lines.append(f"  hosts: {len(ctx.hosts)}, phases: {report.seconds:.3f} s wall, process: "
                  f"{usage.ru_utime + usage.ru_stime:.3f} s CPU, {rss_mib:.1f} MiB peak RSS")
     return "\n".join(lines) + "\n"

@@ -155,9 +155,10 @@ class PlanContext:
     # bastion, take). Those sessions stay open at the end of the run: they are the
     # caller's to close. None: Connect opens a session per host and the run closes it.
     held_sessions: Callable[[HostConfig], HostReader] | None = None
-    # Process start to the first dial (connecting.begin): what `plan --stats` reports as
-    # start-up. None until then.
+    # Process start to the first dial (connecting.begin), and to the phases loaded (the
+    # caller's, once it has them): what `plan --stats` reports as start-up. None until then.
     startup: Startup | None = None
+    loaded: Startup | None = None
     # The hosts' handshakes once begun (connecting.begin), until phase 1 takes them.
     handshakes: Handshakes | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)

@@ -8,6 +8,7 @@ and each clock within the allowed skew of the median of all hosts.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from ..context import HostState, PlanContext
@@ -130,9 +131,7 @@ class ValidateHosts(Phase):
     def _clock_skew(self, ctx: PlanContext, offsets: dict[str, float]) -> None:
         if len(offsets) < 2:
             return
-        import statistics  # with its fractions: only where clocks are compared
-
-        median = statistics.median(offsets.values())
+        median = _median(offsets.values())
         limit = ctx.config.options.max_clock_skew
         for host in ctx.active_hosts():
             offset = offsets.get(host.label)
@@ -140,3 +139,9 @@ class ValidateHosts(Phase):
                 ctx.problem(self.title, host, f"clock is {offset - median:+.1f}s off the median "
                                               f"of all hosts (allowed: ±{limit:g}s)")
 
+
+def _median(values: Iterable[float]) -> float:
+    """statistics.median, without importing it (with decimal and fractions) for one sort."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2

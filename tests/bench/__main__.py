@@ -24,8 +24,8 @@ from pathlib import Path
 
 from .ansible import AnsibleResult, bench_ansible, ensure_ansible
 from .fleet import start_fleet
-from .measure import Run, load_average, settle
-from .plans import PlanResult, bench_plan, bench_startup
+from .measure import load_average, settle
+from .plans import PlanResult, StartupResult, bench_plan, bench_startup
 from .report import (
     baseline_table,
     plan_table,
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_ansible and ansible_cmd is None:
         notes.append("ansible-playbook not found and not installed: Ansible column empty")
     fleet = None
-    startup: Run | None = None
+    startup: StartupResult | None = None
     try:
         if args.sizes and args.latencies:
             startup = bench_startup()

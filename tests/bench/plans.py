@@ -77,14 +77,25 @@ def bench_plan(fleet: Fleet, size: int, delay_ms: float, reps: int) -> PlanResul
                       host_cpu[id(chosen)], median_run(baselines))
 
 
-_STARTUP = re.compile(r"start-up before the first dial: ([\d.]+) s wall, ([\d.]+) s CPU")
+_FIRST_DIAL = re.compile(r"start-up before the first dial: ([\d.]+) s wall, ([\d.]+) s CPU")
+_LOADED = re.compile(r"start-up to the phases loaded: ([\d.]+) s wall, ([\d.]+) s CPU")
 
 
-def bench_startup(reps: int = 5) -> Run:
-    """What a real plan pays before it dials its first host: a plan of one host that
-    refuses at once, its wall and CPU time from process start to the Connect phase's
-    first dial, as `plan --stats` reports them (the interpreter's start-up, every import
-    and the config's loading). `plan --help` skipped most imports, so it proved nothing."""
+@dataclass(frozen=True)
+class StartupResult:
+    """A plan's start-up, as `plan --stats` reports it, from process start: to the phases
+    loaded (every import, those made while the handshakes run included: the issue's
+    "start-up (imports)"), and to the first dial (the imports before it only)."""
+    loaded: Run
+    first_dial: Run
+
+
+def bench_startup(reps: int = 5) -> StartupResult:
+    """What a real plan pays before it works on its hosts: a plan of one host that
+    refuses at once, its wall and CPU time from process start to the phases loaded and to
+    the Connect phase's first dial, as `plan --stats` reports them (the interpreter's
+    start-up, every import and the config's loading). `plan --help` skipped most imports,
+    so it proved nothing. The run with the median wall to the phases loaded gives both."""
     with tempfile.TemporaryDirectory() as work, socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))  # bound, not listening: refused at once
         config = Path(work) / "cluster.yaml"
@@ -96,12 +107,15 @@ def bench_startup(reps: int = 5) -> Run:
                          "user": "root", "knownHosts": str(Path(work) / "known_hosts")}}]}}))
         argv = [*cargoship(), "--no-color", "plan", "-c", str(config), "--stats"]
         run(argv)  # once first: the page cache, and byte code where it may be written
-        runs = []
+        runs: list[tuple[Run, Run]] = []
         for _ in range(reps):
             one = run(argv)
-            found = _STARTUP.search(one.stdout)
-            if found is None:
-                raise RuntimeError(f"no start-up figure in plan --stats: {one.stdout[-500:]}")
-            runs.append(dataclasses.replace(one, wall=float(found.group(1)),
-                                            cpu=float(found.group(2))))
-    return median_run(runs)
+            loaded, dialled = _LOADED.search(one.stdout), _FIRST_DIAL.search(one.stdout)
+            if loaded is None or dialled is None:
+                raise RuntimeError(f"no start-up figures in plan --stats: {one.stdout[-500:]}")
+            runs.append((dataclasses.replace(one, wall=float(loaded.group(1)),
+                                             cpu=float(loaded.group(2))),
+                         dataclasses.replace(one, wall=float(dialled.group(1)),
+                                             cpu=float(dialled.group(2)))))
+    chosen = median_run([loaded for loaded, _ in runs])
+    return StartupResult(chosen, next(d for loaded, d in runs if loaded is chosen))

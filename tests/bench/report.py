@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .ansible import AnsibleResult
-from .measure import Run
-from .plans import PlanResult
+from .plans import PlanResult, StartupResult
 from .rollout import RolloutResult
 
 RSS_LIMIT_MIB = 250e6 / (1 << 20)  # 250 MB
@@ -104,7 +103,8 @@ def rollout_table(results: Sequence[RolloutResult]) -> list[str]:
 
 
 def targets_15(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult],
-               startup: Run | None, rollouts: Sequence[RolloutResult] = ()) -> list[Target]:
+               startup: StartupResult | None,
+               rollouts: Sequence[RolloutResult] = ()) -> list[Target]:
     """Issue 15: within 1.5x of the baseline client, 25x Ansible, CPU per host, start-up,
     and the rollout: per-host overhead and the whole against its ideal."""
     out: list[Target] = []
@@ -123,19 +123,23 @@ def targets_15(plans: Sequence[PlanResult], ansible: Sequence[AnsibleResult],
                       ", ".join(f"{d:g} ms: {r:.1f}x" for d, r in shown) or "not run"))
     p100 = at20.get(100) or max(plans, key=lambda p: p.size, default=None)
     if p100 is not None and startup is not None:
-        per_host = (p100.run.cpu - startup.cpu) / p100.size * 1000
+        per_host = (p100.run.cpu - startup.loaded.cpu) / p100.size * 1000
+        # As earlier passes counted it: the imports after the first dial as per-host CPU.
+        dial_based = (p100.run.cpu - startup.first_dial.cpu) / p100.size * 1000
         out.append(Target("client CPU per host beyond start-up at most 5 ms", per_host <= 5,
                           f"{per_host:.1f} ms ({p100.size} hosts, {p100.delay_ms:g} ms: "
-                          f"{p100.run.cpu:.2f} s CPU - {startup.cpu:.2f} s start-up)"))
+                          f"{p100.run.cpu:.2f} s CPU - {startup.loaded.cpu:.2f} s start-up; "
+                          f"{dial_based:.1f} ms with start-up cut at the first dial)"))
     big = [p for p in plans if p.size >= 500]
     rss = max((p.run.rss_mib for p in big), default=None)
     out.append(Target("500 hosts, peak RSS at most 200 MB", None if rss is None else
                       rss <= 200e6 / (1 << 20) and all(p.ok for p in big),
                       f"{rss:.1f} MiB" if rss else "not run (--sizes ...,500)"))
     out.append(Target("start-up (imports) of `plan` at most 0.3 s", None if startup is None
-                      else startup.wall <= 0.3,
-                      f"{startup.wall:.2f} s wall, {startup.cpu:.2f} s CPU (process start to a "
-                      "plan's first dial)"
+                      else startup.loaded.wall <= 0.3,
+                      f"{startup.loaded.wall:.2f} s wall, {startup.loaded.cpu:.2f} s CPU "
+                      "(process start to the phases loaded; to the first dial: "
+                      f"{startup.first_dial.wall:.2f} s wall, {startup.first_dial.cpu:.2f} s CPU)"
                       if startup else "not run"))
     spans = [r for r in rollouts if r.spans]
     out.append(Target("rollout overhead per node outside the drain and restart waits at most "
