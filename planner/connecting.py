@@ -27,7 +27,7 @@ def begin(ctx: PlanContext) -> None:
     if ctx.held_sessions is not None or ctx.handshakes is not None:
         return
     options = ctx.config.options
-    ctx.startup = since_process_start()
+    first_dial = since_process_start()
     # Every direct host's TCP connection at once: dead hosts cost one connect timeout in
     # all, not one per wave of `concurrency.hosts` handshakes.
     endpoints = [e for h in ctx.hosts if (e := _endpoint(ctx, h))]
@@ -42,3 +42,4 @@ def begin(ctx: PlanContext) -> None:
         return start_fast(host.label, host.config.ssh, ctx.connect_options)
 
     ctx.handshakes = Handshakes(len(ctx.hosts), handshake, options.host_concurrency, fast)
+    ctx.startup = first_dial.marked()

@@ -10,6 +10,7 @@ real plan makes only after parsing its arguments, so it proves nothing about the
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -19,9 +20,14 @@ from dataclasses import dataclass
 class Startup:
     wall: float  # seconds since the process started; NaN where /proc cannot say
     cpu: float  # CPU seconds (user + system) the process has used so far
-    # The calling thread's CPU seconds so far: what it spends from here on can be told
-    # apart from the handshakes' thread, which runs alongside.
+    # The calling thread's CPU seconds at a mark (`marked`): what it spends from there on
+    # can be told apart from the handshakes, which run alongside on their own thread.
     thread_cpu: float = 0.0
+
+    def marked(self) -> Startup:
+        """The same figures, with this thread's CPU marked now: for the first dial, once
+        every handshake is under way (their setup is per host, not start-up)."""
+        return dataclasses.replace(self, thread_cpu=time.thread_time())
 
 
 def since_process_start() -> Startup:
@@ -31,7 +37,7 @@ def since_process_start() -> Startup:
 
 def imports_done(first_dial: Startup) -> Startup:
     """Start-up with the imports after the first dial: the first dial's figures plus
-    what this thread (the one that dialled, then imported) has spent since; the
+    what this thread (the one that dialled, then imported) has spent since its mark; the
     handshakes' own CPU in the meantime is not start-up and is left out."""
     thread_cpu = time.thread_time()
     return Startup(_wall_since_start(), first_dial.cpu + thread_cpu - first_dial.thread_cpu,
