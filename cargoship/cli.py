@@ -137,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "instead of the text for people")
             p.add_argument("--stats", action="store_true",
                            help="also print, per phase, the remote commands run per host, "
-                                "the time taken, and this run's CPU time and peak memory")
+                                "the time taken, and this run's CPU time, peak memory and "
+                                "start-up")
             # (The global -v/--verbose also shows every host's preflight detail and the
             # unified diffs here: see _view.)
             p.add_argument("--diff", action="store_true",
