@@ -22,7 +22,7 @@ class Startup:
     cpu: float  # CPU seconds (user + system) the process has used so far
     # The calling thread's CPU seconds at a mark (`marked`): what it spends from there on
     # can be told apart from the handshakes, which run alongside on their own thread.
-    thread_cpu: float = 0.0
+    thread_cpu: float
 
     def marked(self) -> Startup:
         """The same figures, with this thread's CPU marked now: for the first dial, once

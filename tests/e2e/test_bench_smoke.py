@@ -40,7 +40,13 @@ def test_the_benchmark_runs_and_prints_every_figure(tmp_path: Path) -> None:
     base = rows[1]  # the plan table's row, then the baseline table's
     assert base.split("|")[1].split()[2].endswith("x"), base  # the wall ratio
     assert "Targets (issue 15):" in out
-    assert "start-up (imports) of `plan` at most 0.3 s:" in out
+    # Start-up is every import: to the phases loaded, with the first dial's figure beside it.
+    assert re.search(r"start-up \(imports\) of `plan` at most 0\.3 s: [\d.]+ s wall, [\d.]+ s "
+                     r"CPU \(process start to the phases loaded; to the first dial: ", out), out
+    assert "ms with start-up cut at the first dial)" in out
+    # The plans wait for the freshly started lab to settle, as the rollout does after it.
+    assert re.search(r"note: the plans began after \d+ s waiting for the machine to settle",
+                     out), out
     assert "Apply rollout: 1 controller(s) + 2 workers" in out
     # Each host's span in the rollout, read from the executor's log (3 hosts).
     assert re.search(r"rollout overhead per node outside the drain and restart waits at most "
