@@ -13,7 +13,6 @@ import yaml
 from tests.e2e.cli import cargoship, cargoship_argv, edit_config
 from tests.e2e.test_apply import REGISTRIES, cluster, plan
 from tests.lab import Lab
-from tests.lab.lab import _listening, _wait
 
 
 def drift(lab: Lab, *hosts: str) -> None:
@@ -28,8 +27,8 @@ def test_changed_host_key_is_refused(lab_factory, tmp_path: Path) -> None:
     plan(lab, plan_file)
     # The host is rebuilt with a new key, and someone accepted it into known_hosts.
     lab.exec("wrk-1", "rm -f /etc/ssh/lab_host_ed25519_key* && ssh-keygen -q -t ed25519 -N '' "
-                      "-f /etc/ssh/lab_host_ed25519_key && sv restart /etc/service/sshd")
-    _wait("wrk-1's sshd", lambda: _listening(lab.host("wrk-1").address))
+                      "-f /etc/ssh/lab_host_ed25519_key")
+    lab.restart_sshd("wrk-1")
     new_key = lab.exec("wrk-1", "cut -d' ' -f1,2 /etc/ssh/lab_host_ed25519_key.pub").stdout
     known = lab.dir / "known_hosts"
     address = lab.host("wrk-1").address

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -126,6 +127,27 @@ def test_engine_version_can_be_changed(lab_factory) -> None:
     assert "v1.31.0+rke2r1" in ssh(lab, "ctl-1", "rke2 --version")[1]
     lab.set_engine_version("ctl-1", "v1.29.9+rke2r2")
     assert "v1.29.9+rke2r2" in ssh(lab, "ctl-1", "rke2 --version")[1]
+
+
+def test_a_restarted_sshd_is_the_new_one_once_restart_returns(lab_factory) -> None:
+    """Rekeyed and restarted back to back, as the host-key tests do: the first connection
+    after restart_sshd returns meets the new sshd, with the new key. `sv restart` alone
+    returns early about a third of the time, and that connection met the old sshd or a
+    closed port."""
+    lab = lab_factory([HostSpec("ctl-1", "controller")])
+    key = "/etc/ssh/lab_host_ed25519_key"
+    address = lab.host("ctl-1").address
+    for _ in range(8):
+        lab.exec("ctl-1", f"rm -f {key} {key}.pub && ssh-keygen -q -t ed25519 -N '' -f {key}")
+        lab.restart_sshd("ctl-1")
+        with socket.create_connection((address, 22), timeout=5) as sock:
+            transport = paramiko.Transport(sock)
+            try:
+                transport.start_client(timeout=5)
+                presented = transport.get_remote_server_key().get_base64()
+            finally:
+                transport.close()
+        assert presented == lab.exec("ctl-1", f"cut -d' ' -f2 {key}.pub").stdout.strip()
 
 
 @pytest.mark.parametrize("count", [6, 30])

@@ -297,12 +297,25 @@ class Lab:
         console = (Path(self.host(host).dir) / "console.log").read_text(errors="replace")
         return sum(line.startswith("Accepted publickey for ") for line in console.splitlines())
 
+    def restart_sshd(self, host: str) -> None:
+        """Restart the host's sshd and return once the new one answers. `sv restart`
+        returns at once when the service started a second or so before (9 of 30
+        back-to-back restarts here): what answered then was the old sshd, about to exit,
+        and the next connection met a closed port. So: a new supervised pid (runsv starts
+        it only once the old one has exited), then its banner."""
+        address = self.host(host).address
+        pid_file = "/etc/service/sshd/supervise/pid"
+        old = self.exec(host, ["cat", pid_file]).stdout.strip()
+        self.exec(host, ["sv", "restart", "/etc/service/sshd"])
+        _wait(f"a new sshd on {host}",
+              lambda: self.exec(host, ["cat", pid_file], check=False).stdout.strip()
+              not in ("", old) and _listening(address))
+
     def set_clock_offset(self, host: str, seconds: int) -> None:
         lab_host = self.host(host)
         lab_host.spec.clock_offset = seconds
         hostfs.set_sshd_config(Path(lab_host.dir), lab_host.address, seconds)
-        self.exec(host, ["sv", "restart", "/etc/service/sshd"])
-        _wait(f"sshd on {host}", lambda: _listening(lab_host.address))
+        self.restart_sshd(host)
         self._save()
 
     def set_engine_version(self, host: str, version: str) -> None:

@@ -83,6 +83,9 @@ class ManInTheMiddle:
 
     def __exit__(self, *exc: object) -> None:
         self.lab.exec("wrk-1", "kill $(cat /tmp/mitm.pid)")
+        # kill returns before the forwarder lets go of the port: until then it would
+        # answer for wrk-1's sshd (with evil's banner), and keep that sshd from binding.
+        _wait("the forwarder to go", lambda: not _listening(self.victim.address))
         self.lab.exec("wrk-1", "sv up /etc/service/sshd")
         _wait("wrk-1's own sshd", lambda: _listening(self.victim.address)
               and self.lab.exec("wrk-1", "sv status /etc/service/sshd").stdout.startswith("run"))
@@ -179,9 +182,8 @@ def test_a_host_rekeyed_between_plan_and_apply_is_refused(lab: Lab, planned: Pat
     address = lab.host("wrk-1").address
     key = "/etc/ssh/lab_host_ed25519_key"
     lab.exec("wrk-1", f"cp -a {key} /tmp/key.orig && cp -a {key}.pub /tmp/key.pub.orig && "
-                      f"rm -f {key} {key}.pub && ssh-keygen -q -t ed25519 -N '' -f {key} && "
-                      "sv restart /etc/service/sshd")
-    _wait("wrk-1's sshd", lambda: _listening(address))  # else "cannot connect", not CHANGED
+                      f"rm -f {key} {key}.pub && ssh-keygen -q -t ed25519 -N '' -f {key}")
+    lab.restart_sshd("wrk-1")  # else "cannot connect", not CHANGED
     before = snapshots(lab, ["ctl-1"])
     try:
         # Strictly checked, the new key is refused as changed...
@@ -196,9 +198,8 @@ def test_a_host_rekeyed_between_plan_and_apply_is_refused(lab: Lab, planned: Pat
         assert "the plan was made against SHA256:" in line, line
     finally:
         known_hosts.write_text(original)
-        lab.exec("wrk-1", f"mv /tmp/key.orig {key} && mv /tmp/key.pub.orig {key}.pub && "
-                          "sv restart /etc/service/sshd")
-        _wait("wrk-1's sshd", lambda: _listening(address))
+        lab.exec("wrk-1", f"mv /tmp/key.orig {key} && mv /tmp/key.pub.orig {key}.pub")
+        lab.restart_sshd("wrk-1")
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == DRIFTED
     assert outside_writes(lab, before) == {}
     # With its own key back the plan applies: the refusals above cost nothing.
