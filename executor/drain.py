@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +27,9 @@ import urllib3
 from kubernetes.client.rest import ApiException
 
 from planner.errors import CargoshipError
+from planner.kube_bounds import AnswerRefused
 
+from . import api_shape
 from .polling import pause
 from .watch import WatchEvent, pods_watcher
 
@@ -169,10 +172,11 @@ class EvictedPods:
     def seen(self, event: WatchEvent) -> bool:
         """Take one watch event; True once none is left."""
         if event.type == "SYNCED":
-            present = {(pod_name(p), pod_uid(p)) for p in event.object["items"]}
+            present = {(pod_name(p), pod_uid(p))
+                       for p in (api_shape.pod(i, "watched") for i in event.object["items"])}
             self.pods = {k: u for k, u in self.pods.items() if (k, u) in present}
         else:
-            key = pod_name(event.object)
+            key = pod_name(api_shape.pod(event.object, "watched"))
             if key in self.pods and (event.type == "DELETED"
                                      or self.pods[key] != pod_uid(event.object)):
                 del self.pods[key]
@@ -194,6 +198,36 @@ class NodeOps:
     def __init__(self, api: Any, *, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self._api, self._clock, self._sleep = api, clock, sleep
+        # Set by a second interrupt: drains stop waiting at once (the host fails, nothing
+        # stopped on it). Requests in flight are ended too (kube_bounds).
+        self.aborted = threading.Event()
+        self._watchers: dict[int, Any] = {}  # by id: a Watcher is not hashable
+        self._watchers_lock = threading.Lock()
+
+    def interrupt(self) -> None:
+        """End every drain's wait and every API request in flight now."""
+        self.aborted.set()
+        with self._watchers_lock:
+            watchers = list(self._watchers.values())
+        for watcher in watchers:
+            watcher.close()
+        client = getattr(self._api, "api_client", None)
+        pool = getattr(getattr(client, "rest_client", None), "pool_manager", None)
+        interrupt = getattr(pool, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
+
+    def _pause(self, node: str, seconds: float) -> None:
+        """Sleep, in slices short enough that a second interrupt is heard within one."""
+        slices = max(1, math.ceil(seconds / 0.5))
+        for _ in range(slices):
+            self._check_aborted(node)
+            self._sleep(seconds / slices)
+        self._check_aborted(node)
+
+    def _check_aborted(self, node: str) -> None:
+        if self.aborted.is_set():
+            raise DrainError(node, "drain stopped: interrupted again")
 
     @property
     def api(self) -> Any:
@@ -247,7 +281,8 @@ class NodeOps:
 
     def read_node(self, node: str) -> Obj:
         """The node as the API has it now (DrainError when the API cannot be asked)."""
-        return self._json(node, "reading the node", self._api.read_node, node)
+        return api_shape.node(
+            self._json(node, "reading the node", self._api.read_node, node), node)
 
     def cordon(self, node: str, owner: str = "cargoship", read: Obj | None = None) -> bool:
         """Mark the node unschedulable. True if cargoship did it, now or in an earlier run
@@ -318,7 +353,7 @@ class NodeOps:
         for, before the wait."""
         deadline = self._clock() + options.timeout
         if not cordoned:
-            current = self._json(node, "reading the node", self._api.read_node, node)
+            current = self.read_node(node)
             if not (current.get("spec") or {}).get("unschedulable"):
                 raise DrainError(node, "drain refused: the node is not cordoned")
         verdicts = [classify_pod(p, options) for p in self._pods_on(node)]
@@ -345,6 +380,7 @@ class NodeOps:
         while True:
             blocked: list[tuple[PodVerdict, str]] = []
             for pod in pending:
+                self._check_aborted(node)
                 outcome, why = self._evict(node, pod, options)
                 if outcome == "evicted":
                     evicted[pod.pod] = pod.uid
@@ -360,7 +396,7 @@ class NodeOps:
                 raise DrainError(node, f"eviction blocked by a disruption budget until the "
                                        f"{options.timeout:g} s drain timeout: {shown}")
             pending = [p for p, _ in blocked]
-            self._sleep(min(options.retry_interval, remaining))
+            self._pause(node, min(options.retry_interval, remaining))
 
     def _evict(self, node: str, pod: PodVerdict,
                options: DrainOptions) -> tuple[Literal["evicted", "gone", "blocked"], str]:
@@ -391,7 +427,17 @@ class NodeOps:
         if not left.pods:
             return
         until = self._remaining(deadline)
-        if not pods_watcher(self._api, node, left.seen, broken, until).run("", until):
+        watcher = pods_watcher(self._api, node, left.seen, broken, until)
+        with self._watchers_lock:
+            self._watchers[id(watcher)] = watcher
+        try:
+            self._check_aborted(node)
+            done = watcher.run("", until)
+        finally:
+            with self._watchers_lock:
+                self._watchers.pop(id(watcher), None)
+        self._check_aborted(node)
+        if not done:
             raise DrainError(node, f"evicted pods still on the node after the "
                                    f"{options.timeout:g} s drain timeout: "
                                    + ", ".join(sorted(left.pods)))
@@ -432,14 +478,15 @@ class NodeOps:
                                  allow=(404,))
         except ApiException:
             return False, "node not found"
-        return ready_condition(current)
+        return ready_condition(api_shape.node(current, node))
 
     # --- API calls -----------------------------------------------------------------------
 
     def _pods_on(self, node: str) -> list[Obj]:
         listed = self._json(node, "listing its pods", self._api.list_pod_for_all_namespaces,
                             field_selector=f"spec.nodeName={node}")
-        return [p for p in listed.get("items") or [] if isinstance(p, dict)]
+        items, _ = api_shape.listing(listed, f"the pods of node {node}")
+        return [api_shape.pod(p, f"on node {node}") for p in items]
 
     def _call(self, node: str, what: str, method: Callable[..., Any], *args: Any,
               allow: tuple[int, ...] = (), **kwargs: Any) -> Any:
@@ -451,6 +498,9 @@ class NodeOps:
             if exc.status in allow:
                 raise
             raise DrainError(node, f"{what} failed: {api_message(exc)}") from exc
+        except AnswerRefused as exc:
+            raise DrainError(node, f"{what} failed: the API's answer was cut off: {exc}") \
+                from exc
         except _UNREACHABLE as exc:
             raise DrainError(node, f"{what} failed: API unreachable: {exc}") from exc
 

@@ -25,6 +25,8 @@ from typing import Any
 from planner.errors import CargoshipError, CommandError, CommandTimeout, ConnectionLost
 from planner.hosts.ssh import ABANDONED
 
+from . import api_shape
+from .api_shape import ApiShapeError
 from .files import Written
 from .polling import pause
 from .readiness import POLL_CAP, Waiter
@@ -54,6 +56,13 @@ log = logging.getLogger("cargoship.executor")
 SILENCE = 15.0
 # Seconds a cancelled script is given to end on its host (removing what it staged).
 CANCEL_WAIT = 10.0
+# How often a wait looks whether it was interrupted a second time.
+ABORT_POLL = 0.5
+
+
+class RestartAborted(CommandError):
+    """A second interrupt (Ctrl-C, SIGTERM, SIGHUP) while this host was in progress: the
+    wait ends now and the host is rolled back."""
 
 
 class RestartNotBegun(CommandError):
@@ -293,6 +302,8 @@ class Restart:
     ready_timeout: float
     note: Callable[[str], None]
     clock: Callable[[], float] = time.monotonic
+    # Set by a second interrupt: stop waiting now (the caller rolls the host back).
+    abort: threading.Event = field(default_factory=threading.Event)
     _ahead: tuple[list[Step], queue.Queue[Message], RemoteSwap] | None = \
         field(default=None, init=False)
     _dropped: RemoteSwap | None = field(default=None, init=False)  # cancelled, not yet ended
@@ -326,9 +337,13 @@ class Restart:
         swap.gate.begin(swap.script.begin(mark))
         deadline = self.clock() + self.ready_timeout
         while True:
+            self._check_abort()
             try:
-                message = messages.get(timeout=max(0.0, deadline - self.clock()))
+                message = messages.get(timeout=min(ABORT_POLL,
+                                                   max(0.0, deadline - self.clock())))
             except queue.Empty:
+                if self.clock() < deadline:
+                    continue
                 raise CommandTimeout(self.writer.label, f"the restart script did not begin "
                                      f"on the host within {self.ready_timeout:g} s") from None
             if isinstance(message, Marked):
@@ -431,10 +446,14 @@ class Restart:
         seen = "nothing yet"
         announced: set[str] = set()
         while True:
-            wait = None  # before the start: the script's own lines (alive every second)
+            if deadline is not None:
+                # Once started: what the script wrote is all reported (a wait given up
+                # earlier would leave the rollback without the files still being written).
+                self._check_abort()
+            wait = ABORT_POLL  # before the start: the script's own lines (alive every second)
             if deadline is not None:
                 until = min(deadline, readyz_due) if readyz_from is not None else deadline
-                wait = max(0.0, until - self.clock())
+                wait = min(ABORT_POLL, max(0.0, until - self.clock()))
             try:
                 message = messages.get(timeout=wait)
             except queue.Empty:
@@ -467,6 +486,10 @@ class Restart:
             if self.clock() >= deadline:
                 raise waiter.not_back(self.ready_timeout, seen)
 
+    def _check_abort(self) -> None:
+        if self.abort.is_set():
+            raise RestartAborted(self.writer.label, "interrupted again: stopped waiting")
+
     def _take(self, message: Message, waiter: Waiter, steps: list[Step],
               written: list[Written], started: bool) -> bool:
         """Apply one message; True when it is the start (the wait for readiness begins)."""
@@ -487,7 +510,7 @@ class Restart:
             self.note(f"started {self.service}, waiting until it is freshly back")
             return not started
         elif isinstance(message, NodeVersion):
-            waiter.node_seen(message.node)
+            waiter.node_seen(api_shape.node(message.node, self.node))
         elif isinstance(message, NodeUnreadable):
             waiter.node_unreadable(message.why)
         elif isinstance(message, ScriptFailed):
@@ -520,6 +543,12 @@ class Restart:
         limit = time.monotonic() + max(0.0, until - self.clock()) + 5
         watcher = node_watcher(self.api, self.node, handle,
                                lambda why: push(NodeUnreadable(why)), limit)
-        threading.Thread(target=watcher.run, args=("", limit), daemon=True,
-                         name=f"cargoship-watch-{self.node}").start()
+
+        def run() -> None:
+            try:
+                watcher.run("", limit)
+            except ApiShapeError as exc:  # the rollout's thread decides: it rolls back
+                push(ScriptFailed(exc))
+
+        threading.Thread(target=run, daemon=True, name=f"cargoship-watch-{self.node}").start()
         return watcher

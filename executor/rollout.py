@@ -29,7 +29,7 @@ from planner.desired.files import DesiredFile
 from planner.errors import CargoshipError
 
 from . import inprogress
-from .drain import DrainError, DrainOptions, NodeOps
+from .drain import DrainOptions, NodeOps
 from .files import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
 from .remote import HostWriter
 from .restart import CANCEL_WAIT, Restart
@@ -52,6 +52,14 @@ def _soon(call: Callable[[str], T], arg: str) -> Future[T]:
 
     threading.Thread(target=run, name=f"cargoship-read-{arg}", daemon=True).start()
     return future
+
+
+def as_error(exc: BaseException) -> Exception:
+    """An exception as it is shown in one line: ours and OSErrors as they are, anything
+    else (a bug, a malformed answer nobody expected) with its type, never a traceback."""
+    if isinstance(exc, CargoshipError | OSError):
+        return exc
+    return CargoshipError(f"unexpected {type(exc).__name__}: {exc}")
 
 
 @dataclass
@@ -86,6 +94,8 @@ class Rollout:
     ready_timeout: float
     progress: Progress
     stop: threading.Event = field(default_factory=threading.Event)
+    # A second interrupt: the host in progress stops waiting and is rolled back now.
+    abort: threading.Event = field(default_factory=threading.Event)
     # Hosts whose lock another run took over (our touches failed for over a minute): no
     # further host may be started then, someone else may be changing the cluster.
     locks_lost: Callable[[], set[str]] = set
@@ -163,7 +173,9 @@ class Rollout:
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
                     job = running.pop(future)
-                    results[job.label] = future.result()
+                    failure = future.exception()
+                    results[job.label] = future.result() if failure is None else \
+                        HostOutcome(job.label, "failed", str(as_error(failure)))
         for job in pending:
             results[job.label] = HostOutcome(job.label, "not started", self._why())
         return [results[job.label] for job in jobs]
@@ -250,8 +262,10 @@ class Rollout:
                 restart.run(steps, written, keep=True)
             else:
                 self._write_in_place(job, written)
-        except (CargoshipError, OSError) as exc:
+        except Exception as exc:
+            # again and recorded: an unexpected type (a bug, a malformed answer) included.
             log.debug("%s failed", job.label, exc_info=True)
+            exc = as_error(exc)
             if not written and not stopped:
                 detail = self._uncordon(job, cordoned, f"{exc}; nothing was changed")
                 return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
@@ -297,12 +311,22 @@ class Rollout:
             written.append(remove_file(job.writer, path, plan_id=self.plan_id))
             self._note(job.label, f"removed {path}")
 
-    def _restart(self, job: HostJob) -> Restart:
-        """Stop, change and start the engine in one remote script; back when fresh."""
+    def _restart(self, job: HostJob, *, rollback: bool = False) -> Restart:
+        """Stop, change and start the engine in one remote script; back when fresh. A
+        rollback's waits are not cut short by a second interrupt: it is what that asks for."""
         assert self.ops is not None
         return Restart(job.writer, job.init, job.service, job.node, job.controller,
                        job.readyz, self.ops.api, self.ready_timeout,
-                       lambda what: self._note(job.label, what))
+                       lambda what: self._note(job.label, what),
+                       abort=threading.Event() if rollback else self.abort)
+
+    def interrupt_now(self) -> None:
+        """A second interrupt: stop, and end the waits of the host(s) in progress now, so
+        each is rolled back at once."""
+        self.stop.set()
+        self.abort.set()
+        if self.ops is not None:
+            self.ops.interrupt()
 
     def _uncordon_back(self, job: HostJob) -> bool:
         """Uncordon a host that came back; API errors are retried, never a rollback."""
@@ -311,7 +335,7 @@ class Rollout:
             self.ops.uncordon_retrying(
                 job.node, self.uncordon_timeout,
                 lambda exc: self._note(job.label, f"{exc}; retrying"))
-        except DrainError as exc:
+        except Exception as exc:  # noqa: BLE001 - the host is back whatever this raised
             self._note(job.label, f"uncordon failed for {self.uncordon_timeout:g} s: {exc}")
             return False
         self._note(job.label, "uncordoned")
@@ -323,7 +347,7 @@ class Rollout:
             try:
                 self.ops.uncordon(job.node)
                 self._note(job.label, "uncordoned")
-            except DrainError as exc:
+            except Exception as exc:  # noqa: BLE001 - said, never raised: the host's outcome
                 return f"{detail}; UNCORDON FAILED, the node is left cordoned: {exc}"
         return detail
 
@@ -338,12 +362,14 @@ class Rollout:
             if job.restart:
                 # The engine may be up with the new config (running, never Ready): it reads
                 # its files only at start, so it goes down before the old ones come back.
-                self._restart(job).run([restore_step(item) for item in reversed(written)], [])
+                self._restart(job, rollback=True).run(
+                    [restore_step(item) for item in reversed(written)], [])
             else:
                 for item in reversed(written):
                     restore_file(job.writer, item)
                     self._note(job.label, f"restored {item.path}")
-        except (CargoshipError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure: say what is left
+            exc = as_error(exc)
             # Say what a person must look at: where the old files are, the engine, the node.
             left = [f"backups of the previous files are in "
                     f"{BACKUP_ROOT}/{self.plan_id} on the host"] if written else []
@@ -371,6 +397,6 @@ class Rollout:
             return detail
         try:
             inprogress.clear(job.writer)
-        except (CargoshipError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - said in the outcome
             return f"{detail}; could not clear the in-progress marker: {exc}"
         return detail

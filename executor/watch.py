@@ -24,6 +24,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.kube_bounds import MAX_WATCH_LINE_BYTES
+
+from . import api_shape
 from .polling import pause
 
 log = logging.getLogger("cargoship.executor")
@@ -50,16 +53,29 @@ class WatchEvent:
     object: dict[str, Any]
 
 
-def stream_lines(response: Any) -> Iterator[bytes]:
-    """The lines of a streamed response, as they arrive."""
-    pending = b""
+def stream_lines(response: Any, limit: int = MAX_WATCH_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of a streamed response, as they arrive; WatchBroken for a line longer
+    than `limit` (one event is one object: a longer one is no answer to this watch)."""
+    pending = bytearray()
     # amt=None: each chunk as the server flushed it (a watch is chunked), not a full buffer.
     for chunk in response.stream(None, decode_content=True):
+        start = len(pending)
         pending += chunk
-        *lines, pending = pending.split(b"\n")
-        yield from (line for line in lines if line.strip())
-    if pending.strip():
-        yield pending
+        # Only the new bytes are searched: a line dripping in is never scanned again.
+        end = pending.find(b"\n", start)
+        if end < 0:
+            if len(pending) > limit:
+                raise WatchBroken(f"a watch event longer than {limit // (1024 * 1024)} MiB")
+            continue
+        *lines, rest = bytes(pending).split(b"\n")
+        pending = bytearray(rest)
+        for line in lines:
+            if len(line) > limit:
+                raise WatchBroken(f"a watch event longer than {limit // (1024 * 1024)} MiB")
+            if line.strip():
+                yield line
+    if bytes(pending).strip():
+        yield bytes(pending)
 
 
 def events(response: Any) -> Iterator[WatchEvent]:
@@ -112,6 +128,8 @@ class Watcher:
                     return True
                 failing_since = None
                 continue  # the server ended the watch: watch again from where it was
+            except api_shape.ApiShapeError:
+                raise  # an answer of the wrong shape is not a hiccup: the caller decides
             except WatchBroken as exc:
                 version = ""  # too old, or unreadable: read the current version again
                 if exc.gone:
@@ -221,8 +239,12 @@ def _raw_list(method: Callable[..., Any], selector: str) -> tuple[list[dict[str,
     response = method(field_selector=selector, _preload_content=False,
                       _request_timeout=(CONNECT_TIMEOUT, 10.0))
     try:
-        listing = json.loads(response.data)
+        data = response.data
     finally:
         response.release_conn()
-    items = [i for i in listing.get("items") or [] if isinstance(i, dict)]
-    return items, resource_version(listing)
+    try:
+        listing = json.loads(data)
+    except ValueError:
+        raise WatchBroken("the list is not JSON") from None
+    items, version = api_shape.listing(listing, f"the list of {selector}")
+    return [i for i in items if isinstance(i, dict)], version
