@@ -12,6 +12,7 @@ import gc
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -223,6 +224,21 @@ def run() -> int:
     return code
 
 
+def _to_devnull() -> None:
+    """Point stdout and stderr at /dev/null: their reader (a pipe, a terminal) is gone,
+    and neither a later line nor the interpreter's final flush may fail for that."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, sys.stderr.fileno())
+
+
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr)
+    except OSError:
+        _to_devnull()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     hint = terraform_hint(argv)
@@ -245,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except ApplyInterrupted as exc:
-        print(f"interrupted: {exc}", file=sys.stderr)
-        return 130
+        _say(f"interrupted: {exc}")
+        return 128 + exc.signum
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {printable(str(problem))}", file=sys.stderr)
@@ -416,20 +432,28 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
                             on_lock_wait=waiting, signers=signers)
     finally:
         waiting.done()
-    if as_json:
-        json_output.emit(json_output.apply_result(result))
-        return 130 if result.interrupted else (0 if result.ok else 1)
-    print()
-    print("\n".join(apply_outcome_lines(result, time.monotonic() - started)))
-    verdict = "applied" if result.ok else ("interrupted" if result.interrupted else "FAILED")
-    print(f"Plan {result.plan.plan_id} {verdict}; record: "
-          f"{result.record or 'not written here (see the warning above)'}")
-    if result.interrupted:
-        print(f"Hosts not reached are left as they were: run `cargoship apply {args.plan} "
-              "--confirm` again to finish them (after the usual drift check).")
-    if result.interrupted:
-        return 130
-    return 0 if result.ok else 1
+    code = 128 + (result.signum or signal.SIGINT) if result.interrupted else \
+        (0 if result.ok else 1)
+    try:
+        if as_json:
+            json_output.emit(json_output.apply_result(result))
+            return code
+        print()
+        print("\n".join(apply_outcome_lines(result, time.monotonic() - started)))
+        verdict = "applied" if result.ok else ("interrupted" if result.interrupted
+                                               else "FAILED")
+        print(f"Plan {result.plan.plan_id} {verdict}; record: "
+              f"{result.record or 'not written here (see the warning above)'}")
+        if result.interrupted:
+            print(f"Hosts not reached are left as they were: run `cargoship apply "
+                  f"{args.plan} --confirm` again to finish them (after the usual drift "
+                  "check).")
+        sys.stdout.flush()
+    except OSError:
+        # The terminal went away (SIGHUP): the records say what happened; the exit code
+        # still does.
+        _to_devnull()
+    return code
 
 
 def _sign(args: argparse.Namespace) -> int:

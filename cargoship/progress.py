@@ -35,9 +35,10 @@ class Progress:
                     self._hosts[host] = (what, self._hosts.get(host, (what, now))[1])
                     self._redraw(now)
                 self._out.flush()
-            except BrokenPipeError:
-                # `apply ... | head`: the reader left. An apply must not stop half-way for
-                # that; it goes on without progress lines (the record says what happened).
+            except OSError:
+                # `apply ... | head`: the reader left; or the terminal closed (SIGHUP, then
+                # EIO). An apply must not stop half-way for that; it goes on without
+                # progress lines (the record says what happened).
                 self._gone = True
 
     def _redraw(self, now: float) -> None:

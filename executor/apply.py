@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from planner import __version__
@@ -46,6 +45,7 @@ from .errors import ApplyInterrupted
 from .lock import LockHeld, LockSet, new_lock_info
 from .remote import HostWriter
 from .rollout import HostOutcome
+from .signals import Interrupts
 
 __all__ = ["ApplyRefused", "ApplyResult", "apply", "check_plan"]
 RECORD_VERSION = "2.0"
@@ -64,6 +64,7 @@ class ApplyResult:
     seconds: float = 0.0
     resumed: bool = False  # finished the hosts an interrupted apply of this plan left
     signers: tuple[str, ...] = ()  # verified principals (apply --require-signed-by)
+    signum: int | None = None  # the signal that interrupted it (SIGINT, SIGTERM, SIGHUP)
 
     @property
     def outcomes(self) -> list[HostOutcome]:
@@ -115,24 +116,29 @@ def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
     options = ConnectOptions(connect_timeout=config.options.connect_timeout,
                              accept_new_host_keys=accept_new_host_keys)
     changing = threading.Event()  # set once the rollout may change a host
+    interrupts = Interrupts(progress, threading.Event(), changing)
     try:
-        return _connect_lock_apply(plan, plan_file, config, options, salt, lock_timeout,
-                                   progress, on_lock_wait, started, changing, tuple(signers))
-    except KeyboardInterrupt:
+        with interrupts:
+            result = _connect_lock_apply(plan, plan_file, config, options, salt,
+                                         lock_timeout, progress, on_lock_wait, started,
+                                         interrupts, tuple(signers))
+    except KeyboardInterrupt as exc:
         if changing.is_set():
             raise
         # Connect, lock and drift check only read (the lock is ours, and released on the
         # way out by LockSet): say so, so nobody goes looking for damage.
         raise ApplyInterrupted("interrupted before anything was changed: nothing was "
-                               "changed on any host, and the locks taken were released") \
-            from None
+                               "changed on any host, and the locks taken were released",
+                               getattr(exc, "signum", signal.SIGINT)) from None
+    result.signum = interrupts.first if result.interrupted else None
+    return result
 
 
 def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: ConnectOptions,
                         salt: bytes, lock_timeout: float,
                         progress: Callable[[str, str], None],
                         on_lock_wait: Callable[[LockHeld, float], None] | None,
-                        started: float, changing: threading.Event,
+                        started: float, interrupts: Interrupts,
                         signers: tuple[str, ...]) -> ApplyResult:
     connected = connect_all(config, options, pinned_keys(plan))
     failures = [str(c) for c in connected if isinstance(c, Exception)]
@@ -147,7 +153,7 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
                 progress("lock", note)
             progress("lock", f"locked {len(writers)} host(s)")
             return _apply_locked(plan, plan_file, config, options, salt, writers, progress,
-                                 lock.lost, started, changing, signers)
+                                 lock.lost, started, interrupts, signers)
     finally:
         for writer in writers:
             writer.close()
@@ -158,7 +164,7 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
                   salt: bytes, writers: list[HostWriter],
                   progress: Callable[[str, str], None],
                   locks_lost: Callable[[], set[str]], started: float,
-                  changing: threading.Event, signers: tuple[str, ...]) -> ApplyResult:
+                  interrupts: Interrupts, signers: tuple[str, ...]) -> ApplyResult:
     # The drift check reads through the sessions held for the rollout: one connection
     # per host for the whole apply.
     held = {h.index: w for h, w in zip(config.hosts, writers, strict=True)}
@@ -176,7 +182,8 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
         raise ApplyRefused("the hosts changed since the plan was made; re-plan. "
                            + "; ".join(drift))
     progress("drift", "hosts match the plan")
-    env = ApplyEnv(plan, config, ctx, keyed, progress, locks_lost)
+    env = ApplyEnv(plan, config, ctx, keyed, progress, locks_lost, stop=interrupts.stop,
+                   escalations=interrupts.escalations)
     result = ApplyResult(plan, resumed=earlier.record is not None, signers=signers)
     staged = [c for c in plan.changes if HANDLERS[c.action].stage == "hosts"
               and change_key(c) not in earlier.done]
@@ -184,9 +191,9 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     if earlier.record is not None:
         progress("apply", f"finishing plan {plan.plan_id}: {len(earlier.finished)} host(s) "
                           "were finished by the interrupted run")
-    # Ctrl-C from here on finishes what is in progress and records an interrupted apply.
-    previous = signal.signal(signal.SIGINT, _interrupt(env.stop, progress))
-    changing.set()
+    # A signal from here on finishes what is in progress and records an interrupted apply
+    # (signals.py); whatever else goes wrong, every host gets its record.
+    interrupts.changing.set()
     try:
         outcomes, result.items = run_hosts_stage(env, staged, jobs)
         result.interrupted = env.stop.is_set()
@@ -202,8 +209,16 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
         result.after_rollout = _cluster_stage(plan, env, run=result.ok)
         result.items += result.after_rollout
         result.interrupted = env.stop.is_set()
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    except Exception as exc:  # noqa: BLE001 - a bug after a host changed: still recorded
+        why = str(exc) if isinstance(exc, CargoshipError) else f"{type(exc).__name__}: {exc}"
+        result.warnings.append(f"apply stopped by an unexpected error: {why}")
+        result.interrupted = env.stop.is_set()
+        done = {o.host for _, o in result.hosts}
+        result.hosts += [(h.ref, HostOutcome(h.label, "failed", f"unknown: {why}"))
+                         for h in ctx.hosts if h.label not in done]
+        listed = {id(i.item) for i in result.items}
+        result.items += [ItemResult(c, "failed", f"unknown: {why}") for c in plan.changes
+                         if id(c) not in listed]
     result.notes = [i.detail for i in result.after_rollout if i.status == "done" and i.detail]
     result.seconds = round(time.monotonic() - started, 3)
     _record(plan, plan_file, env, result)
@@ -283,13 +298,6 @@ def _remove_temps(env: ApplyEnv) -> None:
             continue
         if removed:
             env.progress(host.label, f"removed {removed} temp file(s) a killed run left")
-
-
-def _interrupt(stop: threading.Event, progress: Callable[[str, str], None]) -> Any:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-        progress("apply", "interrupted: finishing the host in progress, then stopping")
-    return handler
 
 
 def _ref(host: HostRef | None) -> dict[str, Any] | None:

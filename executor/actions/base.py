@@ -57,6 +57,8 @@ class ApplyEnv:
     progress: Progress
     locks_lost: Callable[[], set[str]] = set
     stop: threading.Event = field(default_factory=threading.Event)
+    # Called on a second interrupt (signals.py): the rollout adds its own.
+    escalations: list[Callable[[], None]] = field(default_factory=list)
     _api: Any = None
 
     def host(self, ref: HostRef) -> HostState:

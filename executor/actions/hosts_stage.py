@@ -66,6 +66,7 @@ def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
                                    force=o.drain_force),
                       float(o.ready_timeout), env.progress, stop=env.stop,
                       locks_lost=env.locks_lost)
+    env.escalations.append(rollout.interrupt_now)
     outcomes = rollout.run(jobs["controller"], jobs["worker"], o.worker_concurrency)
     by_label = {outcome.host: outcome for outcome in outcomes}
     # By address and port: the name a host has now may not be the one it had at plan time.
