@@ -18,7 +18,7 @@ from planner.kube_bounds import AnswerTooLarge, AnswerTooSlow, BoundedPoolManage
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         stop: threading.Event = self.server.stop  # type: ignore[attr-defined]
         if self.path.startswith("/drip"):
             self.send_response(200)
@@ -123,7 +123,7 @@ def test_interrupt_ends_a_request_in_flight_at_once(server: str) -> None:
     def call() -> None:
         try:
             pool.request("GET", server + "/drip", timeout=60.0)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             failure.append(exc)
 
     thread = threading.Thread(target=call)
