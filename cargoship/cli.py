@@ -526,8 +526,10 @@ def _show_record(record: dict[str, Any], as_json: bool) -> int:
     if as_json:
         sys.stdout.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
         return 0
-    verdict = "applied" if record.get("ok") else ("interrupted" if record.get("interrupted")
-                                                  else "FAILED")
+    verdict = "applied" if record.get("ok") else (
+        "in progress, or killed (no apply rewrote this record, written before its first "
+        "change)" if record.get("outcome") == "in progress" else
+        "interrupted" if record.get("interrupted") else "FAILED")
     lines = [f"apply record of plan {record.get('plan_id')} (cluster {record.get('cluster')}): "
              f"{verdict}",
              f"  applied {record.get('applied_at')} by {record.get('applied_by')} with cargoship "

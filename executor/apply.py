@@ -19,6 +19,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from .drift import ChangeKey, HostKey, change_key, differences
 from .errors import ApplyInterrupted
 from .lock import LockHeld, LockSet, new_lock_info
 from .remote import HostWriter
-from .rollout import HostOutcome
+from .rollout import HostJob, HostOutcome
 from .signals import Interrupts
 
 __all__ = ["ApplyRefused", "ApplyResult", "apply", "check_plan"]
@@ -191,6 +192,7 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     if earlier.record is not None:
         progress("apply", f"finishing plan {plan.plan_id}: {len(earlier.finished)} host(s) "
                           "were finished by the interrupted run")
+    _journal(plan, plan_file, env, jobs, result)
     # A signal from here on finishes what is in progress and records an interrupted apply
     # (signals.py); whatever else goes wrong, every host gets its record.
     interrupts.changing.set()
@@ -323,6 +325,46 @@ def record_of(plan: Plan, result: ApplyResult) -> dict[str, Any]:
         # signature's key comment is whatever its maker typed.
         "signers": sorted(result.signers),
     }
+
+
+def _journal(plan: Plan, plan_file: Path, env: ApplyEnv, jobs: dict[str, list[HostJob]],
+             result: ApplyResult) -> None:
+    """Before the first change, a record that says "in progress" on every host about to
+    change and next to the plan: an apply killed (SIGKILL, power loss) leaves `history`
+    and `show` that much, and the host's in-progress marker (set before its engine is
+    touched) says how far it got. The records of a run that ends replace it. A host that
+    can't take it refuses the apply: nothing was changed yet."""
+    changing = {job.label for role in jobs.values() for job in role}
+    record = record_of(plan, result)
+    record.update(outcome="in progress", ok=False, interrupted=True)
+    record["hosts"] = [{"host": _ref(h.ref), "detail": "",
+                        "status": "in progress" if h.label in changing else "unchanged"}
+                       for h in env.ctx.hosts]
+    record["changes"] = [{"host": _ref(c.host), "action": c.action, "target": c.target,
+                          "planned": True, "status": "in progress", "detail": ""}
+                         for c in plan.changes]
+    hosts = [h for h in env.ctx.hosts if h.label in changing]
+
+    def write(host: Any) -> str | None:
+        try:
+            records.write_host_record(env.writers[host.ref.key], plan.plan_id,
+                                      {**record, "host": _ref(host.ref),
+                                       "status": "in progress"})
+        except CargoshipError as exc:
+            return f"{host.label}: {exc}"
+        return None
+
+    with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts))),
+                            thread_name_prefix="cargoship-journal") as pool:
+        failed = [f for f in pool.map(write, hosts) if f is not None]
+    if failed:
+        raise ApplyRefused("could not write the in-progress record before the first "
+                           "change; nothing was changed: " + "; ".join(failed))
+    try:
+        records.write_local_record(plan_file, record)
+    except CargoshipError as exc:
+        result.warnings.append(f"could not write the local in-progress record: {exc}; the "
+                               "hosts keep theirs")
 
 
 def _record(plan: Plan, plan_file: Path, env: ApplyEnv, result: ApplyResult) -> None:

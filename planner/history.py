@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .context import PlanContext
+from .facts.interrupted import INTERRUPTED
 from .hosts.batch import Fact, FactParseError, Output
 from .plan.model import HostRef
 
@@ -54,13 +55,16 @@ class PlanHistory:
     changes: list[dict[str, Any]] = field(default_factory=list)
     interrupted: bool = False
     duration_seconds: float | None = None
-    state: str = "applied"  # "applied (current)", "superseded", "failed", "interrupted"
+    # "applied (current)", "superseded", "failed", "interrupted", "in progress or killed"
+    state: str = "applied"
+    in_progress: bool = False  # its newest record is the journal written before a change
 
 
 def collect(ctx: PlanContext) -> list[PlanHistory]:
     found: dict[str, PlanHistory] = {}
     newest: dict[str, str] = {}
-    for host, (records,) in ctx.gather("history", lambda _: [RECORDS], as_root=True):
+    for host, (records, marker) in ctx.gather("history", lambda _: [RECORDS, INTERRUPTED],
+                                              as_root=True):
         for record in records:
             plan_id = str(record["plan_id"])
             entry = found.setdefault(plan_id, PlanHistory(
@@ -71,7 +75,12 @@ def collect(ctx: PlanContext) -> list[PlanHistory]:
             named = record.get("host")
             name = named.get("name") if isinstance(named, dict) else None
             ref = HostRef(str(name or host.ref.name), host.ref.address, host.ref.port)
-            entry.outcomes[ref] = str(record.get("status", "unknown"))
+            status = str(record.get("status", "unknown"))
+            if status == "in progress" and marker is not None and marker.plan_id == plan_id:
+                # How far it got on this host: the marker its restart left.
+                status += f" (marker: {marker.step} since {marker.since}" + (
+                    f", backups in {marker.backups})" if marker.backups else ")")
+            entry.outcomes[ref] = status
             at = str(record.get("applied_at", ""))
             if at >= newest.get(plan_id, ""):
                 # A finished interrupted apply rewrote the records: the newest tells all.
@@ -79,6 +88,7 @@ def collect(ctx: PlanContext) -> list[PlanHistory]:
                 entry.applied_at, entry.applied_by = at or "?", str(record.get("applied_by",
                                                                                "?"))
                 entry.interrupted = record.get("interrupted") is True
+                entry.in_progress = record.get("outcome") == "in progress"
                 changes = record.get("changes")
                 entry.changes = [c for c in changes if isinstance(c, dict)] if isinstance(
                     changes, list) else []
@@ -90,7 +100,10 @@ def collect(ctx: PlanContext) -> list[PlanHistory]:
     for entry in ordered:
         failed = any(s not in ("applied", "unchanged") for s in entry.outcomes.values()) or \
             any(c.get("status") == "failed" for c in entry.changes)
-        if entry.interrupted:
+        if entry.in_progress:
+            # Nothing rewrote the journal: the apply still runs, or it was killed.
+            entry.state = "in progress or killed"
+        elif entry.interrupted:
             entry.state = "interrupted"
         elif failed:
             entry.state = "failed"
