@@ -499,6 +499,7 @@ class NodeOps:
                 raise
             raise DrainError(node, f"{what} failed: {api_message(exc)}") from exc
         except AnswerRefused as exc:
+            self._check_aborted(node)  # cut off by a second interrupt: say that
             raise DrainError(node, f"{what} failed: the API's answer was cut off: {exc}") \
                 from exc
         except _UNREACHABLE as exc:
