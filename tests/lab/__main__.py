@@ -1,14 +1,17 @@
-"""Command line of the lab: up, exec, ls, down. Scripts rely on this contract."""
+"""Command line of the lab: up, exec, ls, down, api-fault. Scripts rely on this contract."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from . import DEFAULT_VERSIONS, HostSpec, Lab, LabError, Timing, down_all
+from .lab import API_FAULT_KINDS, API_FAULT_MODES
 
 
 def _specs(args: argparse.Namespace) -> list[HostSpec]:
@@ -24,6 +27,23 @@ def _print_hosts(lab: Lab) -> None:
         version = host.spec.engine_version or lab.version
         engine = f"{lab.distro} {version}" if host.spec.engine_installed else "no engine"
         print(f"{host.name:<10} {host.role:<10} {host.address:<14} {host.spec.os:<18} {engine}")
+
+
+def _fault_params(parser: argparse.ArgumentParser, pairs: list[str]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            parser.error(f"--set {pair!r}: KEY=VALUE expected")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        if key.startswith("set."):  # set.PATH=VALUE: one entry of shape's set
+            params.setdefault("set", {})[key[4:]] = value
+        else:
+            params[key] = value
+    return params
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +80,24 @@ def main(argv: list[str] | None = None) -> int:
     target.add_argument("--dir", type=Path)
     target.add_argument("--all", action="store_true", help="every lab on this machine")
     down.add_argument("--under", type=Path, help="with --all: only labs below this directory")
+    fault = sub.add_parser("api-fault", help="make the API servers answer hostilely "
+                           "(tests/lab/kubeapi_hostile.py), or --clear every fault")
+    fault.add_argument("--dir", type=Path, required=True)
+    fault.add_argument("kind", nargs="?", help=", ".join(API_FAULT_KINDS))
+    fault.add_argument("mode", nargs="?", help=", ".join(API_FAULT_MODES))
+    fault.add_argument("--node", help="only requests naming this node (or host)")
+    fault.add_argument("--times", type=int, help="this many requests (default: until cleared)")
+    fault.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="a parameter, VALUE as JSON if it parses (else a string); "
+                       "set.PATH=VALUE is one entry of shape's set")
+    fault.add_argument("--clear", action="store_true", help="remove every API fault")
     args = parser.parse_args(argv)
+    if args.command == "api-fault" and args.clear != (args.kind is None):
+        parser.error("api-fault needs KIND MODE, or --clear alone")
+    if args.command == "api-fault" and not args.clear and (
+            args.kind not in API_FAULT_KINDS or args.mode not in API_FAULT_MODES):
+        parser.error(f"api-fault: KIND is one of {', '.join(API_FAULT_KINDS)}; MODE one of "
+                     f"{', '.join(API_FAULT_MODES)}")
     try:
         if args.command == "up":
             started = time.monotonic()
@@ -78,6 +115,13 @@ def main(argv: list[str] | None = None) -> int:
             return subprocess.run([*lab.nsenter(args.host), *cmd]).returncode
         elif args.command == "ls":
             _print_hosts(Lab.load(args.dir))
+        elif args.command == "api-fault":
+            lab = Lab.load(args.dir)
+            if args.clear:
+                lab.clear_api_faults()
+            else:
+                lab.api_fault(args.kind, args.mode, node=args.node, times=args.times,
+                              **_fault_params(parser, args.set))
         elif args.all:
             print(f"removed {down_all(args.under)} lab(s)", file=sys.stderr)
         else:

@@ -27,7 +27,8 @@ ENGINE_SOURCE = HERE / "engine.py"
 HOST_PROGRAMS = {"lab_engine.py": "engine.py", "engine_node.py": "engine_node.py",
                  "engine_config.py": "engine_config.py"}
 ENGINE_SCRIPT = "import lab_engine\n\nlab_engine.entry()\n"
-API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py", "kubeapi_watch.py")
+API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py", "kubeapi_watch.py",
+                "kubeapi_views.py", "kubeapi_hostile.py", "kubeapi_hostile_serve.py")
 API_PORT = 6443  # every controller's API server (TLS)
 DATASTORE_PORT = 6444  # the lab's one object store, on the first controller (plain HTTP)
 RC_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login")
@@ -168,7 +169,8 @@ def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[
             "--client-ca", f"{tls}/client-ca.crt",
             "--engine-config", f"/etc/rancher/{distro}/config.yaml", "--distro", distro,
             "--timing-file", f"/var/lib/rancher/{distro}/lab-timing.json",
-            "--engine-state", f"/var/lib/rancher/{distro}/lab-engine.json"]
+            "--engine-state", f"/var/lib/rancher/{distro}/lab-engine.json",
+            "--node-name", spec.node_name()]
     if distro == "rke2":
         args += ["--pod-log-dir", f"/var/log/pods/kube-system_kube-apiserver-"
                  f"{spec.node_name()}_lab/kube-apiserver"]

@@ -10,6 +10,7 @@ as the real kube-apiserver does (bearer tokens are accepted too):
     /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6443 --token TOKEN --upstream URL
                                 --tls-cert CRT --tls-key KEY --client-ca CA
                                 [--engine-config PATH --distro D] [--pod-log-dir DIR]
+                                [--node-name NAME]
 
 A front end answers /readyz, /livez and /healthz itself (anonymous, as the real
 system:public-info-viewer role allows) and forwards the rest. With --engine-config it
@@ -20,15 +21,17 @@ static pod's logs.
 
 This module is the HTTP side (auth, routing, discovery, framing); kubeapi_lang.py parses
 selectors and patches; kubeapi_store.py holds the objects and their semantics;
-kubeapi_watch.py streams watches (`?watch=1`), and relays them through front ends. All
-run on the system Python with the standard library only and import nothing from the
-repository, so the lab can copy them onto a host.
+kubeapi_watch.py streams watches (`?watch=1`), and relays them through front ends;
+kubeapi_views.py holds discovery and Tables; kubeapi_hostile.py holds injected faults
+(errors, and hostile answers: wrong shapes, slow, endless, huge), which
+kubeapi_hostile_serve.py serves on a front end. All run on the system Python with the
+standard library only and import nothing from the repository, so the lab can copy them
+onto a host.
 """
 
 from __future__ import annotations
 
 import argparse
-import calendar
 import hmac
 import http.client
 import json
@@ -43,44 +46,25 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 # Run as a script, so its own directory is on sys.path and the siblings import by name.
+from kubeapi_hostile import (
+    CHECK,
+    FRONT_END,
+    HOSTILE,
+    Faults,
+    datastore_answer,
+    event_shaper,
+    faults_endpoint,
+    unwritten,
+)
+from kubeapi_hostile_serve import serve as serve_hostile
 from kubeapi_lang import patcher, selector
 from kubeapi_store import KINDS, NODES, PODS, ApiError, Kind, Obj, Store, bad_request
+from kubeapi_views import DISCOVERY, node_table
 from kubeapi_watch import forward_watch, serve_watch, wants_watch
-
-VERSION = {"major": "1", "minor": "30", "gitVersion": "v1.30.4+rke2r1",
-           "gitCommit": "c6b0f4b4a6b4a6f0b2f3e7f1d4d0d4a8e0f3c2b1", "gitTreeState": "clean",
-           "buildDate": "2024-08-14T00:00:00Z", "goVersion": "go1.22.5 X:boringcrypto",
-           "compiler": "gc", "platform": "linux/amd64"}
 
 
 def no_such_path() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource", {})
-
-
-def _resource(name: str, kind: str, namespaced: bool, verbs: str, **extra: Any) -> Obj:
-    singular = "" if "/" in name else kind.lower()
-    return {"name": name, "singularName": singular, "namespaced": namespaced, "kind": kind,
-            "verbs": verbs.split(), **extra}
-
-
-# Discovery lists only what is served here, so a client that checks it is told the truth.
-POLICY = {"name": "policy", "versions": [{"groupVersion": "policy/v1", "version": "v1"}],
-          "preferredVersion": {"groupVersion": "policy/v1", "version": "v1"}}
-DISCOVERY: dict[str, Obj] = {
-    "/version": VERSION,
-    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [POLICY]},
-    "/apis/policy": {"kind": "APIGroup", "apiVersion": "v1", **POLICY},
-    "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
-        _resource("nodes", "Node", False, "create delete get list patch", shortNames=["no"]),
-        _resource("nodes/status", "Node", False, "get patch"),
-        _resource("pods", "Pod", True, "create delete get list patch", shortNames=["po"]),
-        _resource("pods/eviction", "Eviction", True, "create", group="policy", version="v1"),
-        _resource("pods/status", "Pod", True, "get patch")]},
-    "/apis/policy/v1": {"kind": "APIResourceList", "apiVersion": "v1",
-                        "groupVersion": "policy/v1", "resources": [
-        _resource("poddisruptionbudgets", "PodDisruptionBudget", True,
-                  "create delete get list patch", shortNames=["pdb"])]},
-}
 
 
 def parse_path(path: str) -> tuple[Kind, str | None, str | None, str | None]:
@@ -132,40 +116,6 @@ def route(store: Store, method: str, path: str, query: dict[str, str], body: Any
                    "the server does not allow this method on the requested resource")
 
 
-def node_table(listing: Obj) -> Obj:
-    """A NodeList as the server-side Table kubectl asks for (`kubectl get nodes`)."""
-    columns = [("Name", "string", "name"), ("Status", "string", ""), ("Roles", "string", ""),
-               ("Age", "string", ""), ("Version", "string", "")]
-    rows = []
-    for node in listing["items"]:
-        ready = next((c.get("status") for c in (node.get("status") or {}).get("conditions")
-                      or [] if c.get("type") == "Ready"), "Unknown")
-        status = {"True": "Ready", "False": "NotReady"}.get(ready, "Unknown")
-        if (node.get("spec") or {}).get("unschedulable"):
-            status += ",SchedulingDisabled"
-        labels = node["metadata"].get("labels") or {}
-        roles = ",".join(sorted(k.split("/", 1)[1] for k in labels
-                                if k.startswith("node-role.kubernetes.io/"))) or "<none>"
-        age = _age(node["metadata"].get("creationTimestamp", ""))
-        rows.append({"cells": [node["metadata"]["name"], status, roles, age, VERSION[
-            "gitVersion"]], "object": {"kind": "PartialObjectMetadata",
-                                       "apiVersion": "meta.k8s.io/v1",
-                                       "metadata": node["metadata"]}})
-    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": listing["metadata"],
-            "columnDefinitions": [{"name": n, "type": t, "format": f, "description": "",
-                                   "priority": 0} for n, t, f in columns],
-            "rows": rows}
-
-
-def _age(created: str) -> str:
-    try:
-        seconds = max(0, int(time.time()) - calendar.timegm(
-            time.strptime(created, "%Y-%m-%dT%H:%M:%SZ")))
-    except ValueError:
-        return "<unknown>"
-    return f"{seconds}s" if seconds < 120 else f"{seconds // 60}m"
-
-
 class KubeServer(ThreadingHTTPServer):
     daemon_threads = True  # idle keep-alive connections must not hold the process open
     block_on_close = False
@@ -177,11 +127,11 @@ class KubeServer(ThreadingHTTPServer):
         self.store, self.token, self.verbose = store, token.encode(), verbose
         self.upstream = urlsplit(upstream) if upstream else None
         self.tls = tls is not None
-        self.faults: list[Obj] = []  # lab-injected API errors (datastore only)
+        self.faults = Faults()  # lab-injected errors and hostile answers (datastore only)
+        self.node_name = ""  # a front end's controller (faults of kind readyz name it)
         self.ready_at = 0.0  # monotonic time from which /readyz may pass
         self.engine_state: Path | None = None  # the engine's READY file, if any
         self._engine_seen = False
-        self.faults_lock = threading.Lock()
         self.closing = threading.Event()  # open watches end when it is set
         # Idle keep-alive connections to the datastore. kube-apiserver holds its etcd
         # connections open; a new TCP connection (and a datastore thread) per request made
@@ -201,10 +151,11 @@ class KubeServer(ThreadingHTTPServer):
         super().shutdown()
 
     def upstream_request(self, method: str, path: str, body: bytes | None,
-                         headers: dict[str, str]) -> tuple[int, str, bytes]:
+                         headers: dict[str, str]) -> tuple[int, str, bytes, str | None]:
         """One request to the datastore on a kept-alive connection: (status, content type,
-        body). A kept connection the datastore has closed meanwhile (it restarted) fails
-        before any answer and is retried once on a new one; OSError when that fails too."""
+        body, X-Lab-Hostile header). A kept connection the datastore has closed meanwhile
+        (it restarted) fails before any answer and is retried once on a new one; OSError
+        when that fails too."""
         assert self.upstream is not None
         for attempt in (0, 1):
             with self._upstream_lock:
@@ -225,7 +176,7 @@ class KubeServer(ThreadingHTTPServer):
                     continue
                 raise OSError(str(exc) or type(exc).__name__) from None
             result = (response.status, response.getheader("Content-Type", "application/json"),
-                      data)
+                      data, response.getheader(HOSTILE))
             if response.will_close:
                 conn.close()
             else:
@@ -243,39 +194,24 @@ class KubeServer(ThreadingHTTPServer):
         if self.verbose:  # mostly clients hanging up mid-request: noise unless asked for
             super().handle_error(request, client_address)
 
-    def take_fault(self, method: str, path: str, payload: Any) -> Obj | None:
-        """The first injected fault matching this request, used up once."""
-        with self.faults_lock:
-            for fault in self.faults:
-                if fault.get("method", method) == method and fault.get("path", path) == path \
-                        and _contains(payload, fault.get("match") or {}):
-                    fault["times"] = int(fault.get("times", 1)) - 1
-                    if fault["times"] <= 0:
-                        self.faults.remove(fault)
-                    return fault
-        return None
-
-    def etcd_ok(self) -> tuple[bool, str]:
-        """The API server's etcd check: can it reach its datastore?"""
+    def etcd_ok(self, faults: bool = False) -> tuple[bool, str, Obj | None]:
+        """The API server's etcd check: can it reach its datastore? With `faults`, also the
+        hostile fault the datastore has for this /readyz, if any."""
         if self.upstream is None:
-            return True, ""
+            return True, "", None
         try:
             conn = http.client.HTTPConnection(self.upstream.hostname or "", self.upstream.port,
                                               timeout=2)
             conn.request("GET", "/version", headers={
-                "Authorization": f"Bearer {self.token.decode()}"})
-            ok = conn.getresponse().status == 200
+                "Authorization": f"Bearer {self.token.decode()}",
+                **({FRONT_END: self.node_name, CHECK: "readyz"} if faults else {})})
+            response = conn.getresponse()
+            ok, hostile = response.status == 200, response.getheader(HOSTILE)
             conn.close()
-            return ok, "" if ok else "etcd answered with an error"
-        except OSError as exc:
-            return False, f"etcd unreachable: {exc}"
-
-
-def _contains(payload: Any, match: Any) -> bool:
-    if isinstance(match, dict):
-        return isinstance(payload, dict) and all(
-            k in payload and _contains(payload[k], v) for k, v in match.items())
-    return bool(payload == match)
+            return ok, "" if ok else "etcd answered with an error", \
+                json.loads(hostile) if hostile else None
+        except (OSError, ValueError) as exc:
+            return False, f"etcd unreachable: {exc}", None
 
 
 HEALTH = ("/readyz", "/livez", "/healthz")
@@ -302,28 +238,30 @@ class Handler(BaseHTTPRequestHandler):
         if self.command == "GET" and url.path.rstrip("/") in HEALTH:
             self._health(url.path.rstrip("/"), "verbose" in url.query)
             return
+        hostile = None  # the hostile fault this request (from a front end) meets
         try:
             if not self._authenticated():
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             if self.server.upstream is not None:
                 self._forward(body)
                 return
-            if url.path == "/lab/v1/faults" and self.command == "POST":
-                with self.server.faults_lock:
-                    self.server.faults.append(json.loads(body))
-                self._send(201, {"kind": "Status", "status": "Success"})
+            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            if url.path == "/lab/v1/faults":
+                self._send(*faults_endpoint(self.server.faults, self.command, body))
                 return
             if self.command == "GET" and url.path.rstrip("/") in {*DISCOVERY, "/api"}:
-                self._send(200, self._discovery(url.path.rstrip("/")))
+                if self.headers.get(CHECK) == "readyz":  # a front end's /readyz etcd check
+                    hostile = self.server.faults.take_hostile("GET", "/readyz", {},
+                                                              self.headers, None)
+                self._send(200, self._discovery(url.path.rstrip("/")), hostile)
                 return
-            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
             if "dryRun" in query:  # never pretend: a dry run here would really write
                 raise bad_request("dryRun is not supported by the lab API")
             try:
                 payload = json.loads(body) if body.strip() else None
             except ValueError as exc:
                 raise bad_request(f"json parse error: {exc}") from None
-            fault = self.server.take_fault(self.command, url.path, payload)
+            fault = self.server.faults.take_error(self.command, url.path, payload)
             if fault is not None:
                 code = int(fault.get("code", 503))
                 raise ApiError(code, str(fault.get("reason", "ServiceUnavailable")),
@@ -331,13 +269,22 @@ class Handler(BaseHTTPRequestHandler):
             ctype = self.headers.get("Content-Type", "application/json").split(";")[0].strip()
             assert self.server.store is not None
             kind, ns, name, _ = parse_path(url.path)
-            if wants_watch(self.command, query) and name is None:
+            hostile = self.server.faults.take_hostile(self.command, url.path, query,
+                                                      self.headers, self.server.store)
+            if wants_watch(self.command, query) and name is None and (
+                    hostile is None or hostile["mode"] == "shape"):
                 # kubectl get nodes --watch asks for Tables: each event's object one then.
                 tables = "as=Table" in self.headers.get("Accept", "") and kind is NODES
                 serve_watch(self, self.server.store, kind, ns, query, self.server.closing,
-                            node_table if tables else None)
+                            node_table if tables else None, event_shaper(hostile))
                 return
-            code, obj = route(self.server.store, self.command, url.path, query, payload, ctype)
+            # (A hostile watch: the list is the real answer the front end starts from.)
+            if hostile is not None and hostile["params"].get("write") is False and \
+                    hostile["kind"] in ("patch-node", "evict"):
+                code, obj = unwritten(self.server.store, hostile, kind, ns, name)
+            else:
+                code, obj = route(self.server.store, self.command, url.path, query, payload,
+                                  ctype)
             if "as=Table" in self.headers.get("Accept", "") and obj.get("kind") == "NodeList":
                 obj = node_table(obj)
         except ApiError as exc:
@@ -346,7 +293,7 @@ class Handler(BaseHTTPRequestHandler):
             traceback.print_exc(file=sys.stderr)
             code, obj = 500, ApiError(500, "InternalError", f"Internal error occurred: {exc}",
                                       {}).status()
-        self._send(code, obj)
+        self._send(code, obj, hostile)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
@@ -361,7 +308,9 @@ class Handler(BaseHTTPRequestHandler):
             token.strip().encode(), self.server.token)
 
     def _health(self, path: str, verbose: bool) -> None:
-        ok, why = self.server.etcd_ok() if path == "/readyz" else (True, "")
+        # The engine's own wait for its API server (from the host itself) meets no fault.
+        ok, why, hostile = self.server.etcd_ok(not self.client_address[0].startswith(
+            "127.")) if path == "/readyz" else (True, "", None)
         checks = ["[+]ping ok", "[+]log ok"]
         if path == "/readyz":
             checks.append("[+]etcd ok" if ok else f"[-]etcd failed: {why}")
@@ -382,6 +331,11 @@ class Handler(BaseHTTPRequestHandler):
         name = path.strip("/")
         tail = f"{name} check passed" if ok else f"{name} check failed"
         text = ("\n".join([*checks, tail]) if verbose or not ok else "ok") + "\n"
+        if hostile is not None:
+            serve_hostile(self, hostile, {"code": 200 if ok else 500, "body": text,
+                                          "content_type": "text/plain; charset=utf-8"},
+                          self.server.closing)
+            return
         data = text.encode()
         self.send_response(200 if ok else 500)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
@@ -396,18 +350,27 @@ class Handler(BaseHTTPRequestHandler):
         headers = {"Authorization": f"Bearer {self.server.token.decode()}",
                    "Content-Type": self.headers.get("Content-Type", "application/json"),
                    "Accept": self.headers.get("Accept", "application/json"),
-                   "Host": self.headers.get("Host", "")}
+                   "Host": self.headers.get("Host", ""), FRONT_END: self.server.node_name}
+
+        def divert(hostile: str | None, data: bytes) -> bool:
+            if hostile is None:
+                return False
+            serve_hostile(self, json.loads(hostile), data, self.server.closing)
+            return True
+
         try:
             query = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
             if wants_watch(self.command, query):  # streamed through, never buffered
                 forward_watch(self, upstream.hostname or "", upstream.port or 80, headers,
-                              self.server.closing)
+                              self.server.closing, divert)
                 return
-            code, ctype, data = self.server.upstream_request(self.command, self.path,
-                                                             body or None, headers)
+            code, ctype, data, hostile = self.server.upstream_request(
+                self.command, self.path, body or None, headers)
         except OSError as exc:
             self._send(503, ApiError(503, "ServiceUnavailable",
                                      f"etcd unreachable: {exc}", {}).status())
+            return
+        if divert(hostile, data):
             return
         self.send_response(code)
         self.send_header("Content-Type", ctype)
@@ -441,10 +404,15 @@ class Handler(BaseHTTPRequestHandler):
             raise ValueError(length)
         return self.rfile.read(length)
 
-    def _send(self, code: int, obj: Obj) -> None:
+    def _send(self, code: int, obj: Obj, hostile: Obj | None = None) -> None:
+        extra: dict[str, str] = {}
+        if hostile is not None:
+            obj, extra = datastore_answer(hostile, obj)
         data = json.dumps(obj).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
+        for name, value in extra.items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -478,6 +446,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="check the API server files this engine config names first")
     parser.add_argument("--distro", default="rke2")
     parser.add_argument("--pod-log-dir", type=Path)
+    parser.add_argument("--node-name", default="", help="a front end's controller: faults "
+                        "of kind readyz with this node meet its /readyz")
     parser.add_argument("--engine-state", type=Path, help="/readyz passes once this file "
                         "(the engine's READY) has existed")
     parser.add_argument("--timing-file", type=Path, help="lab-timing.json: its "
@@ -500,6 +470,7 @@ def make_server(args: argparse.Namespace) -> KubeServer:
     store = None if args.upstream else Store(args.stale_after, args.state_file)
     server = KubeServer((host, int(port)), store, args.token, args.verbose, args.upstream, tls)
     server.engine_state = args.engine_state
+    server.node_name = args.node_name
     if args.timing_file:
         try:
             delay = float(json.loads(args.timing_file.read_text()).get("apiserver_start", 0))

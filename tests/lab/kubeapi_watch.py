@@ -215,10 +215,12 @@ def write_chunk(handler: Any, data: bytes) -> None:
 
 def serve_watch(handler: Any, store: Store, kind: Kind, ns: str | None,
                 query: dict[str, str], closing: threading.Event,
-                table: Callable[[Obj], Obj] | None = None) -> None:
+                table: Callable[[Obj], Obj] | None = None,
+                transform: Callable[[Obj], Obj] | None = None) -> None:
     """Answer a watch request on the datastore. ApiErrors raised before the first byte is
     sent are the caller's to answer, as for any request. `table` makes a list a Table:
-    each event's object is then a one-row Table."""
+    each event's object is then a one-row Table. `transform` changes each event (a lab
+    fault's wrong shape)."""
     watch = Watch(store, kind, ns, query, closing)
     try:
         start_chunked(handler)
@@ -233,6 +235,8 @@ def serve_watch(handler: Any, store: Store, kind: Kind, ns: str | None,
                 event = {"type": event["type"], "object": table({"metadata": {
                     "resourceVersion": obj["metadata"].get("resourceVersion")},
                     "items": [obj]})}
+            if transform is not None and event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                event = transform(event)
             write_chunk(handler, json.dumps(event).encode() + b"\n")
         write_chunk(handler, b"")
     except OSError:  # the client went away mid-write: nothing to answer, nobody to tell
@@ -287,9 +291,11 @@ class _Stop(Exception):
 
 
 def forward_watch(handler: Any, host: str, port: int, headers: dict[str, str],
-                  closing: threading.Event) -> None:
+                  closing: threading.Event,
+                  divert: Callable[[str | None, bytes], bool] | None = None) -> None:
     """Send a watch request on to the datastore and its answer back: a chunked stream
-    chunk by chunk as it comes, anything else (an error Status) whole."""
+    chunk by chunk as it comes, anything else (an error Status) whole, unless
+    divert(its X-Lab-Hostile header, its body) answered it (a lab fault)."""
     head = "".join(f"{k}: {v}\r\n" for k, v in {**headers, "Connection": "close"}.items())
     # OSError here (no datastore) is the caller's to answer, before anything was sent.
     upstream = _Upstream(host, port, f"GET {handler.path} HTTP/1.1\r\n{head}\r\n".encode())
@@ -304,6 +310,8 @@ def forward_watch(handler: Any, host: str, port: int, headers: dict[str, str],
         code = int(status[1])
         if "chunked" not in fields.get("transfer-encoding", "").lower():
             data = upstream.take(int(fields.get("content-length") or 0))
+            if divert is not None and divert(fields.get("x-lab-hostile"), data):
+                return
             handler.send_response(code)
             handler.send_header("Content-Type", fields.get("content-type", "application/json"))
             handler.send_header("Content-Length", str(len(data)))

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -32,6 +33,10 @@ HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
             "LANG": "C.UTF-8"}
 LAB_REGISTRIES = {"mirrors": {"docker.io": {"endpoint": ["https://mirror.lab.internal:5000"]}}}
 START_TIMEOUT = 60.0
+# What Lab.api_fault takes (tests/lab/kubeapi_hostile.py KINDS and MODES, which it checks).
+API_FAULT_KINDS = ("read-node", "list-nodes", "watch-nodes", "list-pods", "watch-pods",
+                   "patch-node", "evict", "readyz")
+API_FAULT_MODES = ("shape", "slow", "endless", "huge")
 
 
 class LabError(RuntimeError):
@@ -103,6 +108,36 @@ class Lab:
             headers={"Authorization": f"Bearer {self.token}", "Content-Type": content_type})
         with urllib.request.urlopen(request, timeout=5) as response:
             return json.loads(response.read() or b"null")
+
+    def api_fault(self, kind: str, mode: str, *, node: str | None = None,
+                  times: int | None = None, **params: Any) -> None:
+        """Make the controllers' API servers answer requests of `kind` (read-node,
+        list-nodes, watch-nodes, list-pods, watch-pods, patch-node, evict, readyz) that
+        name `node` (None: any) in a hostile `mode` (shape, slow, endless, huge), `times`
+        times (None: until cleared). `params` are the mode's (set=, unset=, retime=,
+        declared=, interval=, rate=, bytes=, for_seconds=, fill=, write=):
+        tests/lab/kubeapi_hostile.py describes them. The datastore (self.api) keeps
+        answering truthfully. A host name stands for its node's name."""
+        names = {h.name: h.spec.node_name() for h in self.hosts}
+        fault = {"kind": kind, "mode": mode, "node": names.get(node, node) if node else None,
+                 "times": times, "params": params}
+        try:
+            self.api("POST", "/lab/v1/faults", fault)
+        except urllib.error.HTTPError as exc:
+            try:
+                why = json.loads(exc.read()).get("message", exc.reason)
+            except ValueError:
+                why = exc.reason
+            raise LabError(f"the lab API refused the fault: {why}") from None
+        except OSError as exc:
+            raise LabError(f"the lab API is unreachable: {exc}") from None
+
+    def clear_api_faults(self) -> None:
+        """Remove every injected API fault (hostile answers and error statuses)."""
+        try:
+            self.api("DELETE", "/lab/v1/faults")
+        except OSError as exc:
+            raise LabError(f"the lab API is unreachable: {exc}") from None
 
     def ready_nodes(self) -> set[str]:
         try:
