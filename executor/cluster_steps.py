@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ from planner.errors import CargoshipError
 from planner.kube import merge, named_entries
 from planner.localfiles import atomic_write
 from planner.safeyaml import safe_load
+
+from . import api_shape
 
 
 def merge_kubeconfig(config: ClusterConfig, admin: dict[str, Any], path: Path | None = None,
@@ -37,10 +40,14 @@ def label_node(api: Any, node: str, key: str) -> bool:
     """Set the label `key`=true (node-role.kubernetes.io/<profile>); False when it already
     was."""
     try:
-        current = api.read_node(node, _request_timeout=10).metadata.labels or {}
+        response = api.read_node(node, _request_timeout=10, _preload_content=False)
+        read = api_shape.node(json.loads(response.data), node)
+        current = (read.get("metadata") or {}).get("labels") or {}
         if current.get(key) == "true":
             return False
         api.patch_node(node, {"metadata": {"labels": {key: "true"}}}, _request_timeout=10)
+    except api_shape.ApiShapeError:
+        raise
     except Exception as exc:  # noqa: BLE001 - the client raises many types; one line out
         raise CargoshipError(f"node {node}: cannot set label {key}: "
                              f"{getattr(exc, 'reason', None) or exc}") from None

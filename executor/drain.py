@@ -337,7 +337,7 @@ class NodeOps:
                 return
             except DrainError as exc:
                 remaining = started + timeout - self._clock()
-                if remaining <= 0:
+                if remaining <= 0 or self.aborted.is_set():  # a second interrupt: no more
                     raise
                 if on_retry is not None:
                     on_retry(exc)

@@ -153,3 +153,36 @@ def test_a_killed_apply_shows_in_history_as_in_progress_or_killed(
     assert local["outcome"] == "in progress", local
     shown = cargoship("show", plan.with_name("plan.applied.json"))
     assert "in progress, or killed" in shown.stdout, shown.stdout + shown.stderr
+
+
+@pytest.mark.reliability("fault: a second signal rolls the host in progress back now")
+def test_a_second_sigterm_while_waiting_for_readiness_rolls_back_at_once(
+        lab_factory, tmp_path: Path, tally) -> None:
+    tally.case()
+    s = drifted_cluster(lab_factory, tmp_path, workers=1, drift=("wrk-1",))
+    edit_config(s.config, lambda d: d["spec"]["options"].update(readyTimeoutSeconds=120))
+    plan = s.plan()
+    # The node the readiness wait reads never posts a fresh heartbeat (its first list and
+    # watch; the rollback's are truthful): the wait would last its whole 120 s.
+    stale = {"set": {"status.conditions[type=Ready].lastHeartbeatTime": "2000-01-01T00:00:00Z"}}
+    s.lab.api_fault("list-nodes", "shape", node="wrk-1", times=1, **stale)
+    s.lab.api_fault("watch-nodes", "shape", node="wrk-1", times=1, **stale)
+    run = start_apply(plan)
+    assert run.stdout is not None
+    seen: list[str] = []
+    wait_for_line(run.stdout, "has posted no status since the restart", seen)
+    run.send_signal(signal.SIGTERM)
+    wait_for_line(run.stdout, "SIGTERM: finishing", seen)
+    run.send_signal(signal.SIGTERM)
+    returncode, out, err = finish(run, seen, timeout=60)
+    assert returncode == 143, out + err
+    assert "interrupted again: stopped waiting" in out and "rolling back" in out, out
+    assert "previous files restored" in out, out
+    assert s.lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == DRIFTED
+    assert not s.lab.api("GET", "/api/v1/nodes/wrk-1")["spec"].get("unschedulable")
+    record = _local_record(plan)
+    assert {h["host"]["name"]: h["status"] for h in record["hosts"]}["wrk-1"] == "rolled back"
+    verdict = check(s.lab, s.managed, config=s.config, plan_ids=[s.plan_id(plan)],
+                    work=tmp_path)
+    tally.add_lost(verdict.lost)
+    assert verdict, verdict.problems
