@@ -96,19 +96,67 @@ class KubeconfigError(ValueError):
     pass
 
 
+# What cargoship takes from a host's admin kubeconfig; everything else is dropped. A
+# kubeconfig is a program as much as a file: `exec` and `auth-provider` run commands on the
+# machine that loads it, `proxy-url` sends the credentials elsewhere, file references read
+# the operator's own files, `insecure-skip-tls-verify` drops the server check. The admin
+# kubeconfig comes from a controller, and root on one controller must not gain the
+# operator's machine (where SSH keys to every host live) through it.
+CLUSTER_KEYS = ("server", "certificate-authority-data")
+USER_KEYS = ("client-certificate-data", "client-key-data", "token")
+_B64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\n\r")
+
+
 def parse_admin(text: str) -> dict[str, Any]:
-    """The admin kubeconfig as the engine wrote it, checked to have what cargoship uses."""
+    """The admin kubeconfig as the engine wrote it, reduced to what cargoship uses (see
+    CLUSTER_KEYS, USER_KEYS): one cluster, one user, one context, all named `default`."""
     try:
         data = safe_load(text)
     except yaml.YAMLError:
         raise KubeconfigError("admin kubeconfig is not valid YAML") from None
     try:
-        urllib.parse.urlsplit(data["clusters"][0]["cluster"]["server"])
-        data["users"][0]["user"]
+        cluster = data["clusters"][0]["cluster"]
+        user = data["users"][0]["user"]
         data["contexts"][0]["context"]
+        server = urllib.parse.urlsplit(cluster["server"])
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         raise KubeconfigError("admin kubeconfig lacks a cluster, user or context") from None
-    return dict(data)
+    if server.scheme != "https" or not server.hostname:
+        raise KubeconfigError(f"admin kubeconfig's server is not an https URL: "
+                              f"{str(cluster['server'])[:80]!r}")
+    kept_cluster = _kept(cluster, CLUSTER_KEYS, "cluster")
+    kept_user = _kept(user, USER_KEYS, "user")
+    if "certificate-authority-data" not in kept_cluster:
+        raise KubeconfigError("admin kubeconfig has no inline CA (certificate-authority-"
+                              "data): the API server could not be checked")
+    if "token" not in kept_user and not {"client-certificate-data",
+                                         "client-key-data"} <= kept_user.keys():
+        dropped = sorted(k for k in user if k not in USER_KEYS)
+        raise KubeconfigError("admin kubeconfig has no inline client certificate and key, "
+                              "nor a token" + (f" (not used: {', '.join(dropped)})"
+                                               if dropped else ""))
+    return {"apiVersion": "v1", "kind": "Config", "preferences": {},
+            "clusters": [{"name": "default", "cluster": kept_cluster}],
+            "users": [{"name": "default", "user": kept_user}],
+            "contexts": [{"name": "default",
+                          "context": {"cluster": "default", "user": "default"}}],
+            "current-context": "default"}
+
+
+def _kept(entry: Any, keys: tuple[str, ...], what: str) -> dict[str, str]:
+    if not isinstance(entry, dict):
+        raise KubeconfigError(f"admin kubeconfig's {what} entry is not a mapping")
+    kept: dict[str, str] = {}
+    for key in keys:
+        value = entry.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value or len(value) > 1_000_000 or (
+                key.endswith("-data") and not set(value) <= _B64):
+            raise KubeconfigError(f"admin kubeconfig's {what}.{key} is not "
+                                  + ("base64 data" if key.endswith("-data") else "a string"))
+        kept[key] = value
+    return kept
 
 
 def _is_loopback(host: str | None) -> bool:
