@@ -87,6 +87,10 @@ def node(obj: Any, name: str) -> Obj:
         raise ApiShapeError(what, "spec.unschedulable",
                             f"is {_kind(spec['unschedulable'])}, not a boolean")
     status = _object(top.get("status"), what, "status")
+    for i, address in enumerate(_list(status.get("addresses"), what, "status.addresses")):
+        address = _object(address, what, f"status.addresses[{i}]", optional=False)
+        _string(address.get("type"), what, f"status.addresses[{i}].type")
+        _string(address.get("address"), what, f"status.addresses[{i}].address")
     for i, cond in enumerate(_list(status.get("conditions"), what, "status.conditions")):
         field = f"status.conditions[{i}]"
         cond = _object(cond, what, field, optional=False)

@@ -14,7 +14,7 @@ from planner.kube import merge, named_entries
 from planner.localfiles import atomic_write
 from planner.safeyaml import safe_load
 
-from . import api_shape
+from . import api_shape, node_identity
 
 
 def merge_kubeconfig(config: ClusterConfig, admin: dict[str, Any], path: Path | None = None,
@@ -36,17 +36,18 @@ def merge_kubeconfig(config: ClusterConfig, admin: dict[str, Any], path: Path | 
     return path
 
 
-def label_node(api: Any, node: str, key: str) -> bool:
-    """Set the label `key`=true (node-role.kubernetes.io/<profile>); False when it already
-    was."""
+def label_node(api: Any, node: str, key: str, host: str, addresses: frozenset[str]) -> bool:
+    """Set the label `key`=true (node-role.kubernetes.io/<profile>) on `host`'s node;
+    False when it already was."""
     try:
         response = api.read_node(node, _request_timeout=10, _preload_content=False)
         read = api_shape.node(json.loads(response.data), node)
+        node_identity.check(read, node, host, addresses)
         current = (read.get("metadata") or {}).get("labels") or {}
         if current.get(key) == "true":
             return False
         api.patch_node(node, {"metadata": {"labels": {key: "true"}}}, _request_timeout=10)
-    except api_shape.ApiShapeError:
+    except (api_shape.ApiShapeError, node_identity.NodeIdentityError):
         raise
     except Exception as exc:  # noqa: BLE001 - the client raises many types; one line out
         raise CargoshipError(f"node {node}: cannot set label {key}: "

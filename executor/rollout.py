@@ -28,7 +28,7 @@ from typing import TypeVar
 from planner.desired.files import DesiredFile
 from planner.errors import CargoshipError
 
-from . import inprogress
+from . import inprogress, node_identity
 from .drain import DrainOptions, NodeOps
 from .files import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
 from .remote import HostWriter
@@ -77,6 +77,8 @@ class HostJob:
     readyz: Callable[[], tuple[bool, str]] | None = None
     # restore-backup: put back the files an interrupted apply backed up here, then restart.
     restore_from: str | None = None
+    # The host's own addresses: its node's InternalIP must be one (node_identity.py).
+    addresses: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -251,7 +253,9 @@ class Rollout:
                 # wait for the marker, is then one request.
                 node = _soon(self.ops.read_node, job.node)
                 restart.prepare(steps, inprogress.mark_script(self.plan_id))
-                cordoned = self.ops.cordon(job.node, owner=self.plan_id, read=node.result())
+                read = node.result()
+                node_identity.check(read, job.node, job.label, job.addresses)
+                cordoned = self.ops.cordon(job.node, owner=self.plan_id, read=read)
                 self._note(job.label, f"cordoned node {job.node}" if cordoned
                            else f"node {job.node} was already cordoned")
                 report = self.ops.drain(job.node, self.drain, cordoned=True,

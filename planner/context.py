@@ -66,6 +66,19 @@ class HostState:
                        ssh.port or 22)
 
     @property
+    def addresses(self) -> frozenset[str]:
+        """Every address this host has: its interfaces', its SSH address, the engine's
+        node-ip, its private address. Its node's InternalIP must be one of them."""
+        found = {self.config.ssh.address}
+        if self.network:
+            found |= {a.address for a in self.network.addresses}
+        if self.engine_settings:
+            found |= {ip.split(",")[0].strip() for ip in self.engine_settings.list_of("node-ip")}
+        if self.private_address:
+            found.add(self.private_address)
+        return frozenset(found)
+
+    @property
     def node(self) -> str:
         """The Kubernetes node to drain and label: as the engine names it (its node-name,
         else the lowercased hostname), known once the distro facts were gathered."""

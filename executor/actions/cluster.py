@@ -52,7 +52,7 @@ class LabelNode(ClusterHandler):
             if api is None or not key:
                 results.append(ItemResult(item, "not done", "no Kubernetes API or profile"))
                 continue
-            if label_node(api, node, key):
+            if label_node(api, node, key, host.label, host.addresses):
                 detail = f"labelled node {node} with {key}=true"
                 env.progress(str(item.host), detail)
                 results.append(ItemResult(item, "done", detail))

@@ -31,7 +31,8 @@ def host_jobs(env: ApplyEnv, changes: Sequence[Change]) -> dict[str, list[HostJo
         role = host.config.role
         job = HostJob(label=host.label, node=host.node,
                       writer=env.writers[host.ref.key], init=host.init_system or "unknown",
-                      service=layout.service(role), controller=role == "controller")
+                      service=layout.service(role), controller=role == "controller",
+                      addresses=host.addresses)
         wanted = {f.path: f for f in desired_files(env.config, role)}
         for change in mine:
             handler = HANDLERS[change.action]

@@ -35,12 +35,13 @@ class EngineSettings:
         return self.merged.get("with-node-id") in (True, "true")
 
     def node_name(self, hostname: str) -> str | None:
-        """The node's name: `node-name`, else the lowercased hostname; None under
+        """The node's name: `node-name`, else the hostname, lowercased either way as the
+        engine does (k3s pkg/agent/config/config.go, getHostnameAndIPs); None under
         `with-node-id` (a random suffix only the host's engine knows)."""
         if self.with_node_id:
             return None
         name = self.merged.get("node-name")
-        return str(name) if name not in (None, "") else hostname.lower()
+        return (str(name) if name not in (None, "") else hostname).lower()
 
     def list_of(self, key: str) -> list[str]:
         """A list-valued setting: a YAML list or one comma-separated string."""

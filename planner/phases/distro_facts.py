@@ -49,6 +49,25 @@ class GatherDistroFacts(Phase):
             host.node_name = settings.node_name(host.os_hostname or host.hostname
                                                 or host.config.label)
             ctx.found(self.title, host, f"{verdict}, node {host.node_name}")
+        _unique_nodes(self.title, ctx)
+
+
+def _unique_nodes(title: str, ctx: PlanContext) -> None:
+    """Each host speaks for its own node only. Root on a worker can set `node-name: ctl-1`
+    in its engine config: the drain, the readiness wait and the labels of that host would
+    then act on ctl-1, a host the plan never shows changing. Two hosts naming one node is a
+    problem for both, naming both."""
+    owners: dict[str, list[HostState]] = {}
+    for host in ctx.hosts:
+        if host.node_name:
+            owners.setdefault(host.node_name, []).append(host)
+    for node, hosts in owners.items():
+        if len(hosts) > 1:
+            both = " and ".join(h.label for h in hosts)
+            for host in hosts:
+                ctx.problem(title, host, f"node name {node} is claimed by {both}: each host "
+                                         "must run its own node (check node-name in the "
+                                         "engine config)")
 
 
 def _settings_problem(host: HostState, settings: EngineSettings) -> str | None:

@@ -147,7 +147,8 @@ class Engine:
             # post through another server's API meanwhile): a fresh node status alone does
             # not mean this controller serves again.
             labels = {**cluster.get("labels", {}), **engine_config.node_labels(self.config)}
-            self.node = Node(cluster["api"], cluster["token"], self.name, labels)
+            self.node = Node(cluster["api"], cluster["token"], self.name, labels,
+                             engine_config.node_addresses(self.config, self.name))
             self.node.register()
             self.node.report(ready=self.ready)
             threading.Thread(target=self._heartbeats, args=(float(timing.get(

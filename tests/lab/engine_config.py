@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -79,13 +80,30 @@ def load_config(config_path: Path) -> dict[str, Any]:
 
 
 def node_name(config: dict[str, Any], data_dir: Path) -> str:
-    name = str(config.get("node-name") or socket.gethostname().lower())
+    # node-name or the hostname, lowercased either way "to comply with kubernetes
+    # constraint" (k3s pkg/agent/config/config.go, getHostnameAndIPs; rke2 runs k3s's).
+    name = str(config.get("node-name") or socket.gethostname()).lower()
     if config.get("with-node-id"):
         id_file = data_dir / "lab-node-id"
         if not id_file.exists():
             id_file.write_text(secrets.token_hex(4) + "\n")
         name = f"{name}-{id_file.read_text().strip()}"
     return name
+
+
+def node_addresses(config: dict[str, Any], name: str) -> list[dict[str, str]]:
+    """The node's status.addresses as the kubelet posts them: InternalIP is the engine's
+    node-ip when set, else the address of the host's first global interface
+    (kubernetes pkg/kubelet/nodestatus/setters.go NodeAddress: the --node-ip, else
+    ChooseHostInterface in k8s.io/apimachinery/pkg/util/net/interface.go, the interface
+    of the default route), then the Hostname."""
+    ips = [str(ip).split(",")[0].strip() for ip in _as_list(config.get("node-ip"))]
+    if not ips:
+        found = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"],
+                               capture_output=True, text=True, check=False).stdout.split()
+        ips = [found[found.index("inet") + 1].split("/")[0]] if "inet" in found else []
+    return [*({"type": "InternalIP", "address": ip} for ip in ips[:1]),
+            {"type": "Hostname", "address": name}]
 
 
 def node_labels(config: dict[str, Any]) -> dict[str, str]:

@@ -21,8 +21,10 @@ HEARTBEAT = 1.0  # seconds, unless lab-timing.json says otherwise (a kubelet: 10
 
 
 class Node:
-    def __init__(self, api: str, token: str, name: str, labels: dict[str, str]) -> None:
+    def __init__(self, api: str, token: str, name: str, labels: dict[str, str],
+                 addresses: list[dict[str, str]] | None = None) -> None:
         self.api, self.token, self.name, self.labels = api, token, name, labels
+        self.addresses = addresses or []
         # http.client, not urllib.request: the datastore speaks plain HTTP, and urllib's
         # imports are ~10 ms more of every engine start's CPU.
         url = urllib.parse.urlsplit(api)
@@ -50,7 +52,7 @@ class Node:
         body = {"apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": self.name, "labels": {
                     "kubernetes.io/hostname": self.name, **self.labels}},
-                "spec": {}}
+                "spec": {}, "status": {"addresses": self.addresses}}
         self._call("POST", "/api/v1/nodes", body)
 
     def report(self, ready: bool) -> None:
@@ -59,8 +61,10 @@ class Node:
                      "reason": "KubeletReady" if ready else "KubeletNotReady",
                      "lastHeartbeatTime": now, "lastTransitionTime": now,
                      "message": "lab engine " + ("running" if ready else "stopped")}
+        # The kubelet posts its addresses with every status update (setters.go).
         status = self._call("PATCH", f"/api/v1/nodes/{self.name}/status",
-                            {"status": {"conditions": [condition]}},
+                            {"status": {"conditions": [condition],
+                                        "addresses": self.addresses}},
                             "application/merge-patch+json")
         if ready and status == 404:  # deleted, or the API restarted: register again
             self.register()
