@@ -40,6 +40,7 @@ from planner.errors import CargoshipError
 from planner.facts.distro import parse_service_state, status_snippet
 from planner.hosts.batch import quote
 from planner.kube import official_client
+from planner.kube_bounds import AnswerRefused
 
 from .remote import HostWriter
 
@@ -50,7 +51,7 @@ APISERVER_LOGS = "/var/log/pods/kube-system_kube-apiserver-*/kube-apiserver"
 CRASH_RESTARTS = 2
 LOG_LINES = 6
 POLL_CAP = 1.0
-READYZ_TIMEOUT = 5.0
+READYZ_TIMEOUT = 5  # an int: the official client ignores a float
 
 
 class NotBackError(CargoshipError):
@@ -185,6 +186,8 @@ def readyz_probe(admin: dict[str, Any], address: str) -> Callable[[], tuple[bool
             failed = [ln for ln in str(exc.body or "").splitlines() if ln.startswith("[-]")]
             return False, f"/readyz: HTTP {exc.status}" + (
                 f" ({'; '.join(failed)})" if failed else "")
+        except AnswerRefused as exc:  # a drip or a flood: cut off, asked again later
+            return False, f"/readyz: {exc}"
         except Exception as exc:  # noqa: BLE001 - connection refused, TLS, timeout: not up
             return False, f"/readyz: {type(exc).__name__}: {str(exc)[:200]}"
         if "[-]" in body:
