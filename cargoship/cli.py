@@ -203,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "records), and whether the hosts still match.")
     hist.add_argument("--json", action="store_true",
                       help="as JSON (schemas/history-output.schema.json)")
+    hist.add_argument("--allowed-signers", type=Path, metavar="FILE",
+                      help="verify the signatures the records carry over each plan's digest "
+                           "(OpenSSH allowed-signers); without it no signer is shown")
     unlock = command("force-unlock", "Remove the lock a crashed run left behind.")
     unlock.add_argument("lock_id", metavar="LOCK_ID", help="the id of the lock to remove")
     unlock.add_argument("--confirm", action="store_true",
@@ -312,7 +315,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             return housekeeping.validate(args.config)
         if args.command == "force-unlock":
             return housekeeping.force_unlock_command(args.config, args.lock_id, args.confirm)
-        return housekeeping.history_command(args.config, args.json)
+        return housekeeping.history_command(args.config, args.json, args.allowed_signers)
     out: Path | None = getattr(args, "out", None)
     if out is not None:
         check_writable(out)  # before any host is contacted
@@ -410,8 +413,9 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
     args.plan_id = plan.plan_id  # for a refusal's JSON: the path is never read twice
     # engine-config-sync --confirm comes here too, without the signature options.
     signers: list[str] = []  # verified principals only; an unchecked signature is no signer
+    counted: list[Any] = []  # the detached signatures counted (recorded for history)
     if getattr(args, "require_signed_by", None) is not None:
-        signers = _require_signatures(plan, args)
+        signers, counted = _require_signatures(plan, args)
     if not args.confirm:
         if not sys.stdin.isatty():
             raise CargoshipError("refusing to apply without --confirm (stdin is not a "
@@ -429,7 +433,7 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
         # again.
         result = apply_plan(plan, args.plan, lock_timeout=args.lock_timeout,
                             progress=Progress(sys.stderr if as_json else sys.stdout),
-                            on_lock_wait=waiting, signers=signers)
+                            on_lock_wait=waiting, signers=signers, signatures=counted)
     finally:
         waiting.done()
     code = 128 + (result.signum or signal.SIGINT) if result.interrupted else \
@@ -478,9 +482,10 @@ def _sign(args: argparse.Namespace) -> int:
     return 0
 
 
-def _require_signatures(plan: Plan, args: argparse.Namespace) -> list[str]:
-    """The principals (from the allowed-signers file) of the plan's valid signatures; refuses
-    the plan when there are fewer than --min-signatures."""
+def _require_signatures(plan: Plan, args: argparse.Namespace) -> tuple[list[str], list[Any]]:
+    """The principals (from the allowed-signers file) of the plan's valid signatures, and
+    the valid detached signatures; refuses the plan when there are fewer than
+    --min-signatures."""
     from planner.plan import detached, signing
     from planner.plan.codec import plan_digest
 
@@ -503,7 +508,9 @@ def _require_signatures(plan: Plan, args: argparse.Namespace) -> list[str]:
     # With --json, stdout carries only the JSON document.
     print(f"Signed by {', '.join(sorted(str(s) for s in signers))}: accepted", flush=True,
           file=sys.stderr if getattr(args, "json", False) else sys.stdout)
-    return sorted(str(s) for s in signers)
+    detached_valid = [c.signature for c in checks
+                      if c.valid and c.signature not in plan.signatures]
+    return sorted(str(s) for s in signers), detached_valid
 
 
 def _as_record(raw: bytes) -> dict[str, Any] | None:

@@ -53,13 +53,16 @@ def validate(path: Path) -> int:
     return 0
 
 
-def history_command(path: Path, as_json: bool = False) -> int:
+def history_command(path: Path, as_json: bool = False,
+                    allowed_signers: Path | None = None) -> int:
     config = load_config(path, secrets=False)
+    if allowed_signers is not None and not allowed_signers.is_file():
+        raise CargoshipError(f"{allowed_signers}: no such allowed-signers file")
     options = ConnectOptions(connect_timeout=config.options.connect_timeout)
     ctx = PlanContext.create(config, options)
     try:
         Connect().run(ctx)
-        entries = history.collect(ctx)
+        entries = history.collect(ctx, _signature_check(allowed_signers))
     finally:
         close_all(ctx)
     pending, still, unread = _still_match(path, options)
@@ -74,9 +77,16 @@ def history_command(path: Path, as_json: bool = False) -> int:
     if not entries:
         lines.append("No apply records on these hosts.")
     for entry in entries:
-        signed = f", signed by {', '.join(entry.signers)}" if entry.signers else ""
+        if entry.signers:
+            signed = f", signed by {', '.join(entry.signers)} (verified)"
+        elif entry.signatures:
+            signed = (f", {entry.signatures} signature(s) not verified"
+                      + ("" if allowed_signers else " (history --allowed-signers FILE)"))
+        else:
+            signed = ""
         lines.append(f"plan {entry.plan_id}  {entry.state}  applied {entry.applied_at} by "
                      f"{entry.applied_by}{signed}")
+        lines += [f"    unverified: {why}" for why in entry.unverified_because]
         lines += [f"    {host}: {status}" for host, status in sorted(entry.outcomes.items(),
                                                                      key=lambda i: i[0].key)]
         lines += [f"    {where_of(c.get('host'))}: {c.get('action')} {c.get('target') or ''}: "
@@ -85,6 +95,25 @@ def history_command(path: Path, as_json: bool = False) -> int:
     # Records come from the hosts: their text is shown, never obeyed by a terminal.
     print(printable("\n".join(lines)))
     return 0
+
+
+def _signature_check(allowed: Path | None) -> history.SignatureCheck | None:
+    """digest, a record's signature -> the principal an allowed-signers file vouches for."""
+    if allowed is None:
+        return None
+    from planner.plan import signing
+    from planner.plan.model import Signature
+
+    def check(digest: str, raw: dict[str, Any]) -> str | None:
+        try:
+            signature = Signature(str(raw["key"]), "", str(raw.get("signed_at", "")),
+                                  str(raw["signature"]))
+        except KeyError:
+            return None
+        verdict = signing.verify(digest, signature, allowed)
+        return verdict.principal if verdict.valid else None
+
+    return check
 
 
 def where_of(host: Any) -> str:

@@ -71,6 +71,7 @@ def history(config: ClusterConfig, entries: list[PlanHistory], pending: int | No
             "plan_id": e.plan_id, "state": e.state, "applied_at": e.applied_at,
             "applied_by": e.applied_by, "signers": e.signers,
             "interrupted": e.interrupted, "duration_seconds": e.duration_seconds,
+            "verified": e.verified, "unverified_because": e.unverified_because,
             "hosts": [{"host": host(ref), "status": status}
                       for ref, status in sorted(e.outcomes.items(), key=lambda i: i[0].key)],
             "changes": e.changes,

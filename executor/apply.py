@@ -28,12 +28,14 @@ from planner import __version__
 from planner.context import PlanContext
 from planner.dryrun import dry_run
 from planner.errors import CargoshipError
+from planner.hosts.batch import quote
 from planner.hosts.ssh import ConnectOptions
 from planner.phases import engine_config_sync
 from planner.phases.lock import whoami
 from planner.plan.build import build_plan
 from planner.plan.desired import from_desired
-from planner.plan.model import Change, HostRef, Plan
+from planner.plan.codec import plan_digest
+from planner.plan.model import Change, HostRef, Plan, Signature
 
 from . import records
 from .actions.base import ApplyEnv, ApplyRefused, ClusterHandler, Item, ItemResult
@@ -66,6 +68,8 @@ class ApplyResult:
     resumed: bool = False  # finished the hosts an interrupted apply of this plan left
     signers: tuple[str, ...] = ()  # verified principals (apply --require-signed-by)
     signum: int | None = None  # the signal that interrupted it (SIGINT, SIGTERM, SIGHUP)
+    # Detached signatures the caller counted (embedded ones are the plan's own).
+    signatures: tuple[Signature, ...] = ()
 
     @property
     def outcomes(self) -> list[HostOutcome]:
@@ -106,7 +110,7 @@ def check_plan(plan: Plan) -> None:
 def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
           progress: Callable[[str, str], None], accept_new_host_keys: bool = False,
           on_lock_wait: Callable[[LockHeld, float], None] | None = None,
-          signers: Sequence[str] = ()) -> ApplyResult:
+          signers: Sequence[str] = (), signatures: Sequence[Signature] = ()) -> ApplyResult:
     """Apply `plan`, the one the caller read (once) and checked; `plan_file` only says where
     the local record goes. Nothing here reads the plan file again. `signers`: the
     principals whose signatures the caller verified against an allowed-signers file."""
@@ -122,7 +126,7 @@ def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
         with interrupts:
             result = _connect_lock_apply(plan, plan_file, config, options, salt,
                                          lock_timeout, progress, on_lock_wait, started,
-                                         interrupts, tuple(signers))
+                                         interrupts, tuple(signers), tuple(signatures))
     except KeyboardInterrupt as exc:
         if changing.is_set():
             raise
@@ -140,7 +144,8 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
                         progress: Callable[[str, str], None],
                         on_lock_wait: Callable[[LockHeld, float], None] | None,
                         started: float, interrupts: Interrupts,
-                        signers: tuple[str, ...]) -> ApplyResult:
+                        signers: tuple[str, ...],
+                        signatures: tuple[Signature, ...]) -> ApplyResult:
     connected = connect_all(config, options, pinned_keys(plan))
     failures = [str(c) for c in connected if isinstance(c, Exception)]
     writers = [c for c in connected if isinstance(c, HostWriter)]
@@ -154,7 +159,7 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
                 progress("lock", note)
             progress("lock", f"locked {len(writers)} host(s)")
             return _apply_locked(plan, plan_file, config, options, salt, writers, progress,
-                                 lock.lost, started, interrupts, signers)
+                                 lock.lost, started, interrupts, signers, signatures)
     finally:
         for writer in writers:
             writer.close()
@@ -165,7 +170,8 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
                   salt: bytes, writers: list[HostWriter],
                   progress: Callable[[str, str], None],
                   locks_lost: Callable[[], set[str]], started: float,
-                  interrupts: Interrupts, signers: tuple[str, ...]) -> ApplyResult:
+                  interrupts: Interrupts, signers: tuple[str, ...],
+                  signatures: tuple[Signature, ...]) -> ApplyResult:
     # The drift check reads through the sessions held for the rollout: one connection
     # per host for the whole apply.
     held = {h.index: w for h, w in zip(config.hosts, writers, strict=True)}
@@ -185,7 +191,8 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     progress("drift", "hosts match the plan")
     env = ApplyEnv(plan, config, ctx, keyed, progress, locks_lost, stop=interrupts.stop,
                    escalations=interrupts.escalations)
-    result = ApplyResult(plan, resumed=earlier.record is not None, signers=signers)
+    result = ApplyResult(plan, resumed=earlier.record is not None, signers=signers,
+                         signatures=signatures)
     staged = [c for c in plan.changes if HANDLERS[c.action].stage == "hosts"
               and change_key(c) not in earlier.done]
     jobs = host_jobs(env, staged)  # may refuse an edited plan: still nothing changed
@@ -324,6 +331,14 @@ def record_of(plan: Plan, result: ApplyResult) -> dict[str, Any]:
         # Principals an allowed-signers file vouched for at this apply, nothing else: a
         # signature's key comment is whatever its maker typed.
         "signers": sorted(result.signers),
+        # What lets `history` check a record instead of believing it: the plan's digest,
+        # its hosts and its signatures (each verifiable over the digest, by anyone with an
+        # allowed-signers file). A record on one host that disagrees with these is shown
+        # as unverified (planner/history_verify.py).
+        "plan_digest": plan_digest(plan),
+        "plan_hosts": [f"{h.address}:{h.port}" for h in plan.hosts],
+        "signatures": [{"key": s.key, "signed_at": s.signed_at, "signature": s.signature}
+                       for s in (*plan.signatures, *result.signatures)],
     }
 
 
@@ -356,7 +371,13 @@ def _journal(plan: Plan, plan_file: Path, env: ApplyEnv, jobs: dict[str, list[Ho
 
     with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts))),
                             thread_name_prefix="cargoship-journal") as pool:
-        failed = [f for f in pool.map(write, hosts) if f is not None]
+        outcomes = list(pool.map(write, hosts))
+        failed = [f for f in outcomes if f is not None]
+        if failed:
+            # No host may keep the journal of an apply that never began.
+            written = [h for h, f in zip(hosts, outcomes, strict=True) if f is None]
+            list(pool.map(lambda h: env.writers[h.ref.key].run_root(
+                f"rm -f {quote(records.record_path(plan.plan_id))}", check=False), written))
     if failed:
         raise ApplyRefused("could not write the in-progress record before the first "
                            "change; nothing was changed: " + "; ".join(failed))

@@ -11,9 +11,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import history_verify
 from .context import PlanContext
 from .facts.interrupted import INTERRUPTED
 from .hosts.batch import Fact, FactParseError, Output
@@ -24,11 +26,19 @@ MAX_RECORDS = 500
 
 
 def _parse(out: Output) -> list[dict[str, Any]]:
+    from .facts.bounds import check_size
+
+    # What RECORDS prints at most: MAX_RECORDS lines, each the base64 of 64 KiB.
+    line_limit = (65536 + 2) // 3 * 4
+    text = check_size(out, MAX_RECORDS * (line_limit + 1), "the apply records")
     records = []
-    for line in out.stdout.splitlines():
+    for line in text.splitlines():
+        if len(line) > line_limit:
+            raise FactParseError("an apply record is larger than the 64 KiB read of it")
         try:
             record = json.loads(base64.b64decode(line, validate=True))
-        except (ValueError, binascii.Error):
+        except (ValueError, binascii.Error, RecursionError):
+            # RecursionError: json recurses once per level of nesting ("[" * 60000).
             raise FactParseError("an apply record is not valid JSON") from None
         if isinstance(record, dict) and "plan_id" in record:
             records.append(record)
@@ -55,52 +65,81 @@ class PlanHistory:
     changes: list[dict[str, Any]] = field(default_factory=list)
     interrupted: bool = False
     duration_seconds: float | None = None
-    # "applied (current)", "superseded", "failed", "interrupted", "in progress or killed"
+    # "applied (current)", "superseded", "failed", "interrupted", "in progress or killed",
+    # "unverified"
     state: str = "applied"
     in_progress: bool = False  # its newest record is the journal written before a change
+    verified: bool = True  # history_verify.py
+    unverified_because: list[str] = field(default_factory=list)
+    signatures: int = 0  # how many the record carries (verified or not)
 
 
-def collect(ctx: PlanContext) -> list[PlanHistory]:
-    found: dict[str, PlanHistory] = {}
-    newest: dict[str, str] = {}
+SignatureCheck = Callable[[str, dict[str, Any]], "str | None"]
+
+
+def collect(ctx: PlanContext, check: SignatureCheck | None = None) -> list[PlanHistory]:
+    """Every plan the hosts hold a record of, newest first, each checked against its other
+    records (history_verify.py); signers only as `check` verifies them."""
+    held: dict[str, dict[str, tuple[HostRef, dict[str, Any], Any]]] = {}
+    read: set[str] = set()
     for host, (records, marker) in ctx.gather("history", lambda _: [RECORDS, INTERRUPTED],
                                               as_root=True):
+        key = f"{host.ref.address}:{host.ref.port}"
+        read.add(key)
         for record in records:
-            plan_id = str(record["plan_id"])
-            entry = found.setdefault(plan_id, PlanHistory(
-                plan_id, str(record.get("applied_at", "?")),
-                str(record.get("applied_by", "?")), [str(s) for s in record.get("signers", [])]))
             # The host is the one the record was read from (address and port); a record
             # names it as it was then.
             named = record.get("host")
             name = named.get("name") if isinstance(named, dict) else None
             ref = HostRef(str(name or host.ref.name), host.ref.address, host.ref.port)
-            status = str(record.get("status", "unknown"))
-            if status == "in progress" and marker is not None and marker.plan_id == plan_id:
-                # How far it got on this host: the marker its restart left.
-                status += f" (marker: {marker.step} since {marker.since}" + (
-                    f", backups in {marker.backups})" if marker.backups else ")")
-            entry.outcomes[ref] = status
-            at = str(record.get("applied_at", ""))
-            if at >= newest.get(plan_id, ""):
-                # A finished interrupted apply rewrote the records: the newest tells all.
-                newest[plan_id] = at
-                entry.applied_at, entry.applied_by = at or "?", str(record.get("applied_by",
-                                                                               "?"))
-                entry.interrupted = record.get("interrupted") is True
-                entry.in_progress = record.get("outcome") == "in progress"
-                changes = record.get("changes")
-                entry.changes = [c for c in changes if isinstance(c, dict)] if isinstance(
-                    changes, list) else []
-                seconds = record.get("duration_seconds")
-                entry.duration_seconds = float(seconds) if isinstance(
-                    seconds, int | float) else None
-    ordered = sorted(found.values(), key=lambda h: h.applied_at, reverse=True)
+            held.setdefault(str(record["plan_id"]), {})[key] = (ref, record, marker)
+    verdicts = {plan_id: history_verify.verify(
+        {key: record for key, (_, record, _) in copies.items()}, read,
+        any(r.get("outcome") == "in progress" for _, r, _ in copies.values()))
+        for plan_id, copies in held.items()}
+    history_verify.shared_digests(verdicts)
+    entries = [_entry(plan_id, copies, verdicts[plan_id], check)
+               for plan_id, copies in held.items()]
+    return _states(sorted(entries, key=lambda h: h.applied_at, reverse=True))
+
+
+def _entry(plan_id: str, copies: dict[str, tuple[HostRef, dict[str, Any], Any]],
+           verdict: history_verify.Verdict, check: SignatureCheck | None) -> PlanHistory:
+    record = verdict.record
+    entry = PlanHistory(plan_id, str(record.get("applied_at", "?")),
+                        str(record.get("applied_by", "?")),
+                        history_verify.verified_signers(record, check) if check else [])
+    for key, (ref, own, marker) in sorted(copies.items()):
+        status = str(own.get("status", "unknown"))
+        if status == "in progress" and marker is not None and marker.plan_id == plan_id:
+            # How far it got on this host: the marker its restart left.
+            status += f" (marker: {marker.step} since {marker.since}" + (
+                f", backups in {marker.backups})" if marker.backups else ")")
+        if key in verdict.dissent:
+            status += " (this host's record disagrees with the others: unverified)"
+        entry.outcomes[ref] = status
+    entry.interrupted = record.get("interrupted") is True
+    entry.in_progress = record.get("outcome") == "in progress"
+    changes = record.get("changes")
+    entry.changes = [c for c in changes if isinstance(c, dict)] if isinstance(
+        changes, list) else []
+    seconds = record.get("duration_seconds")
+    entry.duration_seconds = float(seconds) if isinstance(seconds, int | float) else None
+    signatures = record.get("signatures")
+    entry.signatures = len(signatures) if isinstance(signatures, list) else 0
+    entry.verified, entry.unverified_because = verdict.verified, verdict.why
+    return entry
+
+
+def _states(ordered: list[PlanHistory]) -> list[PlanHistory]:
     current_seen = False
     for entry in ordered:
-        failed = any(s not in ("applied", "unchanged") for s in entry.outcomes.values()) or \
+        failed = any(s.split(" (")[0] not in ("applied", "unchanged")
+                     for s in entry.outcomes.values()) or \
             any(c.get("status") == "failed" for c in entry.changes)
-        if entry.in_progress:
+        if not entry.verified and not entry.in_progress:
+            entry.state = "unverified"  # never current, never what superseded another
+        elif entry.in_progress:
             # Nothing rewrote the journal: the apply still runs, or it was killed.
             entry.state = "in progress or killed"
         elif entry.interrupted:

@@ -30,7 +30,7 @@ def test_history_lists_plans_current_and_superseded(lab_factory, tmp_path: Path)
     plan(lab, second)
     assert cargoship("apply", second, "--confirm", timeout=300).returncode == 0
 
-    result = cargoship("history", "-c", lab.dir / "cluster.yaml")
+    result = cargoship("history", "-c", lab.dir / "cluster.yaml", "--allowed-signers", allowed)
     assert result.returncode == 0, result.stdout + result.stderr
     first_id = first.read_text().split('"plan_id": "')[1][:32]
     second_id = second.read_text().split('"plan_id": "')[1][:32]
@@ -38,7 +38,11 @@ def test_history_lists_plans_current_and_superseded(lab_factory, tmp_path: Path)
     head = [line for line in lines if line.startswith("plan ")]
     assert head[0].startswith(f"plan {second_id}  applied (current)")
     assert head[1].startswith(f"plan {first_id}  superseded")
-    assert "signed by alice.ops" in head[1]
+    assert "signed by alice.ops (verified)" in head[1]
+    # Without an allowed-signers file, no signer is shown: a record is a host's word.
+    unchecked = cargoship("history", "-c", lab.dir / "cluster.yaml")
+    assert "1 signature(s) not verified (history --allowed-signers FILE)" in unchecked.stdout
+    assert "alice.ops" not in unchecked.stdout
     assert any(line.strip().startswith("wrk-1 (") and line.endswith(": applied")
                for line in lines)
     assert "The hosts match the desired config now." in result.stdout

@@ -257,11 +257,14 @@ def test_a_failed_drain_runs_none_of_the_script_sent_ahead(lab_factory, tmp_path
     assert NEW_MIRROR not in lab.exec("wrk-2", f"cat {REGISTRIES}").stdout
 
 
-def test_a_file_that_cannot_be_staged_stops_nothing(lab_factory, tmp_path: Path) -> None:
-    """The new content is staged on the host before its turn, long before the engine is
-    stopped. When that fails (here the backup directory has become a link, which is never
-    written through), the host fails with nothing changed: the engine was never stopped,
-    the node never cordoned, no marker set and no temp file left behind."""
+def test_a_backup_directory_made_a_link_stops_everything_before_any_change(
+        lab_factory, tmp_path: Path) -> None:
+    """The backup directory has become a link, which is never written through. Apply
+    writes its in-progress record on every host about to change before the first change,
+    through the same checks: the apply is refused there, on every host nothing changed:
+    no engine stopped, no node cordoned, no marker set and no temp file left behind. (A
+    staging that fails at a host's turn: the read-only /etc/rancher case of
+    tests/reliability.)"""
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
     edit_config(lab.dir / "cluster.yaml", new_mirror)
     path = tmp_path / "plan.json"
@@ -276,10 +279,13 @@ def test_a_file_that_cannot_be_staged_stops_nothing(lab_factory, tmp_path: Path)
     assert result.returncode != 0, out
     assert "/var/lib/cargoship/backups is a symbolic link: refusing to write through it" \
         in out, out
-    assert "nothing was changed" in out, out
+    assert "could not write the in-progress record before the first change; nothing was " \
+           "changed: wrk-1" in out, out
     assert "Traceback" not in out
-    assert NEW_MIRROR in lab.exec("ctl-1", f"cat {REGISTRIES}").stdout
+    assert NEW_MIRROR not in lab.exec("ctl-1", f"cat {REGISTRIES}").stdout
     assert NEW_MIRROR not in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+    # No journal of an apply that never began is left on the host that took it.
+    assert lab.exec("ctl-1", "ls /var/lib/cargoship/applied/ 2>/dev/null || true").stdout == ""
     assert lab.events("wrk-1")[events_before:] == []  # never stopped
     node = lab.api("GET", "/api/v1/nodes/wrk-1")
     assert not node["spec"].get("unschedulable"), node["spec"]

@@ -1,0 +1,67 @@
+"""Which records history believes (planner/history_verify.py), as pure decisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.history_verify import shared_digests, verified_signers, verify
+
+HOSTS = ["10.0.0.1:22", "10.0.0.2:22", "10.0.0.3:22"]
+
+
+def record(**changes: Any) -> dict[str, Any]:
+    return {"plan_id": "a" * 32, "plan_digest": "sha256:" + "1" * 64, "plan_hosts": HOSTS,
+            "applied_by": "ops", "changes": [{"target": "/x", "status": "done"}],
+            "signatures": [], **changes}
+
+
+def test_agreeing_records_on_every_host_are_verified() -> None:
+    copies = {h: {**record(), "host": h, "status": "applied"} for h in HOSTS}
+    verdict = verify(copies, set(HOSTS), in_progress=False)
+    assert verdict.verified and verdict.why == [] and verdict.dissent == []
+
+
+def test_one_dissenting_record_is_outvoted_and_named() -> None:
+    copies = {h: record() for h in HOSTS}
+    copies[HOSTS[2]] = record(changes=[])
+    verdict = verify(copies, set(HOSTS), in_progress=False)
+    assert verdict.verified and verdict.dissent == [HOSTS[2]]
+    assert verdict.record["changes"] == [{"target": "/x", "status": "done"}]
+
+
+def test_no_majority_is_unverified() -> None:
+    copies = {HOSTS[0]: record(), HOSTS[1]: record(changes=[])}
+    verdict = verify(copies, {HOSTS[0], HOSTS[1]}, in_progress=False)
+    assert not verdict.verified and "no majority agrees" in verdict.why[0]
+
+
+def test_a_record_only_one_host_holds_is_unverified() -> None:
+    verdict = verify({HOSTS[0]: record()}, set(HOSTS), in_progress=False)
+    assert not verdict.verified
+    assert verdict.why == ["no record of it on 10.0.0.2:22, 10.0.0.3:22, host(s) of the plan"]
+    # Unless the plan's own record says those hosts could not take theirs.
+    missing = [{"address": "10.0.0.2", "port": 22}, {"address": "10.0.0.3", "port": 22}]
+    assert verify({HOSTS[0]: record(records_missing_on=missing)}, set(HOSTS),
+                  in_progress=False).verified
+
+
+def test_records_without_a_digest_are_unverified() -> None:
+    old = {h: {k: v for k, v in record().items() if k != "plan_digest"} for h in HOSTS}
+    assert not verify(old, set(HOSTS), in_progress=False).verified
+
+
+def test_a_digest_copied_into_another_plan_stays_with_the_verified_one() -> None:
+    real = verify({h: record() for h in HOSTS}, set(HOSTS), in_progress=False)
+    fake = verify({HOSTS[0]: record(plan_id="b" * 32, plan_hosts=[HOSTS[0]])}, set(HOSTS),
+                  in_progress=False)
+    assert fake.verified  # alone it looks whole
+    verdicts = {"a" * 32: real, "b" * 32: fake}
+    shared_digests(verdicts)
+    assert real.verified and not fake.verified
+    assert fake.why == [f"its digest is also claimed by plan(s) {'a' * 32}"]
+
+
+def test_signers_come_from_the_check_never_the_record() -> None:
+    signed = record(signers=["alice"], signatures=[{"key": "k1", "signature": "s1"},
+                                                   {"key": "k2", "signature": "s2"}])
+    assert verified_signers(signed, lambda d, s: "bob" if s["key"] == "k2" else None) == ["bob"]
