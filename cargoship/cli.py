@@ -61,6 +61,9 @@ EXAMPLES = {
             "  cargoship apply plan.json --confirm --require-signed-by allowed_signers "
             "--min-signatures 2\n",
     "history": "example:\n  cargoship history -c cluster.yaml\n",
+    "signature-policy": "examples:\n  cargoship signature-policy -c cluster.yaml\n"
+                        "  cargoship signature-policy -c cluster.yaml --allowed-signers "
+                        "allowed_signers --min-signatures 2 --confirm\n",
     "completion": "examples:\n  eval \"$(cargoship completion bash)\"\n"
                   "  source <(cargoship completion zsh)\n"
                   "  cargoship completion fish | source\n",
@@ -206,6 +209,18 @@ def build_parser() -> argparse.ArgumentParser:
     hist.add_argument("--allowed-signers", type=Path, metavar="FILE",
                       help="verify the signatures the records carry over each plan's digest "
                            "(OpenSSH allowed-signers); without it no signer is shown")
+    policy = command("signature-policy", "Show, set or replace the signature policy every "
+                     "apply of the cluster enforces (kept on its controllers).")
+    policy.add_argument("--allowed-signers", type=Path, metavar="FILE",
+                        help="the signers whose signatures count (OpenSSH allowed-signers)")
+    policy.add_argument("--min-signatures", type=int, metavar="N",
+                        help="how many of them every plan needs")
+    policy.add_argument("--approvals", type=Path, metavar="DIR",
+                        help="replacing a policy: *.sig files, the current signers' "
+                             "ssh-keygen -Y signatures (namespace cargoship-policy) over the "
+                             "new policy's digest")
+    policy.add_argument("--confirm", action="store_true",
+                        help="write it (otherwise show what would be written)")
     unlock = command("force-unlock", "Remove the lock a crashed run left behind.")
     unlock.add_argument("lock_id", metavar="LOCK_ID", help="the id of the lock to remove")
     unlock.add_argument("--confirm", action="store_true",
@@ -308,6 +323,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     args.config = config_path(args.config)
     if args.command == "validate" and args.json:
         return _validate_json(args.config)
+    if args.command == "signature-policy":
+        from cargoship.policy_command import signature_policy_command
+
+        return signature_policy_command(args.config, args.allowed_signers,
+                                        args.min_signatures, args.approvals, args.confirm)
     if args.command in ("validate", "force-unlock", "history"):
         from cargoship import housekeeping
 
@@ -413,9 +433,11 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
     args.plan_id = plan.plan_id  # for a refusal's JSON: the path is never read twice
     # engine-config-sync --confirm comes here too, without the signature options.
     signers: list[str] = []  # verified principals only; an unchecked signature is no signer
-    counted: list[Any] = []  # the detached signatures counted (recorded for history)
+    # Detached signatures beside the plan (or in --signatures): the controllers' policy
+    # counts them whatever the flags (executor/policy.py), and records keep them.
+    counted = _detached(plan, args)
     if getattr(args, "require_signed_by", None) is not None:
-        signers, counted = _require_signatures(plan, args)
+        signers, _ = _require_signatures(plan, args)
     if not args.confirm:
         if not sys.stdin.isatty():
             raise CargoshipError("refusing to apply without --confirm (stdin is not a "
@@ -480,6 +502,17 @@ def _sign(args: argparse.Namespace) -> int:
     print(f"Signed plan {plan.plan_id} with {signature.key} ({signature.comment or 'no comment'}"
           f"); {len(kept) + 1} signature(s) now")
     return 0
+
+
+def _detached(plan: Plan, args: argparse.Namespace) -> list[Any]:
+    from planner.plan import detached
+    from planner.plan.codec import plan_digest
+
+    folder = getattr(args, "signatures", None) or (
+        args.plan.parent if getattr(args, "plan", None) else None)
+    if folder is None:
+        return []
+    return list(detached.read(plan, plan_digest(plan), folder))
 
 
 def _require_signatures(plan: Plan, args: argparse.Namespace) -> tuple[list[str], list[Any]]:

@@ -33,11 +33,11 @@ from planner.hosts.ssh import ConnectOptions
 from planner.phases import engine_config_sync
 from planner.phases.lock import whoami
 from planner.plan.build import build_plan
-from planner.plan.desired import from_desired
 from planner.plan.codec import plan_digest
+from planner.plan.desired import from_desired
 from planner.plan.model import Change, HostRef, Plan, Signature
 
-from . import records
+from . import policy, records
 from .actions.base import ApplyEnv, ApplyRefused, ClusterHandler, Item, ItemResult
 from .actions.hosts_stage import host_jobs, run_hosts_stage
 from .actions.registry import HANDLERS, check_handled
@@ -158,12 +158,32 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
             for note in lock.notes:
                 progress("lock", note)
             progress("lock", f"locked {len(writers)} host(s)")
+            signers = tuple(sorted({*signers, *_policy(plan, config, writers, signatures,
+                                                       progress)}))
             return _apply_locked(plan, plan_file, config, options, salt, writers, progress,
                                  lock.lost, started, interrupts, signers, signatures)
     finally:
         for writer in writers:
             writer.close()
         options.gateways.close()
+
+
+def _policy(plan: Plan, config: Any, writers: list[HostWriter],
+            detached: Sequence[Signature], progress: Callable[[str, str], None]) -> list[str]:
+    """The controllers' signature policy, enforced whatever the flags (policy.py): the
+    principals it verified, or ApplyRefused."""
+    found = {w.label: policy.read(w)
+             for h, w in zip(config.hosts, writers, strict=True) if h.role == "controller"}
+    try:
+        rules = policy.agreed(found)
+        if rules is None:
+            return []
+        principals = policy.enforce(rules, plan_digest(plan), (*plan.signatures, *detached))
+    except policy.PolicyError as exc:
+        raise ApplyRefused(str(exc)) from None
+    progress("policy", f"the cluster's signature policy is met: signed by "
+                       f"{', '.join(principals)}")
+    return principals
 
 
 def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOptions,
