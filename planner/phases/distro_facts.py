@@ -8,6 +8,7 @@ host, said as such, before any run could start anything.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..context import HostState, PlanContext
@@ -46,10 +47,20 @@ class GatherDistroFacts(Phase):
                 ctx.fail_host(self.title, host, problem)
                 continue
             # The engine knows the host's own hostname, not cargoship's override of it.
-            host.node_name = settings.node_name(host.os_hostname or host.hostname
-                                                or host.config.label)
+            name = settings.node_name(host.os_hostname or host.hostname or host.config.label)
+            if name is not None and (len(name) > 253 or not NODE_NAME.fullmatch(name)):
+                # A host's word goes into API paths and field selectors (spec.nodeName=...):
+                # "x,metadata.name!=y" would select other nodes' pods for a drain.
+                ctx.fail_host(self.title, host, f"node name {name[:80]!r} is not a valid "
+                                                "Kubernetes node name (RFC 1123 subdomain)")
+                continue
+            host.node_name = name
             ctx.found(self.title, host, f"{verdict}, node {host.node_name}")
         _unique_nodes(self.title, ctx)
+
+
+# A Kubernetes node name: an RFC 1123 DNS subdomain (apimachinery IsDNS1123Subdomain).
+NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")
 
 
 def _unique_nodes(title: str, ctx: PlanContext) -> None:

@@ -58,3 +58,18 @@ def test_a_node_that_is_not_the_hosts_own_is_never_cordoned_for_it(lab_factory,
     node = lab.api("GET", "/api/v1/nodes/ctl-1")
     assert not node["spec"].get("unschedulable"), node
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {}\n"  # untouched
+
+
+@pytest.mark.reliability("trust: a host speaks only for its own node")
+def test_a_node_name_that_would_select_other_nodes_is_refused(lab_factory, tmp_path: Path,
+                                                               tally) -> None:
+    tally.case()
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
+    # Into a field selector it would read spec.nodeName=wrk-1,metadata.name!=x: every pod
+    # of every node but one, for wrk-1's drain.
+    lab.exec("wrk-1", f"mkdir -p $(dirname {DROP_IN}) && "
+                      f"echo 'node-name: \"wrk-1,spec.nodeName!=x\"' > {DROP_IN}")
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "node name 'wrk-1,spec.nodename!=x' is not a valid Kubernetes node name" \
+        in result.stdout, result.stdout
