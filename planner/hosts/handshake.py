@@ -10,6 +10,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ import paramiko
 from ..errors import ConnectError, HostKeyError
 from .host_keys import UnknownHostKey, fingerprint
 from .ssh_config import Target
+from .stalls import BoundedTransport, Stage, stalled
 
 if TYPE_CHECKING:
     from paramiko.transport import _SocketLike
@@ -103,13 +105,15 @@ def changed_key(peer: Peer, expected: str, presented: str) -> HostKeyError:
 
 
 def aead_first(sock: _SocketLike, /, *, gss_kex: bool, gss_deleg_creds: bool,
-               disabled_algorithms: Mapping[str, Iterable[str]] | None) -> paramiko.Transport:
+               disabled_algorithms: Mapping[str, Iterable[str]] | None,
+               timeout: float) -> paramiko.Transport:
     """A Transport that prefers AES-GCM: its integrity check is part of the cipher (C, in
     cryptography), where paramiko's default AES-CTR + HMAC checks every packet's MAC byte
     by byte in Python, most of a plan's client CPU after the key exchange. Servers without
-    GCM (OpenSSH before 6.2) still get the default ciphers, in their default order."""
+    GCM (OpenSSH before 6.2) still get the default ciphers, in their default order. Its
+    handshake has one deadline, `timeout` from now (stalls.py)."""
     del gss_kex, gss_deleg_creds  # cargoship never asks for GSS-API key exchange
-    transport = paramiko.Transport(sock, disabled_algorithms=disabled_algorithms)
+    transport = BoundedTransport(sock, timeout=timeout, disabled_algorithms=disabled_algorithms)
     options = transport.get_security_options()
     ciphers = tuple(options.ciphers)
     preferred = tuple(c for c in ciphers if c.endswith("-gcm@openssh.com"))
@@ -127,8 +131,10 @@ def handshake(client: paramiko.SSHClient, target: Target, sock: Callable[[], Soc
     opened: Sock | None = None
     try:
         opened = sock()
-        client.connect(target.host, target.port, target.user, sock=opened,
-                       timeout=max(1, round(timeout)), transport_factory=aead_first,
+        # The TCP connection (when paramiko dials) and then the handshake each get the
+        # connect timeout, as on libssh2; unrounded, as the messages say it.
+        client.connect(target.host, target.port, target.user, sock=opened, timeout=timeout,
+                       transport_factory=partial(aead_first, timeout=timeout),
                        **options.keys.auth_kwargs(peer.key_path, target.identity_files))
     except UnknownHostKey as exc:
         _close(client, opened)
@@ -136,12 +142,20 @@ def handshake(client: paramiko.SSHClient, target: Target, sock: Callable[[], Soc
     except paramiko.BadHostKeyException as exc:
         _close(client, opened)
         raise changed_key(peer, fingerprint(exc.expected_key), fingerprint(exc.key)) from None
-    except paramiko.AuthenticationException:
+    except paramiko.AuthenticationException as exc:
+        # Out of time with no answer (paramiko's "Authentication timeout."), not a key
+        # refused, however late the refusal came.
+        stage = _stalled_at(client, opened) if "timeout" in str(exc).lower() else None
         _close(client, opened)
+        if stage is not None:
+            raise ConnectError(peer.label, stalled(peer.name, stage, timeout)) from None
         raise ConnectError(peer.label, auth_failure(f"{target.user}@{peer.name}",
                                                     peer.key_path)) from None
     except (paramiko.SSHException, OSError, EOFError) as exc:
+        stage = _stalled_at(client, opened)
         _close(client, opened)
+        if stage is not None:
+            raise ConnectError(peer.label, stalled(peer.name, stage, timeout)) from None
         raise ConnectError(peer.label, f"cannot connect to {peer.name}: "
                                        f"{connect_failure(exc, timeout)}") from None
     except BaseException:
@@ -151,6 +165,16 @@ def handshake(client: paramiko.SSHClient, target: Target, sock: Callable[[], Soc
     assert transport is not None
     set_nodelay(transport)
     return transport
+
+
+def _stalled_at(client: paramiko.SSHClient, sock: Sock | None) -> Stage | None:
+    """Where the handshake ran out of time once connected (a transport exists only then;
+    a gateway's channel opens only once the gateway has connected); None when it did not,
+    or failed for another reason. A ProxyCommand's pipe says nothing of whether the
+    command itself got through: no banner there is the command's "proxy" stage."""
+    transport = client.get_transport()
+    stage = transport.stage() if isinstance(transport, BoundedTransport) else None
+    return "proxy" if stage == "banner" and isinstance(sock, paramiko.ProxyCommand) else stage
 
 
 def _close(client: paramiko.SSHClient, sock: Sock | None) -> None:

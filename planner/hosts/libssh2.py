@@ -42,6 +42,7 @@ from .options import ConnectOptions
 from .ssh import MAX_OUTPUT, CommandResult, OnStdout, Session, resolve_target
 from .ssh_config import Target
 from .ssh_loop import LoopClosed, SshLoop
+from .stalls import HandshakeWatch, stalled
 
 try:
     from ssh2 import exceptions as ssh2_errors
@@ -109,10 +110,11 @@ def _handshake_on_loop(fast: _Fast, sock: socket.socket, options: ConnectOptions
     session = Ssh2Session()
     session.set_blocking(False)
     timeout = options.connect_timeout
+    watch = HandshakeWatch()
 
     def expired() -> BaseException:
-        return ConnectError(fast.label, f"cannot connect to {fast.endpoint}: "
-                                        f"{connect_failure(TimeoutError(), timeout)}")
+        # TCP connected already (reach.py): the SSH server stalled, at watch's stage.
+        return ConnectError(fast.label, stalled(fast.endpoint, watch.stage(sock), timeout))
 
     def done(job: Future[Any]) -> None:
         exc = job.exception()
@@ -134,17 +136,21 @@ def _handshake_on_loop(fast: _Fast, sock: socket.socket, options: ConnectOptions
         else:
             outcome.set_exception(exc)
 
-    options.loop.submit(sock, session, _handshake(fast, session, sock, options), timeout,
-                        expired).add_done_callback(done)
+    options.loop.submit(sock, session, _handshake(fast, session, sock, options, watch),
+                        timeout, expired).add_done_callback(done)
 
 
-def _handshake(fast: _Fast, session: Any, sock: socket.socket,
-               options: ConnectOptions) -> Generator[None, None, str | None]:
+def _handshake(fast: _Fast, session: Any, sock: socket.socket, options: ConnectOptions,
+               watch: HandshakeWatch) -> Generator[None, None, str | None]:
     """Key exchange, the host key checked, then the key offered: the host key's
-    fingerprint, or None if the key was refused."""
+    fingerprint, or None if the key was refused. `watch` follows how far it got."""
     session.method_pref(LIBSSH2_METHOD_HOSTKEY, ",".join(_host_key_order(fast.known)))
-    while session.handshake(sock) == LIBSSH2_ERROR_EAGAIN:
+    while True:
+        watch.look(sock)  # before libssh2 reads what came
+        if session.handshake(sock) != LIBSSH2_ERROR_EAGAIN:
+            break
         yield
+    watch.kex_done = True
     blob, _ = session.hostkey()
     presented = _host_key(blob)
     if presented is None:
