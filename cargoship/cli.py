@@ -242,6 +242,12 @@ def run() -> int:
     return code
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    from executor.errors import SignalInterrupt
+
+    raise SignalInterrupt(signum)
+
+
 def _to_devnull() -> None:
     """Point stdout and stderr at /dev/null: their reader (a pipe, a terminal) is gone,
     and neither a later line nor the interpreter's final flush may fail for that."""
@@ -270,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(1, f"cargoship: error: {message}"
                        f"{did_you_mean(parser, message, args.command)} (see 'cargoship "
                        f"{args.command} --help')\n")
+    # SIGTERM (CI cancelling, `timeout`) and SIGHUP (the terminal closed) end any command as
+    # Ctrl-C does, with its message and 128 + the signal; apply's rollout takes them over.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_interrupt)
     try:
         setup_logging(args.verbose, args.log_file)
         return _dispatch(args)
@@ -289,13 +299,13 @@ def main(argv: list[str] | None = None) -> int:
         # Messages may quote what a host or a file said: shown, never obeyed by a terminal.
         print(f"error: {printable(str(exc))}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # A plan never changes anything; an apply outside its rollout (which handles Ctrl-C
         # itself) is interrupted before or after any change, its locks released on the way.
         changed = "" if args.command in ("apply", "engine-config-sync") else \
             "; nothing was changed on any host"
-        print(f"interrupted{changed}", file=sys.stderr)
-        return 130
+        _say(f"interrupted{changed}")
+        return 128 + getattr(exc, "signum", signal.SIGINT)
     except Exception as exc:
         logging.getLogger("cargoship").debug("internal error", exc_info=True)
         print(f"error: internal error: {type(exc).__name__}: {printable(str(exc))} (run with "

@@ -1,0 +1,49 @@
+"""SIGTERM and SIGHUP end any command as Ctrl-C does: its message, 128 + the signal.
+
+Before, only SIGINT was handled: SIGTERM (a CI job cancelled, `timeout`) and SIGHUP (the
+terminal closed) killed cargoship with no word. A plan waiting on a host that never
+answers is stopped here; apply's own handling is tests/reliability/test_fault_term_hup.py.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.cli import cargoship_argv
+from tests.stalling_listener import StallingListener
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129),
+                                              (signal.SIGINT, 130)])
+def test_a_plan_stopped_by_a_signal_says_so_and_exits_128_plus_it(
+        tmp_path: Path, signum: int, code: int) -> None:
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                   check=True)
+    (tmp_path / "known_hosts").touch()
+    listener = StallingListener("silent")
+    try:
+        config = tmp_path / "cluster.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "cargoship/v1", "kind": "Cluster", "metadata": {"name": "sig"},
+            "spec": {"engine": {"distro": "rke2", "version": "v1.30.4+rke2r1"},
+                     "engineConfig": {}, "options": {"ssh": {"connectTimeoutSeconds": 60}},
+                     "hosts": [{"role": "controller", "ssh": {
+                         "address": "127.0.0.1", "port": listener.port, "user": "root",
+                         "keyPath": str(key), "knownHosts": str(tmp_path / "known_hosts")}}]}}))
+        run = subprocess.Popen([*cargoship_argv(), "plan", "-c", str(config)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               stdin=subprocess.DEVNULL)
+        listener.wait_accepted(1, timeout=30)  # it waits on the host now
+        run.send_signal(signum)
+        out, err = run.communicate(timeout=30)
+    finally:
+        listener.close()
+    assert run.returncode == code, out + err
+    assert "interrupted; nothing was changed on any host" in err, err
+    assert "Traceback" not in out + err
