@@ -18,6 +18,7 @@ import schemas
 from ..errors import ConfigError, Problem
 from .model import Bastion, ClusterConfig, Engine, HostConfig, Options, SshConfig
 from .quick_schema import surely_valid
+from .secret_paths import ALLOW_KEY, advice, refusal
 from .secrets import SecretError, resolve, unresolved
 from .yamlio import Path_, YamlDoc, YamlSyntaxError, format_path, load_yaml
 
@@ -170,7 +171,7 @@ def _build(path: Path, doc: YamlDoc, digest: str,
     profiles: dict[str, dict[str, Any]] = spec.get("profiles", {})
     hosts = tuple(_host(path, i, h, profiles) for i, h in enumerate(spec["hosts"]))
     engine_config, problems = _resolve_secrets(path, doc, spec.get("engineConfig", {}),
-                                               secrets)
+                                               secrets, _named_files(path, spec))
     config = ClusterConfig(
         path=path,
         name=doc.data["metadata"]["name"],
@@ -246,22 +247,60 @@ def _secret_paths(engine_config: dict[str, Any]) -> Iterator[tuple[str, ...]]:
                 yield ("registries", "configs", registry, "auth", name)
 
 
+def _named_files(path: Path, spec: dict[str, Any]) -> dict[Path, str]:
+    """Every file the config names for another use than a secret, with what it is: the SSH
+    keys of hosts, bastions and profiles (used or not), and the local kubeconfig."""
+    named: dict[Path, str] = {}
+    owners = [(("spec", "hosts", i), h) for i, h in enumerate(spec["hosts"])]
+    owners += [(("spec", "profiles", n), p) for n, p in spec.get("profiles", {}).items()]
+    for at, owner in owners:
+        ssh = owner.get("ssh", {})
+        for where, value in (((*at, "ssh", "keyPath"), ssh.get("keyPath")),
+                             ((*at, "ssh", "bastion", "keyPath"),
+                              _dig(ssh, ("bastion", "keyPath")))):
+            if isinstance(value, str):
+                named.setdefault(_local_path(path, value), f"SSH key of {format_path(where)}")
+    kube = _dig(spec, ("options", "kubeconfig", "path"))
+    named.setdefault(_local_path(path, kube if isinstance(kube, str) else "~/.kube/config"),
+                     "local kubeconfig (spec.options.kubeconfig.path), which holds "
+                     "credentials")
+    return named
+
+
+def _path_problem(path: Path, value: Any, named: dict[Path, str]) -> str | None:
+    """Why a fromFile secret may not be read where it points (None: it may, or it is no
+    fromFile). Asked before the file is read: a refused file is never opened."""
+    if not isinstance(value, dict) or "fromFile" not in value or value.get(ALLOW_KEY) is True:
+        return None
+    where = _local_path(path.absolute(), str(value["fromFile"]))
+    why = refusal(where, config_dir=path.absolute().parent, named=named)
+    return f"secret file {where} {why}: {advice()}" if why else None
+
+
 def _resolve_secrets(
-    path: Path, doc: YamlDoc, engine_config: dict[str, Any], secrets: bool = True
+    path: Path, doc: YamlDoc, engine_config: dict[str, Any], secrets: bool = True,
+    named: dict[Path, str] | None = None,
 ) -> tuple[dict[str, Any], list[Problem]]:
     """Copy engineConfig with each secret replaced by a masked Secret."""
     resolved: dict[str, Any] = _deep_copy(engine_config)
     problems: list[Problem] = []
+    # Absolute: a secret file's path travels in the plan, for apply (run from anywhere) to
+    # read and for reviewers to see; `pw` alone would say neither where nor which.
+    base = Path(os.path.abspath(path.parent))
     for keys in _secret_paths(engine_config):
         parent = resolved
         for key in keys[:-1]:
             parent = parent[key]
         at: Path_ = ("spec", "engineConfig", *keys)
+        refused = _path_problem(path, parent[keys[-1]], named or {})
+        if refused:
+            problems.append(Problem(_where(path, doc, at), refused, format_path(at)))
+            continue
         if not secrets:
-            parent[keys[-1]] = unresolved(parent[keys[-1]], path.parent)
+            parent[keys[-1]] = unresolved(parent[keys[-1]], base)
             continue
         try:
-            parent[keys[-1]] = resolve(parent[keys[-1]], path.parent)
+            parent[keys[-1]] = resolve(parent[keys[-1]], base)
         except SecretError as exc:
             problems.append(Problem(_where(path, doc, at), f"secret: {exc}", format_path(at)))
     return resolved, problems

@@ -148,13 +148,15 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def key_line(key: KeyChange) -> tuple[str, str]:
-    """(sigil, text) of one key change, Terraform's way: + added, - removed, ~ changed."""
+def key_line(key: KeyChange, source: str | None = None) -> tuple[str, str]:
+    """(sigil, text) of one key change, Terraform's way: + added, - removed, ~ changed.
+    `source`: where a secret's new value comes from (`from file /p`), said beside it."""
+    note = f"  ({source})" if source else ""
     if key.op == "add":
-        return "+", f"{key.path}: {key.after}"
+        return "+", f"{key.path}: {key.after}{note}"
     if key.op == "remove":
         return "-", f"{key.path}: {key.before}"
-    return "~", f"{key.path}: {key.before} -> {key.after}"
+    return "~", f"{key.path}: {key.before} -> {key.after}{note}"
 
 
 def notes(change: Change) -> list[str]:

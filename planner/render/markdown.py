@@ -8,6 +8,8 @@ shows Terraform's `~`); the unified diff only with `full`/`diff`.
 from __future__ import annotations
 
 from ..plan.model import Plan
+from .apply_block import markdown_block
+from .choices import SecretNotes, secret_notes
 from .groups import (
     CHART_VALUES,
     ChangeGroup,
@@ -43,7 +45,11 @@ def render_markdown(plan: Plan, view: View | None = None) -> str:
              f"{s['unassessed']} | {s['warnings']} | {s['problems']} |", "",
              "| # | phase | dry run | outcome |", "|---|---|---|---|"]
     lines += [f"| {p.number} | {p.title} | {p.dry_run} | {p.outcome} |" for p in plan.phases]
+    if plan.applyable:
+        # Before the changes: a pull request is read from the top.
+        lines += ["", *markdown_block(plan, view.full)]
     groups = grouped(plan.changes)
+    secrets = secret_notes(plan)
     headings = [p.title for p in plan.phases] + [CHART_VALUES]
     headings += sorted({section(g.change) for g in groups} - set(headings))
     hidden_diffs = False
@@ -52,7 +58,7 @@ def render_markdown(plan: Plan, view: View | None = None) -> str:
         if here:
             lines += [*([""] if lines[-1] else []), f"#### {md(heading)}", ""]
             for group in here:
-                hidden_diffs |= _change(lines, group, view)
+                hidden_diffs |= _change(lines, group, view, secrets)
     if plan.unassessed:
         lines += ["", "#### Unassessed", ""]
         by_reason: dict[tuple[str, str], list[str | None]] = {}
@@ -75,7 +81,7 @@ def render_markdown(plan: Plan, view: View | None = None) -> str:
     return printable("\n".join(lines) + "\n")
 
 
-def _change(lines: list[str], group: ChangeGroup, view: View) -> bool:
+def _change(lines: list[str], group: ChangeGroup, view: View, secrets: SecretNotes) -> bool:
     """One change group; True when its diff was left out."""
     change = group.change
     lines += [f"**{change.action}** `{fenced(change.target)}` ({flags(change)}) "
@@ -83,7 +89,7 @@ def _change(lines: list[str], group: ChangeGroup, view: View) -> bool:
     if change.key_changes:
         lines.append("```diff")
         for key in change.key_changes:
-            sigil, text = key_line(key)
+            sigil, text = key_line(key, secrets.of(change.target, key))
             lines.append(fenced(f"{_MD_SIGIL[sigil]} {text}"))
         lines += [fenced(note) for note in notes(change)]
         lines += ["```", ""]

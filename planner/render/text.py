@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..plan.model import Change, HostRef, Plan
+from .apply_block import text_block
+from .choices import SecretNotes, secret_notes
 from .groups import (
     CHART_VALUES,
     ChangeGroup,
@@ -63,6 +65,7 @@ def render_text(plan: Plan, view: View | None = None) -> str:
     lines.append((None, ""))
     flagged = flagged_hosts(plan)
     groups = grouped(plan.changes)
+    secrets = secret_notes(plan)
     compacted = False
     for phase in plan.phases:
         lines.append((None, f"{phase.number:>2}. {phase.title}  [{phase.dry_run}] "
@@ -81,7 +84,7 @@ def render_text(plan: Plan, view: View | None = None) -> str:
             lines.append((None, f"      {len(hidden)} {others}host(s) ok"))
         for group in groups:
             if group.change.phase == phase.title and section(group.change) == phase.title:
-                compacted |= _change(lines, group, view)
+                compacted |= _change(lines, group, view, secrets)
         if any(c.phase == phase.title and section(c) == CHART_VALUES for c in plan.changes):
             lines.append((None, f"      chart values: under \"{CHART_VALUES}\" below"))
         lines += [(None, f"      {where}  unassessed: {reason}")
@@ -95,10 +98,16 @@ def render_text(plan: Plan, view: View | None = None) -> str:
         lines += [(None, ""), (None, f"{heading}:")]
         for group in groups:
             if section(group.change) == heading:
-                compacted |= _change(lines, group, view)
+                compacted |= _change(lines, group, view, secrets)
     lines.append((None, ""))
     if compacted:
         lines += [(None, HINT), (None, "")]
+    if plan.applyable:
+        # Right above the summary: the last thing on a terminal, and not skipped by a
+        # reader who scrolls to the end.
+        lines += [("warning" if flag else None, text) for flag, text in
+                  text_block(plan, view.full)]
+        lines.append((None, ""))
     if not plan.problems and not no_changes(plan):
         lines.append((None, summary_line(plan)))
     if plan.warnings:
@@ -117,13 +126,13 @@ def render_text(plan: Plan, view: View | None = None) -> str:
     return "".join(_styled(style, text, view.color) for style, text in lines)
 
 
-def _change(lines: list[Line], group: ChangeGroup, view: View) -> bool:
+def _change(lines: list[Line], group: ChangeGroup, view: View, secrets: SecretNotes) -> bool:
     """One change group; True when something was left out (the diff)."""
     change = group.change
     lines.append((None, f"      {change.action} {change.target} ({flags(change)}) "
                         f"{on_hosts(group)}"))
     for key in change.key_changes:
-        sigil, text = key_line(key)
+        sigil, text = key_line(key, secrets.of(change.target, key))
         lines.append((_SIGIL_STYLE[sigil], f"          {sigil} {text}"))
     shown_notes = notes(change) if change.key_changes else []
     lines += [(None, f"          {note}") for note in shown_notes]

@@ -163,13 +163,14 @@ def test_show_renders_checks_and_refuses(healthy_lab, tmp_path: Path) -> None:
 def test_secrets_never_reach_the_plan_or_the_output(lab_factory, tmp_path: Path) -> None:
     lab = lab_factory([HostSpec("ctl-1", "controller")])
     secret_env, secret_file = "env-secret-7f3a9c", "file-secret-91bd02"
-    (tmp_path / "token").write_text(secret_file + "\n")
+    # Beside the cluster config: a secret file elsewhere needs allowAnyPath (issue 25).
+    (lab.dir / "token").write_text(secret_file + "\n")
     lab.exec("ctl-1", f"printf 'configs:\\n  r.example.com:\\n    auth:\\n      password: "
                       f"live-secret-55e1\\n' > {REGISTRIES}")
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"]["registries"]
                 .update(configs={"r.example.com": {"auth": {
                     "username": "robot", "password": {"fromEnv": "CS_E2E_PW"},
-                    "identity_token": {"fromFile": str(tmp_path / "token")}}}}))
+                    "identity_token": {"fromFile": str(lab.dir / "token")}}}}))
     plan = tmp_path / "plan.json"
     result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan,
                        env={"CS_E2E_PW": secret_env})
