@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import cargoship
+from tests.e2e.cli import cargoship, cargoship_argv
 from tests.e2e.test_apply import REGISTRIES, cluster, plan
 from tests.e2e.test_signing import allowed, key
 
@@ -53,7 +53,10 @@ def test_a_policy_on_the_controllers_is_enforced_whatever_the_flags(lab_factory,
         in refused.stderr, refused.stderr
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {}\n"
     # engine-config-sync --confirm has no review at all: refused too.
-    one_shot = cargoship("engine-config-sync", "-c", config, "--confirm")
+    # (Run where it may keep its plan: .cargoship/ under the working directory.)
+    one_shot = subprocess.run([*cargoship_argv(), "engine-config-sync", "-c", str(config),
+                               "--confirm"], capture_output=True, text=True, cwd=tmp_path,
+                              stdin=subprocess.DEVNULL, timeout=180)
     assert one_shot.returncode == 1 and "this plan has 0" in one_shot.stderr, one_shot.stderr
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {}\n"
     # Bob signs (detached, as a reviewer in a pull request would): applied, no flag needed.
