@@ -72,12 +72,17 @@ def dry_run(ctx: PlanContext, phases: Sequence[Phase]) -> DryRunReport:
     return DryRunReport(ctx, tuple(records), time.monotonic() - started)
 
 
+def _with_would(reason: str, would: str | None) -> str:
+    return f"{reason}; once it can be read, apply would {would}" if would else reason
+
+
 def _assess(ctx: PlanContext, phase: Phase, would_write: dict[Resource, str]) -> str:
     """Assess a reported phase where it can be, and say why not where it can't."""
     blocked_cluster = _conflict(phase.cluster_reads(ctx), None, would_write)
     if blocked_cluster:
         # Something that belongs to no host: one item for the cluster, not one per host.
-        ctx.unassessed(phase.title, None, blocked_cluster, phase.unassessed_action)
+        ctx.unassessed(phase.title, None, _with_would(blocked_cluster, phase.would(ctx, None)),
+                       phase.unassessed_action)
         _may_write(would_write, phase, {(None, w) for w in phase.cluster_may_write(ctx)} | {
             (h.config.index, w) for h in ctx.active_hosts() for w in phase.may_write(ctx, h)})
         return "unassessed"
@@ -85,7 +90,8 @@ def _assess(ctx: PlanContext, phase: Phase, would_write: dict[Resource, str]) ->
     for host in ctx.active_hosts():
         reason = _conflict(phase.reads(ctx, host), host.config.index, would_write)
         if reason:
-            ctx.unassessed(phase.title, host, reason, phase.unassessed_action)
+            ctx.unassessed(phase.title, host, _with_would(reason, phase.would(ctx, host)),
+                           phase.unassessed_action)
             _may_write(would_write, phase,
                        {(host.config.index, w) for w in phase.may_write(ctx, host)})
         else:

@@ -79,6 +79,12 @@ class Phase:
     def cluster_may_write(self, ctx: PlanContext) -> frozenset[str]:
         return self.cluster_reads(ctx)
 
+    def would(self, ctx: PlanContext, host: HostState | None) -> str | None:
+        """Opt-in: what this phase would do for `host` (None: the cluster) where it can't be
+        assessed, in words a reviewer signs ("set node-role.kubernetes.io/edge=true on node
+        wrk-1"): an unassessed item says it, so a signature covers it. None: say nothing."""
+        return None
+
     def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource] | None:
         """None: this phase has no assessment (it is reported as is)."""
         return None

@@ -22,7 +22,7 @@ from ..hosts.batch import Fact
 from ..kube import admin_kubeconfig_path, masked, merge, named_entries
 from ..plan.actions import MERGE_KUBECONFIG
 from ..safeyaml import safe_load
-from .admin_access import admin_prefetch, first_controller, read_admin_from
+from .admin_access import admin_prefetch, first_controller, host_address, read_admin_from
 from .base import Phase, Resource
 
 
@@ -44,6 +44,22 @@ class UpdateKubeconfig(Phase):
 
     def may_write(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         return frozenset()  # it reads the admin kubeconfig on a host, writes only locally
+
+    def would(self, ctx: PlanContext, host: HostState | None) -> str | None:
+        options = ctx.config.options
+        if not options.kubeconfig_enabled:
+            return None
+        name = options.kubeconfig_context or ctx.config.name
+        controller = host or first_controller(ctx)
+        # The engine writes its admin kubeconfig with server 127.0.0.1 (kube.api_server).
+        sans = controller.engine_settings.list_of("tls-san") \
+            if controller and controller.engine_settings else []
+        server = options.kubeconfig_server or (
+            f"https://{sans[0] if sans else host_address(controller)}:6443"
+            if controller else "the restarted controller's API server")
+        return (f"merge context {name} (server {server}, the admin credentials of "
+                f"{controller.label if controller else 'the first controller'}) into "
+                f"{options.kubeconfig_path.expanduser()}")
 
     def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
         options = ctx.config.options

@@ -31,6 +31,12 @@ class LabelNodes(Phase):
             return frozenset({"node"})
         return frozenset()
 
+    def would(self, ctx: PlanContext, host: HostState | None) -> str | None:
+        if host is None or not host.config.profile:
+            return None
+        return (f"set {LABEL_PREFIX}{host.config.profile}=true on node {host.node} (where "
+                "missing or different)")
+
     def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
         if not ctx.config.options.label_profiles:
             ctx.found(self.title, None, "disabled (options.labelProfiles is false)")

@@ -66,7 +66,9 @@ def test_labels_of_a_node_being_restarted_are_unassessed(lab_factory, tmp_path: 
     assert [(u["action"], u["phase"], u["host"]["name"], u["reason"])
             for u in data["unassessed"]] == [
         ("label-node", "Labeling nodes with their profile group", "wrk-1",
-         "reads its node object, which 'Sync Registry Config Worker' would change first")]
+         "reads its node object, which 'Sync Registry Config Worker' would change first; "
+         f"once it can be read, apply would set {EDGE}=true on node wrk-1 (where missing "
+         "or different)")]
     assert data["complete"] is False
     # wrk-2 could be assessed and still is.
     assert [c["target"] for c in data["changes"]] == [REGISTRIES, "node/wrk-2"]
@@ -106,3 +108,6 @@ def test_kubeconfig_merge_is_planned_with_credentials_masked(lab_factory,
     block = phase_block(result.stdout, "Updating kubeconfig file with the current cluster")
     assert ("unassessed: reads /etc/rancher/rke2/rke2.yaml, which 'Sync Registry Config "
             "Controller' would change first") in block
+    # What it would do, in the plan a reviewer signs: the context, the server, the file.
+    assert (f"once it can be read, apply would merge context lab (server https://{ctl}:6443, "
+            f"the admin credentials of ctl-1 ({ctl})) into {local}") in block, block
