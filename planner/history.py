@@ -26,13 +26,14 @@ MAX_RECORDS = 500
 
 
 def _parse(out: Output) -> list[dict[str, Any]]:
-    from .facts.bounds import check_size
-
-    # What RECORDS prints at most: MAX_RECORDS lines, each the base64 of 64 KiB.
+    # What RECORDS prints at most: MAX_RECORDS lines, each the base64 of 64 KiB. More is
+    # refused unread.
     line_limit = (65536 + 2) // 3 * 4
-    text = check_size(out, MAX_RECORDS * (line_limit + 1), "the apply records")
+    if len(out.stdout) > MAX_RECORDS * (line_limit + 1):
+        raise FactParseError(f"the apply records: the host printed more than {MAX_RECORDS} "
+                             "records of 64 KiB; refused unread")
     records = []
-    for line in text.splitlines():
+    for line in out.stdout.splitlines():
         if len(line) > line_limit:
             raise FactParseError("an apply record is larger than the 64 KiB read of it")
         try:

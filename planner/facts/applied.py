@@ -12,9 +12,15 @@ from dataclasses import dataclass
 
 from ..history import RECORD_DIR
 from ..hosts.batch import Fact, FactParseError, Output, quote
+from .bounds import capped, check_size
 
 TARGET = f"records:{RECORD_DIR}"  # the name of this read in a plan's fingerprints
+# Anchored, one fixed-width class: no backtracking whatever the name.
 _PLAN_ID = re.compile(r"^[0-9a-f]{32}$")
+_MAX_RECORDS = 100_000
+# The listing of _MAX_RECORDS records ("<32 hex>.json\n", 38 bytes each), and room for the
+# odd stray file: more is refused unread.
+MAX_LISTING = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -43,17 +49,18 @@ def newest_of(fingerprint: str | None) -> str | None:
 
 def _parse(out: Output) -> AppliedPlans:
     ids = []
-    for line in out.stdout.splitlines():
+    for line in check_size(out, MAX_LISTING, "the apply record listing").splitlines():
         name = line.strip().removesuffix(".json")
         if not name:
             continue
         if not _PLAN_ID.match(name):
             continue  # not a record cargoship wrote (a temp, a stray file): not an apply
         ids.append(name)
-    if len(ids) > 100_000:
-        raise FactParseError("more than 100000 apply records")
+    if len(ids) > _MAX_RECORDS:
+        raise FactParseError(f"more than {_MAX_RECORDS} apply records")
     return AppliedPlans(tuple(ids))
 
 
 APPLIED: Fact[AppliedPlans] = Fact(
-    "applied plans", f"ls -1t {quote(RECORD_DIR)} 2>/dev/null || true", _parse)
+    "applied plans", capped(f"ls -1t {quote(RECORD_DIR)} 2>/dev/null || true", MAX_LISTING),
+    _parse)

@@ -5,8 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hosts.batch import Fact, FactParseError, Output, quote
+from .bounds import check_size
 from .engine_version import EngineVersion, VersionError, parse_version_output
 from .os_release import INIT_SYSTEM
+
+# What a host's own programs say goes into a line of at most this many bytes (printf's
+# precision, no program started for it): a binary's --version or a status line may print
+# anything, for as long as it likes.
+LINE_BYTES = 1024
+# The engine fact's whole output: four such lines and a path.
+MAX_OUTPUT = 16 << 10
 
 
 @dataclass(frozen=True)
@@ -60,9 +68,10 @@ def status_snippet(init: str, service: str) -> str:
                             for name in ("systemd", "runit", "openrc"))
         return f"case \"$({INIT_SYSTEM.command})\" in {branches} *) echo state unknown;; esac"
     svc = quote(service)
+    line = f"'state {init} %.{LINE_BYTES}s\\n'"
     if init == "systemd":
         return (f"if systemctl cat {svc} >/dev/null 2>&1; then "
-                f"echo \"state systemd $(systemctl is-active {svc})\"; else echo state absent; fi")
+                f"printf {line} \"$(systemctl is-active {svc})\"; else echo state absent; fi")
     if init == "runit":
         return (f"s=; for d in /etc/service /var/service /service; do "
                 f"[ -e \"$d\"/{svc} ] && {{ s=\"$d\"/{svc}; break; }}; done; "
@@ -71,11 +80,11 @@ def status_snippet(init: str, service: str) -> str:
                 # passed it is starting, as systemd says "activating" until READY.
                 f"case \"$st\" in run:*) if [ -x \"$s\"/check ] && "
                 f"! (cd \"$s\" && ./check) >/dev/null 2>&1; then st=\"starting: $st\"; fi;; "
-                f"esac; echo \"state runit $st\"; "
+                f"esac; printf {line} \"$st\"; "
                 f"else echo state absent; fi")
     if init == "openrc":
         return (f"if [ -e /etc/init.d/{svc} ]; then "
-                f"echo \"state openrc $(rc-service {svc} status 2>&1 | head -n 1)\"; "
+                f"printf {line} \"$(rc-service {svc} status 2>&1 | head -n 1)\"; "
                 f"else echo state absent; fi")
     return "echo state unknown"
 
@@ -89,7 +98,7 @@ def engine_fact(layout: DistroLayout, role: str, init: str) -> Fact[EngineFacts]
         # Its first line, read by the shell itself (head and sed would be two more
         # programs started on every host); the rest is left unread, as head leaves it.
         f"\"$b\" --version 2>&1 | {{ if IFS= read -r v || [ -n \"$v\" ]; then "
-        f"echo \"version $v\"; fi; }}; fi; "
+        f"printf 'version %.{LINE_BYTES}s\\n' \"$v\"; fi; }}; fi; "
         f"o=$(command -v {other} 2>/dev/null); [ -n \"$o\" ] && echo \"other {layout.distro}\"; "
         f"{status_snippet(init, layout.service(role))}"
     )
@@ -99,7 +108,7 @@ def engine_fact(layout: DistroLayout, role: str, init: str) -> Fact[EngineFacts]
 def _parse_engine(out: Output) -> EngineFacts:
     binary = version_text = other = None
     state = "unknown"
-    for line in out.stdout.splitlines():
+    for line in check_size(out, MAX_OUTPUT, "the engine facts").splitlines():
         word, _, rest = line.partition(" ")
         if word == "binary":
             binary = rest.strip()

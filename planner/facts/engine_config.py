@@ -11,7 +11,6 @@ cargoship's drop-in sets. Content never leaves this module: only those derived v
 from __future__ import annotations
 
 import base64
-import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,9 +18,13 @@ import yaml
 
 from ..hosts.batch import Fact, FactParseError, Output, quote
 from ..safeyaml import YamlTooLarge, safe_load
+from .bounds import capped, check_size, decimal
 from .distro import DistroLayout
 
 MAX_BYTES = 256 * 1024  # per file; an engine config is a few hundred bytes
+# The whole listing: config.yaml and its drop-ins, base64 (4/3 of their bytes). A drop-in
+# directory of hundreds of files is no engine config; more is refused unread.
+MAX_LISTING = 2 << 20
 
 
 @dataclass(frozen=True)
@@ -80,30 +83,33 @@ def engine_config_fact(layout: DistroLayout) -> Fact[EngineSettings]:
         "s=$(wc -c < \"$f\" 2>/dev/null || echo -1); "
         f"echo \"file $s $(head -c {MAX_BYTES} \"$f\" | base64 -w0) $f\"; done; true"
     )
-    return Fact("engine config", f"LC_ALL=C; {command}", parse_engine_config)
+    return Fact("engine config", capped(f"LC_ALL=C; {command}", MAX_LISTING),
+                parse_engine_config)
 
 
 def parse_engine_config(out: Output) -> EngineSettings:
     layers: list[tuple[str, dict[str, Any]]] = []
     problems: list[str] = []
-    for line in out.stdout.splitlines():
+    for line in check_size(out, MAX_LISTING, "the engine config listing").splitlines():
         parts = line.split(" ", 3)
         if len(parts) != 4 or parts[0] != "file":
             raise FactParseError(f"unexpected engine config line {line[:60]!r}")
-        _, size, encoded, path = parts
-        if not size.lstrip("-").isdigit() or int(size) < 0:
+        _, size_text, encoded, path = parts
+        size = decimal(size_text)  # `wc -c` failed: -1
+        if size is None:
             problems.append(f"{path}: cannot be read")
             continue
-        if int(size) > MAX_BYTES:
-            problems.append(f"{path}: {int(size)} bytes, more than an engine config "
+        if size > MAX_BYTES:
+            problems.append(f"{path}: {size} bytes, more than an engine config "
                             f"holds ({MAX_BYTES})")
             continue
         try:
             text = base64.b64decode(encoded, validate=True).decode("utf-8")
-            data = safe_load(text)
-        except (binascii.Error, UnicodeDecodeError):
+        except ValueError:  # not base64 (binascii.Error, or not even ASCII), not UTF-8
             problems.append(f"{path}: not UTF-8 text")
             continue
+        try:
+            data = safe_load(text)
         except YamlTooLarge as exc:
             problems.append(f"{path}: {exc}")
             continue
@@ -111,6 +117,11 @@ def parse_engine_config(out: Output) -> EngineSettings:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""
             problems.append(f"{path}: not valid YAML{where}")
+            continue
+        except (ValueError, OverflowError, TypeError):
+            # PyYAML builds some values with Python's own constructors, which raise these:
+            # `2001-13-45` (a timestamp), an int of more than 4300 digits.
+            problems.append(f"{path}: not valid YAML (a value that cannot be read)")
             continue
         if data is None:
             data = {}

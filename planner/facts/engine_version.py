@@ -6,8 +6,12 @@ import re
 from dataclasses import dataclass
 from functools import total_ordering
 
-_RELEASE = re.compile(r"^v(\d+)\.(\d+)\.(\d+)\+(rke2r|k3s)(\d+)$")
+# Both anchored, each quantified run ends at a literal it cannot contain: no backtracking.
+# At most 9 digits a number: int() of a long digit string is slow, and past 4300 digits a
+# bare ValueError, not a VersionError.
+_RELEASE = re.compile(r"^v(\d{1,9})\.(\d{1,9})\.(\d{1,9})\+(rke2r|k3s)(\d{1,9})$", re.ASCII)
 _VERSION_LINE = re.compile(r"^(rke2|k3s) version (v\S+)")
+_MAX_TEXT = 4096  # a release string or a version line; a longer one is none
 
 
 class VersionError(ValueError):
@@ -25,7 +29,7 @@ class EngineVersion:
 
     @classmethod
     def parse(cls, text: str) -> EngineVersion:
-        match = _RELEASE.match(text.strip())
+        match = _RELEASE.match(text.strip()) if len(text) <= _MAX_TEXT else None
         if not match:
             raise VersionError(f"cannot parse engine version {text.strip()[:60]!r} "
                                "(expected like v1.30.4+rke2r1 or v1.30.4+k3s1)")
@@ -48,8 +52,8 @@ class EngineVersion:
 
 def parse_version_output(text: str) -> EngineVersion:
     """First line of `rke2 --version` / `k3s --version`."""
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    match = _VERSION_LINE.match(first)
+    first = (text.strip()[:_MAX_TEXT + 1].splitlines() or [""])[0]
+    match = _VERSION_LINE.match(first) if len(first) <= _MAX_TEXT else None
     if not match:
         raise VersionError(f"unexpected version output {first[:80]!r}")
     version = EngineVersion.parse(match.group(2))

@@ -13,13 +13,16 @@ content is read only if the path is still not a link.
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Sequence
 
 from ..desired.compare import LiveFile
 from ..hosts.batch import Fact, FactParseError, Output, quote
+from .bounds import capped, check_size, decimal
 
 MAX_FILE_BYTES = 1 << 20
+# A directory listing's names: thousands of entries fit; a directory holding more is no
+# engine's config directory.
+MAX_DIR_LISTING = 1 << 20
 # What `stat -c %F` calls the kinds a path can be, in the words the plan uses.
 _KINDS = {"symbolic-link": "symbolic link", "directory": "directory",
           "character-special-file": "character device", "block-special-file": "block device",
@@ -54,12 +57,20 @@ def files_fact(paths: Sequence[str], list_dirs: Sequence[str] = ()) -> Fact[
                      "{ [ -e \"$e\" ] || [ -L \"$e\" ]; } && printf '%s/' \"${e##*/}\"; done; "
                      f"echo; elif [ -e {d} ]; then echo notadir; else echo nodir; fi")
     command = "; ".join(parts) if parts else "true"
-    return Fact("files", command, lambda out: _parse(out, paths, list_dirs))
+    limit = max_output(paths, list_dirs)
+    return Fact("files", capped(command, limit), lambda out: _parse(out, paths, list_dirs))
+
+
+def max_output(paths: Sequence[str], list_dirs: Sequence[str]) -> int:
+    """The most the files fact prints: each file's line and content (base64, 4/3 of its
+    bytes), each directory's names."""
+    per_file = 4096 + (MAX_FILE_BYTES + 3) // 3 * 4
+    return len(paths) * per_file + len(list_dirs) * MAX_DIR_LISTING
 
 
 def _parse(out: Output, paths: Sequence[str], list_dirs: Sequence[str]) -> tuple[
         dict[str, LiveFile], dict[str, list[str]]]:
-    lines = out.stdout.split("\n")
+    lines = check_size(out, max_output(paths, list_dirs), "the files listing").split("\n")
     files: dict[str, LiveFile] = {}
     position = 0
 
@@ -77,7 +88,9 @@ def _parse(out: Output, paths: Sequence[str], list_dirs: Sequence[str]) -> tuple
         elif len(head) == 2 and head[0] == "other":
             # Not a regular file: its kind is all the plan learns of it, never its target.
             files[path] = LiveFile(path, True, kind=_KINDS.get(head[1], "special file"))
-        elif len(head) == 5 and head[0] == "file" and all(h.isdigit() for h in head[1:]):
+        elif (len(head) == 5 and head[0] == "file" and all(decimal(h) is not None
+                                                            for h in head[1:])
+              and set(head[1]) <= set("01234567")):
             mode, size = int(head[1], 8), int(head[4])
             if size > MAX_FILE_BYTES:
                 take()
@@ -85,7 +98,7 @@ def _parse(out: Output, paths: Sequence[str], list_dirs: Sequence[str]) -> tuple
                                    f"{MAX_FILE_BYTES >> 20} MiB, not an engine config file")
             try:
                 content = base64.b64decode(take(), validate=True)
-            except binascii.Error:
+            except ValueError:  # binascii.Error, or a character that is not ASCII at all
                 raise FactParseError(f"{path}: content arrived garbled") from None
             if len(content) != size:
                 raise FactParseError(f"{path} changed while it was read (stat said {size} "

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from ..hosts.batch import Fact, Output, quote
 
 MARKER = "/var/lib/cargoship/in-progress.json"
+MAX_BYTES = 4096  # what the command reads of the marker; the executor writes ~200 bytes
 
-
+# Used with fullmatch: a literal and one fixed-width class, nothing to backtrack over.
 BACKUPS = re.compile(r"/var/lib/cargoship/backups/[0-9a-f]{32}")
 
 
@@ -36,19 +37,25 @@ def _parse(out: Output) -> Interrupted | None:
     text = out.stdout.strip()
     if text == "none" or not text:
         return None
+    if len(text) > MAX_BYTES:
+        # More than the command reads: not this command's output. Still a marker found.
+        return Interrupted("unknown", "unknown")
     try:
         data = json.loads(text)
+        if not isinstance(data, dict):
+            raise TypeError("not an object")
         backups = data.get("backups")
         return Interrupted(str(data["plan_id"])[:64], str(data["since"])[:40],
                            str(data.get("step") or "in progress")[:40],
                            # Only a directory of ours: a marker is a host's word.
                            backups if isinstance(backups, str) and BACKUPS.fullmatch(backups)
                            else None)
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         # Unreadable still means a run stopped midway: recover rather than trust the files.
+        # (json.loads recurses once per level: 4096 bytes of "[" is a RecursionError.)
         return Interrupted("unknown", "unknown")
 
 
 INTERRUPTED: Fact[Interrupted | None] = Fact(
-    "interrupted", f"if [ -f {quote(MARKER)} ]; then head -c 4096 {quote(MARKER)}; echo; "
+    "interrupted", f"if [ -f {quote(MARKER)} ]; then head -c {MAX_BYTES} {quote(MARKER)}; echo; "
                    "else echo none; fi", _parse)

@@ -10,7 +10,6 @@ namespace and name of their objects leaves this module.
 from __future__ import annotations
 
 import base64
-import binascii
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +17,13 @@ import yaml
 
 from ..hosts.batch import Fact, FactParseError, Output, quote
 from ..safeyaml import safe_load_all
+from .bounds import capped, check_size, decimal
 
 MAX_BYTES = 1024 * 1024
+# The whole listing (base64, 4/3 of the files' bytes): a few files of MAX_BYTES. A
+# manifests directory of many large files mentioning HelmChartConfig is refused unread:
+# its YAML alone would take seconds to parse.
+MAX_LISTING = 4 << 20
 KIND = "HelmChartConfig"
 # The deploy controller puts objects without a namespace into kube-system.
 DEFAULT_NAMESPACE = "kube-system"
@@ -46,23 +50,26 @@ def foreign_charts_fact(manifests_dir: str, owned_prefix: str) -> Fact[ForeignMa
         "s=$(wc -c < \"$f\"); "
         f"echo \"file $s $(head -c {MAX_BYTES} \"$f\" | base64 -w0) $f\"; done; true"
     )
-    return Fact("foreign chart configs", command, parse_foreign_charts)
+    return Fact("foreign chart configs", capped(command, MAX_LISTING), parse_foreign_charts)
 
 
 def parse_foreign_charts(out: Output) -> ForeignManifests:
     charts: dict[str, tuple[tuple[str, str], ...]] = {}
     unreadable: list[str] = []
-    for line in out.stdout.splitlines():
+    for line in check_size(out, MAX_LISTING, "the manifest listing").splitlines():
         parts = line.split(" ", 3)
-        if len(parts) != 4 or parts[0] != "file" or not parts[1].isdigit():
+        size = decimal(parts[1]) if len(parts) == 4 else None
+        if len(parts) != 4 or parts[0] != "file" or size is None:
             raise FactParseError(f"unexpected manifest line {line[:60]!r}")
-        _, size, encoded, path = parts
-        if int(size) > MAX_BYTES:
+        path, encoded = parts[3], parts[2]
+        if size > MAX_BYTES:
             unreadable.append(path)
             continue
         try:
             docs = safe_load_all(base64.b64decode(encoded, validate=True).decode("utf-8"))
-        except (binascii.Error, UnicodeDecodeError, yaml.YAMLError):
+        except (yaml.YAMLError, ValueError, OverflowError, TypeError):
+            # ValueError: not base64 (binascii.Error), not UTF-8, and what PyYAML's own
+            # constructors raise on host text (`2001-13-45`, an int of 4301 digits).
             unreadable.append(path)
             continue
         found = []

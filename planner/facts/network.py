@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from ..hosts.batch import Fact, FactParseError, Output
+from .bounds import capped_keeping_status, check_size
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,20 @@ class Network:
 # RFC 1123 labels, plus the '_' some real hosts have. The hostname becomes a Kubernetes
 # node name and goes into messages and the plan: a host that reports `$(...)`, `../x` or
 # an escape sequence is lying or broken, and is refused rather than carried along.
+# Only matched against at most 253 characters (checked first), and each label's runs are
+# bounded ({0,61}) and separated by a literal dot: no runaway backtracking.
 _HOSTNAME = re.compile(r"^[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?"
                        r"(\.[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?)*$")
 
 
+# What the kernel keeps (64 bytes), with room to spare; the addresses and routes of a host
+# with very many interfaces.
+MAX_HOSTNAME_OUTPUT = 1024
+MAX_NETWORK_OUTPUT = 1 << 20
+
+
 def parse_hostname(out: Output) -> str:
-    name = out.stdout.strip()
+    name = check_size(out, MAX_HOSTNAME_OUTPUT, "the hostname").strip()
     if out.exit_code != 0 or len(name) > 253 or not _HOSTNAME.match(name):
         raise FactParseError(f"unusable hostname {name[:60]!r} (expected an RFC 1123 name)")
     return name
@@ -78,15 +87,19 @@ def parse_default_interface(text: str) -> str | None:
 
 
 def parse_network(out: Output) -> Network:
-    addresses, sep, routes = out.stdout.partition("--routes--\n")
+    text = check_size(out, MAX_NETWORK_OUTPUT, "the network listing")
+    addresses, sep, routes = text.partition("--routes--\n")
     if out.exit_code != 0 or not sep:
         raise FactParseError("`ip` is missing or failed (iproute2 is required)")
     return Network(parse_addresses(addresses), parse_default_interface(routes))
 
 
-HOSTNAME: Fact[str] = Fact("hostname", "cat /proc/sys/kernel/hostname", parse_hostname)
+HOSTNAME: Fact[str] = Fact(
+    "hostname", f"head -c {MAX_HOSTNAME_OUTPUT + 1} /proc/sys/kernel/hostname",
+    parse_hostname)
 NETWORK: Fact[Network] = Fact(
     "network",
-    "ip -o -4 addr show && echo --routes-- && ip -4 route show default",
+    capped_keeping_status("ip -o -4 addr show && echo --routes-- && ip -4 route show default",
+                          MAX_NETWORK_OUTPUT),
     parse_network,
 )

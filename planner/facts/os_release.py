@@ -6,8 +6,13 @@ import re
 from dataclasses import dataclass
 
 from ..hosts.batch import Fact, FactParseError, Output
+from .bounds import check_size, size_of
 
 MAX_OS_RELEASE = 64 << 10
+# `uname -srm` (three fields of the kernel's utsname, 65 bytes each) and the init system's
+# one word: bounded where they come from, so their commands print them as they are.
+_MAX_KERNEL = 1024
+_MAX_INIT = 64
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,7 @@ class Kernel:
 def parse_os_release(out: Output) -> OsRelease:
     if out.exit_code != 0 or not out.stdout.strip():
         raise FactParseError("/etc/os-release is missing or empty")
-    if len(out.stdout) > MAX_OS_RELEASE:
+    if size_of(out.stdout) > MAX_OS_RELEASE:
         raise FactParseError(f"/etc/os-release is larger than {MAX_OS_RELEASE >> 10} KiB; "
                              "not an os-release file")
     values: dict[str, str] = {}
@@ -63,18 +68,19 @@ def _unquote(raw: str) -> str | None:
                 not raw.endswith('\\\\"')):
             return None
         raw = raw[1:-1]
+    # One backslash and one character from a class: linear, nothing to backtrack over.
     return re.sub(r'\\([$"`\\])', r"\1", raw)
 
 
 def parse_kernel(out: Output) -> Kernel:
-    parts = out.stdout.split()
+    parts = check_size(out, _MAX_KERNEL, "uname -srm").split()
     if out.exit_code != 0 or len(parts) != 3:
         raise FactParseError(f"expected 'uname -srm' output, got {out.stdout.strip()[:80]!r}")
     return Kernel(name=parts[0], release=parts[1], machine=parts[2])
 
 
 def parse_init_system(out: Output) -> str:
-    value = out.stdout.strip()
+    value = check_size(out, _MAX_INIT, "the init system").strip()
     if value not in ("systemd", "runit", "openrc", "unknown"):
         raise FactParseError(f"unexpected init system {value[:40]!r}")
     return value

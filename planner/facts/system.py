@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..hosts.batch import Fact, FactParseError, Output, quote
+from .bounds import check_size
+
+# Two short lines (`uid N`, `sudo yes|no`) and one time: bounded where they come from
+# (`id -u`, the script's own words, `date`), so their commands print them as they are.
+_MAX_PRIVILEGE = 1024
+_MAX_CLOCK = 256
 
 
 @dataclass(frozen=True)
@@ -18,7 +25,8 @@ class Privilege:
 
 
 def parse_privilege(out: Output) -> Privilege:
-    fields = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+    text = check_size(out, _MAX_PRIVILEGE, "the user id")
+    fields = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
     try:
         uid = int(fields["uid"])
     except (KeyError, ValueError):
@@ -27,10 +35,14 @@ def parse_privilege(out: Output) -> Privilege:
 
 
 def parse_epoch(out: Output) -> float:
+    text = check_size(out, _MAX_CLOCK, "the clock reading").strip()
     try:
-        return float(out.stdout.strip())
+        seconds = float(text)
     except ValueError:
-        raise FactParseError(f"unexpected clock reading {out.stdout.strip()[:40]!r}") from None
+        seconds = math.nan
+    if not math.isfinite(seconds):  # "nan" and "inf" are floats too: no clock says them
+        raise FactParseError(f"unexpected clock reading {text[:40]!r}")
+    return seconds
 
 
 PRIVILEGE: Fact[Privilege] = Fact(

@@ -10,8 +10,11 @@ are ignored.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import stat
 from pathlib import Path
 
 from ..errors import CargoshipError
@@ -56,17 +59,60 @@ def read(plan: Plan, digest: str, directory: Path) -> list[Signature]:
     return found
 
 
-def _load(path: Path) -> dict[str, object]:
+def read_small_file(path: Path, limit: int, error: type[CargoshipError], what: str, *,
+                    follow: bool = False) -> bytes:
+    """At most `limit` bytes of a regular file, read before anything else is done with it.
+
+    Anyone who can commit to a pull request puts files beside a plan: a signature file
+    that is a link to /dev/zero was read whole (gigabytes) before being cut to size, a
+    FIFO blocked the read for good. So: opened without following a link (unless `follow`)
+    and without blocking, refused unless fstat says regular file, and read for at most
+    `limit` + 1 bytes, so a larger one is refused rather than cut. Every refusal is one
+    line naming the file."""
+    name = one_line(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        raw = path.read_bytes()[:_MAX_BYTES + 1]
+        fd = os.open(path, flags)
     except OSError as exc:
-        raise DetachedSignatureError(f"{path}: cannot read: {exc.strerror}") from None
+        if exc.errno == errno.ELOOP and not follow:
+            raise error(f"{name}: is a symbolic link; {what} must be a regular file") \
+                from None
+        raise error(f"{name}: cannot read: {exc.strerror}") from None
     try:
-        body = json.loads(raw) if len(raw) <= _MAX_BYTES else None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise error(f"{name}: not a regular file (a FIFO, a device, a directory?); "
+                        f"{what} must be one")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:  # a regular file may still grow while it is read
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise error(f"{name}: cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise error(f"{name}: larger than {limit >> 10} KiB; too large for {what}")
+    return b"".join(chunks)
+
+
+def one_line(path: Path) -> str:
+    """A path as an error names it: a file name may hold a newline, an error is one line."""
+    return str(path).replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _load(path: Path) -> dict[str, object]:
+    raw = read_small_file(path, _MAX_BYTES, DetachedSignatureError, "a signature file")
+    try:
+        body = json.loads(raw)
     except (ValueError, RecursionError):
         body = None
     if not isinstance(body, dict) or body.get("format") != FORMAT or not all(
             isinstance(body.get(k), str) for k in ("plan_id", "plan_digest", "key",
                                                      "signature")):
-        raise DetachedSignatureError(f"{path}: not a cargoship signature file ({FORMAT})")
+        raise DetachedSignatureError(f"{one_line(path)}: not a cargoship signature file "
+                                     f"({FORMAT})")
     return body

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CargoshipError
+from .detached import read_small_file
 from .model import Signature
+
+_MAX_PUBLIC_KEY = 64 << 10  # an OpenSSH public key line is under 1 KiB (RSA 16384: ~3 KiB)
 
 NAMESPACE = "cargoship-plan"
 _FINGERPRINT = re.compile(r"key (SHA256:[A-Za-z0-9+/]+)")
@@ -46,18 +49,29 @@ def _ssh_keygen(args: list[str], message: str, signature: str | None = None) -> 
                                   text=True, timeout=30)
         except FileNotFoundError:
             raise SigningError("ssh-keygen is not installed (OpenSSH client)") from None
+        except subprocess.TimeoutExpired:
+            # It reads the files it is given (keys, allowed signers): one of them may be a
+            # FIFO or a device that never ends.
+            raise SigningError(f"ssh-keygen {' '.join(args[:2])} did not finish within "
+                               "30 s") from None
 
 
 def sign(digest: str, key: Path) -> Signature:
     if not key.exists():
         raise SigningError(f"{key}: no such key file")
+    public = key.with_name(key.name + ".pub")
+    comment = ""
+    if public.exists():
+        # Read first, capped, and a regular file only (a link to one is fine: keys are
+        # often linked): ssh-keygen reads the .pub beside the key too, and a .pub that is
+        # /dev/zero or a FIFO held it until its timeout.
+        words = read_small_file(public, _MAX_PUBLIC_KEY, SigningError, "a public key file",
+                                follow=True).decode("utf-8", "replace").split(None, 2)
+        comment = words[2].strip() if len(words) > 2 else ""
     result = _ssh_keygen(["-Y", "sign", "-q", "-f", str(key), "-n", NAMESPACE], digest)
     if result.returncode != 0 or "BEGIN SSH SIGNATURE" not in result.stdout:
         reason = result.stderr.strip().splitlines()[-1:] or ["no signature produced"]
         raise SigningError(f"cannot sign with {key}: {reason[0]}")
-    public = key.with_name(key.name + ".pub")
-    comment = public.read_text().split(None, 2)[2].strip() if public.exists() and \
-        len(public.read_text().split(None, 2)) > 2 else ""
     check = _ssh_keygen(["-Y", "check-novalidate", "-n", NAMESPACE, "-s", "{sig}"], digest,
                         result.stdout)
     match = _FINGERPRINT.search(check.stdout + check.stderr)

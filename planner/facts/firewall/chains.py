@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 from typing import Final
@@ -67,11 +67,58 @@ class Table:
 
 
 @dataclass(frozen=True)
+class _Skipped:
+    """Rules skipped on the way, as a caveat names them: the first few and how many in all
+    (a list of every one would double with each chain reached twice)."""
+
+    shown: tuple[str, ...] = ()
+    total: int = 0
+
+    def plus(self, other: _Skipped) -> _Skipped:
+        if not other.total:
+            return self
+        return _Skipped((*self.shown, *other.shown)[:_MAX_CAVEATS], self.total + other.total)
+
+    def add(self, text: str) -> _Skipped:
+        return self.plus(_Skipped((text,), 1))
+
+
+_NONE_SKIPPED: Final = _Skipped()
+
+
+@dataclass(frozen=True)
 class _Outcome:
     verdict: str | None  # None: fell off the chain (or returned) without deciding
-    path: tuple[str, ...] = ()
+    path: tuple[str, ...] = ()  # the chains from the walked one to where it was decided
     rule: str = ""
-    skipped: tuple[str, ...] = ()
+    skipped: _Skipped = _NONE_SKIPPED
+
+
+@dataclass
+class _Walk:
+    """One packet's walk through one table. A chain's outcome does not depend on who jumped
+    to it, so each chain is walked once and its outcome reused: rulesets where chains jump
+    twice to the next (netfilter takes them: there is no loop) cost 2**depth walks
+    otherwise. A jump to a chain still being walked (a loop, which netfilter refuses) is
+    skipped like one past the depth limit."""
+
+    table: Table
+    packet: Packet
+    done: dict[str, _Outcome] = field(default_factory=dict)
+    active: list[str] = field(default_factory=list)
+
+    def chain(self, chain: Chain) -> _Outcome:
+        found = self.done.get(chain.name)
+        if found is None:
+            self.active.append(chain.name)
+            try:
+                found = self.done[chain.name] = _walk(self, chain)
+            finally:
+                self.active.pop()
+        return found
+
+    def can_enter(self, chain: Chain) -> bool:
+        return chain.name not in self.active and len(self.active) < _MAX_JUMP_DEPTH
 
 
 def _resolve(rule: Rule, packet: Packet) -> Verdict | OpaqueAction | None:
@@ -113,44 +160,47 @@ def _could_open(rule: Rule, packet: Packet) -> bool:
     return worth_naming(rule.conditions, packet, jumps)
 
 
-def _walk(table: Table, chain: Chain, packet: Packet, path: tuple[str, ...]) -> _Outcome:
-    skipped: list[str] = []
+def _walk(walk: _Walk, chain: Chain) -> _Outcome:
+    skipped = _NONE_SKIPPED
+    here = (chain.name,)
     for rule in chain.rules:
-        verdict = _resolve(rule, packet)
+        verdict = _resolve(rule, walk.packet)
         if verdict is None:
             continue
         if isinstance(verdict, OpaqueAction):
-            if _could_open(rule, packet):
-                skipped.append(rule.text)
+            if _could_open(rule, walk.packet):
+                skipped = skipped.add(rule.text)
             continue
         if verdict.kind in _TERMINAL:
-            return _Outcome(verdict.kind, path, rule.text, tuple(skipped))
+            return _Outcome(verdict.kind, here, rule.text, skipped)
         if verdict.kind == "return":
-            return _Outcome(None, path, "", tuple(skipped))
-        target = table.by_name.get(verdict.target)
-        if target is None or len(path) >= _MAX_JUMP_DEPTH:
-            skipped.append(rule.text)
+            return _Outcome(None, here, "", skipped)
+        target = walk.table.by_name.get(verdict.target)
+        if target is None or not walk.can_enter(target):
+            skipped = skipped.add(rule.text)
             continue
-        sub = _walk(table, target, packet, (*path, target.name))
-        skipped.extend(sub.skipped)
+        sub = walk.chain(target)
+        skipped = skipped.plus(sub.skipped)
         # A goto never comes back here: whatever the target ends with, this chain ends with.
         if sub.verdict is not None or verdict.kind == "goto":
-            return _Outcome(sub.verdict, sub.path, sub.rule, tuple(skipped))
-    return _Outcome(None, path, "", tuple(skipped))
+            return _Outcome(sub.verdict, (*here, *sub.path), sub.rule, skipped)
+    return _Outcome(None, here, "", skipped)
 
 
-def _base_chain_block(table: Table, chain: Chain, packet: Packet) -> str | None:
-    outcome = _walk(table, chain, packet, (chain.name,))
+def _base_chain_block(walk: _Walk, chain: Chain) -> str | None:
+    table = walk.table
+    outcome = walk.chain(chain)
     verdict = outcome.verdict or chain.policy.lower()
     if verdict not in ("drop", "reject"):
         return None
     if outcome.verdict:
-        reason = f"{_where(table)} chain {' > '.join(outcome.path)}: rule '{outcome.rule}'"
+        reason = (f"{_where(table)} chain {' > '.join(outcome.path)}: "
+                  f"rule '{shown(outcome.rule)}'")
     elif table.tool == "iptables":
         reason = f"{_where(table)} {chain.name} policy {chain.policy}"  # as iptables -L says it
     else:
         reason = f"{_where(table)} chain {chain.name}: policy {chain.policy}"
-    return reason + caveat(outcome.skipped)
+    return reason + caveat(outcome.skipped.shown, outcome.skipped.total)
 
 
 def _where(table: Table) -> str:
@@ -159,12 +209,19 @@ def _where(table: Table) -> str:
     return "iptables" if table.name == "filter" else f"iptables table {table.name}"
 
 
-def caveat(skipped: Sequence[str]) -> str:
+def shown(text: str, limit: int = 200) -> str:
+    """A rule's text as a reason quotes it: a host's rule may be a megabyte long."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def caveat(skipped: Sequence[str], total: int | None = None) -> str:
+    """`skipped`: the first rules skipped (or all of them); `total`: how many in all."""
     if not skipped:
         return ""
-    shown = ", ".join(f"'{text}'" for text in skipped[:_MAX_CAVEATS])
-    more = f" and {len(skipped) - _MAX_CAVEATS} more" if len(skipped) > _MAX_CAVEATS else ""
-    return f" (rules skipped as they depend on the peer or on unsupported matches: {shown}{more})"
+    count = len(skipped) if total is None else total
+    listed = ", ".join(f"'{shown(text)}'" for text in skipped[:_MAX_CAVEATS])
+    more = f" and {count - _MAX_CAVEATS} more" if count > _MAX_CAVEATS else ""
+    return f" (rules skipped as they depend on the peer or on unsupported matches: {listed}{more})"
 
 
 # Hooks a packet for the host crosses, in order; only "filter" chains are judged (nat and
@@ -185,8 +242,10 @@ def tables_block(tables: Iterable[Table], packet: Packet) -> str | None:
         if chain.hook is not None and chain.hook in _HOOK_ORDER
     ]
     entries.sort(key=lambda entry: entry[:2])
+    walks: dict[int, _Walk] = {}  # per table: its chains' outcomes serve every base chain
     for _, _, table, chain in entries:
-        reason = _base_chain_block(table, chain, packet)
+        walk = walks.setdefault(id(table), _Walk(table, packet))
+        reason = _base_chain_block(walk, chain)
         if reason:
             return reason
     return None

@@ -110,7 +110,9 @@ class FirewalldState:
 
 def _firewalld_blocks(text: str) -> list[tuple[str, dict[str, str]]]:
     """`name (attrs)` header lines, each followed by `  key: value` lines."""
-    blocks: list[tuple[str, dict[str, str]]] = []
+    # A value's lines are collected, then joined once: joining at every continuation line
+    # copied the value so far each time, quadratic in a zone of many rich rules.
+    blocks: list[tuple[str, dict[str, list[str]]]] = []
     last_key = ""
     for line in text.splitlines():
         if not line.strip():
@@ -120,15 +122,15 @@ def _firewalld_blocks(text: str) -> list[tuple[str, dict[str, str]]]:
         elif not blocks:
             raise FirewallParseError(f"firewalld: indented line before any zone: {line!r:.60}")
         elif line.startswith("\t"):  # continuation of `rich rules:` / `forward-ports:`
-            values = blocks[-1][1]
-            values[last_key] = f"{values.get(last_key, '')}\n{line.strip()}".strip()
+            blocks[-1][1].setdefault(last_key, []).append(line.strip())
         else:
             key, sep, value = line.strip().partition(":")
             if not sep:
                 raise FirewallParseError(f"firewalld: unexpected line {line!r:.60}")
-            blocks[-1][1][key] = value.strip()
+            blocks[-1][1][key] = [value.strip()]
             last_key = key
-    return blocks
+    return [(header, {key: "\n".join(part for part in parts if part)
+                      for key, parts in values.items()}) for header, values in blocks]
 
 
 def parse_firewalld(text: str) -> FirewalldState:

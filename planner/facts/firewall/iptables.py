@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Final
 
+from ..bounds import decimal
 from .chains import Action, Chain, OpaqueAction, Rule, Table, Verdict
 from .conditions import Condition, CtState, Dport, Iface, Opaque, Proto
 from .model import PROTOCOL_NUMBERS, FirewallParseError, port_spec
@@ -34,7 +35,10 @@ def _ipt_option(option: str, args: Sequence[str], negate: bool) -> Condition | N
     """The condition an iptables match option adds; None for options that only load modules."""
     value = args[0] if args else ""
     if option in ("-p", "--protocol"):
-        name = PROTOCOL_NUMBERS.get(int(value), value) if value.isdigit() else value.lower()
+        number = decimal(value)
+        if value.isdigit() and number is None:  # "²", or more digits than any protocol
+            raise FirewallParseError(f"iptables-save: unexpected protocol {value!r:.40}")
+        name = PROTOCOL_NUMBERS.get(number, value) if number is not None else value.lower()
         return None if name in ("all", "0") and not negate else Proto(frozenset({name}), negate)
     if option in ("-i", "--in-interface"):
         return Iface(frozenset({value}), negate)
@@ -52,17 +56,20 @@ def _ipt_option(option: str, args: Sequence[str], negate: bool) -> Condition | N
     return Opaque(option, peer=option in ("-s", "--source", "--src-range"))
 
 
-def _ipt_args(tokens: Sequence[str], start: int) -> list[str]:
-    """An option's arguments: by a table where known, else the words up to the next option."""
-    option, rest = tokens[start], tokens[start + 1:]
+def _ipt_arity(tokens: Sequence[str], start: int) -> int:
+    """How many arguments the option at `start` takes: by a table where known, else the
+    words up to the next option. Counted in place: a copy of the rest of the line per
+    option made a line of many options quadratic."""
+    option = tokens[start]
     arity = _IPTABLES_ARITY.get(option)
-    if arity is None and len(option) == 2:
-        arity = 1  # -s, -m, -j...: exactly one argument, even one starting with "-"
-    elif arity is None:
-        arity = 0
-        while arity < len(rest) and not rest[arity].startswith(("-", "!")):
-            arity += 1
-    return list(rest[:arity])
+    if arity is not None:
+        return min(arity, len(tokens) - start - 1)
+    if len(option) == 2:
+        return min(1, len(tokens) - start - 1)  # -s, -m, -j...: one argument, even "-..."
+    end = start + 1
+    while end < len(tokens) and not tokens[end].startswith(("-", "!")):
+        end += 1
+    return end - start - 1
 
 
 def _ipt_action(target: str, chains: Iterable[str], goto: bool) -> Action:
@@ -75,11 +82,22 @@ def _ipt_action(target: str, chains: Iterable[str], goto: bool) -> Action:
     return OpaqueAction(target)  # QUEUE, NFQUEUE, extension targets: cannot tell
 
 
-def _ipt_rule(line: str, chains: Iterable[str]) -> tuple[str, Rule]:
+# What iptables-save quotes (comments, some match arguments) needs shlex; the rest of a
+# line is plain words, split at C speed. shlex is linear too, only slower.
+_SHELL_SPECIAL: Final = frozenset("\"'\\")
+
+
+def _ipt_tokens(line: str) -> list[str]:
+    if line.isascii() and line.isprintable() and _SHELL_SPECIAL.isdisjoint(line):
+        return line.split()
     try:
-        tokens = shlex.split(line)
+        return shlex.split(line)
     except ValueError as exc:
         raise FirewallParseError(f"iptables-save: cannot split {line!r:.80}: {exc}") from None
+
+
+def _ipt_rule(line: str, chains: Iterable[str]) -> tuple[str, Rule]:
+    tokens = _ipt_tokens(line)
     if len(tokens) < 2:
         raise FirewallParseError(f"iptables-save: rule without a chain: {line!r:.80}")
     conditions: list[Condition] = []
@@ -91,7 +109,8 @@ def _ipt_rule(line: str, chains: Iterable[str]) -> tuple[str, Rule]:
         if option == "!":
             negate, index = True, index + 1
             continue
-        args = _ipt_args(tokens, index)
+        arity = _ipt_arity(tokens, index)
+        args = tokens[index + 1:index + 1 + arity]
         if option in ("-j", "--jump", "-g", "--goto"):
             # The target comes last in iptables-save; what follows are the target's options.
             action = _ipt_action(args[0] if args else "", chains, option in ("-g", "--goto"))
@@ -99,7 +118,7 @@ def _ipt_rule(line: str, chains: Iterable[str]) -> tuple[str, Rule]:
         condition = _ipt_option(option, args, negate)
         if condition is not None:
             conditions.append(condition)
-        negate, index = False, index + 1 + len(args)
+        negate, index = False, index + 1 + arity
     return tokens[1], Rule(tuple(conditions), action, line)
 
 

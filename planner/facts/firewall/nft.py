@@ -55,6 +55,9 @@ def _nft_objects(text: str) -> list[dict[str, object]]:
             f"`nft -j list ruleset` printed invalid JSON ({exc.msg} at line {exc.lineno} "
             f"column {exc.colno})"
         ) from None
+    except ValueError:  # a number of more than 4300 digits: int() refuses it
+        raise FirewallParseError("`nft -j list ruleset` printed a number no ruleset holds") \
+            from None
     items = document.get("nftables") if isinstance(document, dict) else None
     if not isinstance(items, list):
         raise FirewallParseError('`nft -j list ruleset` printed JSON without an "nftables" list')
@@ -63,6 +66,16 @@ def _nft_objects(text: str) -> list[dict[str, object]]:
 
 def parse_nft_ruleset(text: str) -> tuple[Table, ...]:
     """Every active table of the ruleset, with its chains and rules in listing order."""
+    try:
+        return _parse_ruleset(text)
+    except RecursionError:
+        # json.loads and the walks over expressions recurse once per level of nesting: a
+        # listing nested a thousand deep is no ruleset nft prints.
+        raise FirewallParseError("`nft -j list ruleset` printed JSON nested too deeply") \
+            from None
+
+
+def _parse_ruleset(text: str) -> tuple[Table, ...]:
     # metainfo, flowtables, stateful objects... hold nothing that filters input traffic.
     objects = [
         (kind, as_object(body, kind))
@@ -93,8 +106,14 @@ def parse_nft_ruleset(text: str) -> tuple[Table, ...]:
     unknown = set(rules) - set(chains)
     if unknown:
         raise FirewallParseError(f"nft -j: rules of undeclared chain {sorted(unknown)[0]}")
+    # Chains by table first: looking through every chain for each table was quadratic in a
+    # listing of many tables.
+    by_table: dict[tuple[str, str], dict[str, Mapping[str, object]]] = {}
+    for (family, table, chain_name), spec in chains.items():
+        by_table.setdefault((family, table), {})[chain_name] = spec
     return tuple(
-        _nft_table(family, name, chains, rules, NftScope(sets.get((family, name), {})))
+        _nft_table(family, name, by_table.get((family, name), {}), rules,
+                   NftScope(sets.get((family, name), {})))
         for (family, name), dormant in tables.items()
         if not dormant  # a dormant table is loaded but not evaluated by the kernel
     )
@@ -103,15 +122,13 @@ def parse_nft_ruleset(text: str) -> tuple[Table, ...]:
 def _nft_table(
     family: str,
     name: str,
-    chains: Mapping[tuple[str, str, str], Mapping[str, object]],
+    chains: Mapping[str, Mapping[str, object]],
     rules: Mapping[tuple[str, str, str], Sequence[Mapping[str, object]]],
     scope: NftScope,
 ) -> Table:
     built: list[Chain] = []
     uses_xt = False
-    for (chain_family, table, chain_name), spec in chains.items():
-        if (chain_family, table) != (family, name):
-            continue
+    for chain_name, spec in chains.items():
         parsed = [_nft_rule(raw, scope) for raw in rules.get((family, name, chain_name), ())]
         uses_xt = uses_xt or any(xt for _, xt in parsed)
         prio = spec.get("prio", 0)

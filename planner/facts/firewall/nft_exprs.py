@@ -20,24 +20,29 @@ class NftScope:
     sets: Mapping[str, Sequence[object]]
 
 
-def _elements(value: object, scope: NftScope) -> list[object] | None:
-    """Flatten a right-hand side into its elements: sets, named sets, counted elements."""
+def _elements(value: object, scope: NftScope, named: bool = True) -> list[object] | None:
+    """Flatten a right-hand side into its elements: sets, named sets, counted elements.
+
+    A named set is looked up only where the rule names it (the whole right-hand side),
+    never from inside a set: nft has no sets of sets, and a listing whose sets each held
+    the one before twice would expand to 2**n elements (a list naming one big set many
+    times, to their product)."""
     if isinstance(value, str) and value.startswith("@"):
-        named = scope.sets.get(value[1:])
-        return None if named is None else _elements(list(named), scope)
+        elements = scope.sets.get(value[1:]) if named else None
+        return None if elements is None else _elements(list(elements), scope, named=False)
     if isinstance(value, list):
         found: list[object] = []
         for item in value:
-            inner = _elements(item, scope)
+            inner = _elements(item, scope, named=False)
             if inner is None:
                 return None
             found.extend(inner)
         return found
     pair = single(value)
     if pair and pair[0] == "set":
-        return _elements(pair[1], scope)
+        return _elements(pair[1], scope, named=False)
     if pair and pair[0] == "elem":
-        return _elements(as_object(pair[1], "elem").get("val"), scope)
+        return _elements(as_object(pair[1], "elem").get("val"), scope, named=False)
     return [value]
 
 
@@ -159,7 +164,9 @@ def nft_vmap(body: object, scope: NftScope) -> Action:
         return OpaqueAction("vmap")
     entries: list[tuple[Condition, Verdict]] = []
     for item in pairs:
-        if not (isinstance(item, list) and len(item) == 2):
+        # A key naming a set is no map nft prints, and would expand that set per entry.
+        if not (isinstance(item, list) and len(item) == 2) or (
+                isinstance(item[0], str) and item[0].startswith("@")):
             return OpaqueAction("vmap")
         conditions = nft_match({"op": "==", "left": dict([key]), "right": item[0]}, scope)
         verdict = single(item[1])

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..bounds import check_size, human, size_of
 from .firewalld import parse_firewalld
 from .iptables import parse_iptables_save, split_iptables_nft
 from .model import FirewallParseError, ToolError
 from .nft import parse_nft_ruleset
-from .script import MARKER, SECTIONS, TOOLS
+from .script import COMMANDS, LIMITS, MARKER, SECTIONS, TOOLS, TOTAL_LIMIT
 from .state import FirewallState
 from .ufw import parse_ufw
 
@@ -43,14 +44,25 @@ def _sections(output: str) -> tuple[dict[str, str], tuple[ToolError, ...]]:
     for section in _split_sections(output):
         if section.error:
             message = next((line.strip() for line in section.lines if line.strip()), "failed")
-            errors.append(ToolError(section.tool, message))
+            errors.append(ToolError(section.tool, message[:300]))
         else:
             bodies.setdefault(section.tool, []).extend(section.lines)
-    return {tool: "\n".join(lines) for tool, lines in bodies.items()}, tuple(errors)
+    texts = {}
+    for tool, lines in bodies.items():
+        text = "\n".join(lines)
+        # The script cuts each listing at its limit; one that is over it anyway (another
+        # script, a lying shell) is that tool's error, not a parse of a cut ruleset.
+        if size_of(text) > LIMITS[tool]:
+            errors.append(ToolError(tool, f"{COMMANDS[tool]} printed more than "
+                                          f"{human(LIMITS[tool])}; not read"))
+        else:
+            texts[tool] = text
+    return texts, tuple(errors)
 
 
 def parse_firewall(output: str) -> FirewallState:
     """Pure: the output of FIREWALL_SCRIPT -> what each tool has loaded."""
+    check_size(output, TOTAL_LIMIT, "firewall listing", FirewallParseError)
     sections, errors = _sections(output)
     nft = parse_nft_ruleset(sections["nftables"]) if "nftables" in sections else ()
     iptables = parse_iptables_save(sections["iptables"]) if "iptables" in sections else ()

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
+from ..bounds import human
+
 # The snippet only lists: every command in it is a read-only query. Notes on the choices:
 # - A failed listing is run once more to fetch its first stderr line: that keeps warnings off
 #   stdout without a temp file, and a second read-only listing costs nothing.
@@ -18,38 +20,74 @@ from typing import Final
 #   error. The services of the default zone (and what they include) are listed with
 #   --info-service, so custom services such as an "rke2" one are read, not guessed.
 # - LC_ALL=C because ufw translates "Status: active".
-FIREWALL_SCRIPT: Final[str] = r"""(
+# - Every listing is cut at its tool's LIMITS (and firewalld's at 256 services): one over it
+#   is reported as the tool's error, "... printed more than N; not read", never printed cut
+#   short (a cut ruleset would be judged as if it were whole).
+_TEMPLATE: Final[str] = r"""(
 set -f
 LC_ALL=C; export LC_ALL
 PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"; export PATH
+_fw_nl='
+'
+# _fw_run LIMIT CMD...: CMD's stdout in _fw_out, its status in _fw_rc, or _fw_rc=big when
+# it printed more than LIMIT bytes (head stops it there: a tool that prints forever ends).
+# The status rides behind the output, as POSIX sh has no pipefail; the last "#rc" line is
+# ours whatever the tool printed.
+_fw_run() {
+    _fw_lim=$1; shift
+    _fw_out=$( { "$@" 2>/dev/null; printf '\n#rc %s' "$?"; } | head -c $((_fw_lim + 16)) )
+    case $_fw_out in
+    *"$_fw_nl#rc "*)
+        _fw_rc=${_fw_out##*"$_fw_nl#rc "}
+        _fw_out=${_fw_out%"$_fw_nl#rc "*}
+        _fw_out=${_fw_out%"$_fw_nl"}
+        ;;
+    *) _fw_rc=big ;;
+    esac
+    [ ${#_fw_out} -le "$_fw_lim" ] || _fw_rc=big
+}
+# The first line of what a failed CMD says on stderr (at most 1 KiB of it).
+_fw_why() {
+    "$@" 2>&1 >/dev/null | head -c 1024 | head -n 1
+}
 _fw_section() {
-    _fw_name=$1; shift
-    if _fw_out=$("$@" 2>/dev/null); then
-        printf '### %s\n%s\n' "$_fw_name" "$_fw_out"
-    else
-        _fw_rc=$?
-        _fw_err=$("$@" 2>&1 >/dev/null | head -n 1)
+    _fw_name=$1; _fw_lim=$2; _fw_size=$3; shift 3
+    _fw_run "$_fw_lim" "$@"
+    case $_fw_rc in
+    0) printf '### %s\n%s\n' "$_fw_name" "$_fw_out" ;;
+    big) printf '### %s error\n%s printed more than %s; not read\n' "$_fw_name" "$1" "$_fw_size" ;;
+    *)
+        _fw_err=$(_fw_why "$@")
         printf '### %s error\n%s\n' "$_fw_name" "${_fw_err:-$1 exited with status $_fw_rc}"
-    fi
+        ;;
+    esac
 }
 if command -v nft >/dev/null 2>&1; then
-    _fw_section nft nft -j list ruleset
+    _fw_section nft @nftables_bytes@ '@nftables_size@' nft -j list ruleset
 fi
 _fw_ipt=""; _fw_seen=""; _fw_ipt_err=""
 for _fw_cmd in iptables-legacy-save iptables-nft-save iptables-save; do
     command -v "$_fw_cmd" >/dev/null 2>&1 || continue
-    if _fw_out=$("$_fw_cmd" 2>/dev/null); then
+    _fw_run @iptables_bytes@ "$_fw_cmd"
+    case $_fw_rc in
+    0)
         [ -n "$_fw_out" ] || continue
         case $_fw_out in *'(nf_tables)'*) _fw_kind=nf_tables ;; *) _fw_kind=legacy ;; esac
         case $_fw_seen in *"$_fw_kind"*) continue ;; esac
         _fw_seen="$_fw_seen $_fw_kind"
         _fw_ipt="$_fw_ipt$_fw_out
 "
-    else
-        _fw_ipt_err=$("$_fw_cmd" 2>&1 >/dev/null | head -n 1)
+        ;;
+    big) _fw_ipt_err="$_fw_cmd printed more than @iptables_size@; not read" ;;
+    *)
+        _fw_ipt_err=$(_fw_why "$_fw_cmd")
         _fw_ipt_err=${_fw_ipt_err:-$_fw_cmd failed}
-    fi
+        ;;
+    esac
 done
+if [ ${#_fw_ipt} -gt @iptables_bytes@ ]; then
+    _fw_ipt=""; _fw_ipt_err="iptables-save printed more than @iptables_size@; not read"
+fi
 if [ -n "$_fw_ipt" ]; then
     printf '### iptables\n%s' "$_fw_ipt"
 fi
@@ -57,29 +95,49 @@ if [ -n "$_fw_ipt_err" ]; then
     printf '### iptables error\n%s\n' "$_fw_ipt_err"
 fi
 if command -v firewall-cmd >/dev/null 2>&1; then
-    _fw_state=$(firewall-cmd --state 2>&1 | head -n 1)
+    _fw_state=$(firewall-cmd --state 2>&1 | head -c 1024 | head -n 1)
     case $_fw_state in
     running)
-        if _fw_zone=$(firewall-cmd --list-all 2>/dev/null); then
-            printf '### firewalld\nrunning\n%s\n' "$_fw_zone"
-            _fw_todo=$(printf '%s\n' "$_fw_zone" | sed -n 's/^  services: *//p')
-            _fw_done=" "
-            while [ -n "$_fw_todo" ]; do
-                set -- $_fw_todo
-                _fw_todo=""
-                for _fw_svc; do
-                    case $_fw_done in *" $_fw_svc "*) continue ;; esac
-                    _fw_done="$_fw_done$_fw_svc "
-                    _fw_info=$(firewall-cmd --info-service="$_fw_svc" 2>/dev/null) || continue
-                    printf '%s\n' "$_fw_info"
-                    _fw_todo="$_fw_todo $(printf '%s\n' "$_fw_info" | sed -n 's/^  includes: *//p')"
-                done
-                _fw_todo=$(echo $_fw_todo)
+        # The zone and every service it names (and what they include), each once, at
+        # most 256 of them, kept until the end: a listing over its limit is not printed.
+        _fw_run @firewalld_bytes@ firewall-cmd --list-all
+        _fw_all="running
+$_fw_out"
+        _fw_todo=""
+        [ "$_fw_rc" = 0 ] && _fw_todo=$(printf '%s\n' "$_fw_out" | sed -n 's/^  services: *//p')
+        _fw_done=" "; _fw_count=0
+        while [ -n "$_fw_todo" ] && [ "$_fw_rc" = 0 ]; do
+            set -- $_fw_todo
+            _fw_todo=""
+            for _fw_svc; do
+                case $_fw_done in *" $_fw_svc "*) continue ;; esac
+                _fw_done="$_fw_done$_fw_svc "
+                _fw_count=$((_fw_count + 1))
+                [ "$_fw_count" -le 256 ] || { _fw_rc=many; break; }
+                _fw_run @firewalld_bytes@ firewall-cmd --info-service="$_fw_svc"
+                case $_fw_rc in
+                0) ;;
+                big) break ;;
+                *) _fw_rc=0; continue ;;
+                esac
+                _fw_all="$_fw_all
+$_fw_out"
+                [ ${#_fw_all} -le @firewalld_bytes@ ] || { _fw_rc=big; break; }
+                _fw_todo="$_fw_todo $(printf '%s\n' "$_fw_out" | sed -n 's/^  includes: *//p')"
             done
-        else
-            _fw_err=$(firewall-cmd --list-all 2>&1 >/dev/null | head -n 1)
+            _fw_todo=$(echo $_fw_todo)
+        done
+        case $_fw_rc in
+        0) printf '### firewalld\n%s\n' "$_fw_all" ;;
+        big) printf '### firewalld error\n%s\n' \
+            "firewall-cmd printed more than @firewalld_size@; not read" ;;
+        many) printf '### firewalld error\n%s\n' \
+            "the default zone names more than 256 services; not read" ;;
+        *)
+            _fw_err=$(_fw_why firewall-cmd --list-all)
             printf '### firewalld error\n%s\n' "${_fw_err:-firewall-cmd --list-all failed}"
-        fi
+            ;;
+        esac
         ;;
     "not running")
         printf '### firewalld\nnot running\n'
@@ -90,14 +148,38 @@ if command -v firewall-cmd >/dev/null 2>&1; then
     esac
 fi
 if command -v ufw >/dev/null 2>&1; then
-    _fw_section ufw ufw status verbose
+    _fw_section ufw @ufw_bytes@ '@ufw_size@' ufw status verbose
 fi
 ) 2>/dev/null
 """
 
 TOOLS: Final = ("nftables", "iptables", "firewalld", "ufw")
+# The most each tool's listing may be, in bytes. Generous for the kernel rulesets (kube-proxy
+# writes thousands of rules); all of them together stay under the 16 MiB a host may send
+# for one command (hosts/ssh.py MAX_OUTPUT). A ufw or firewalld listing is a few KiB.
+LIMITS: Final[Mapping[str, int]] = MappingProxyType(
+    {"nftables": 6 << 20, "iptables": 4 << 20, "firewalld": 1 << 20, "ufw": 1 << 20}
+)
+# What the whole listing may be: every tool at its limit, and the markers and error lines.
+TOTAL_LIMIT: Final = sum(LIMITS.values()) + (64 << 10)
+# The command each tool's messages name.
+COMMANDS: Final[Mapping[str, str]] = MappingProxyType(
+    {"nftables": "nft", "iptables": "iptables-save", "firewalld": "firewall-cmd", "ufw": "ufw"}
+)
+
+
+def _script() -> str:
+    script = _TEMPLATE
+    for tool, limit in LIMITS.items():
+        script = script.replace(f"@{tool}_bytes@", str(limit))
+        script = script.replace(f"@{tool}_size@", human(limit))
+    return script
+
+
+FIREWALL_SCRIPT: Final[str] = _script()
 SECTIONS: Final[Mapping[str, str]] = MappingProxyType(
     {"nft": "nftables", "iptables": "iptables", "firewalld": "firewalld", "ufw": "ufw"}
 )
 # Each section starts with `### <name>`, or `### <name> error` when the listing failed.
+# Anchored, and `\S+` cannot run into the " error" after it: no backtracking on any line.
 MARKER: Final = re.compile(r"^### (?P<name>\S+)(?P<error> error)?$")

@@ -1,0 +1,91 @@
+"""Bounded work on any host output: how much a fact reads, and how its parser reads it.
+
+What a host prints is text from a machine that may be broken or lying: a program that
+prints forever, a file that is a link to /dev/zero, one line of a million blanks. Every
+fact is bounded twice, because either bound alone leaves a hole:
+
+- its command stops its own output at the fact's limit (`capped`, `head -c` or a printf
+  precision), so the host, the wire and this process never hold more than that;
+- its parser refuses output over the limit before looking at it (`check_size`), as the
+  parser must not depend on which command produced its input (the executor reuses some
+  parsers on its own scripts' output; tests feed them anything).
+
+Inside the limit the parse is linear: str.split and partition, and only regular
+expressions that cannot backtrack (anchored, with no nested or overlapping quantifiers),
+so no line, however long or strange, costs more than a pass over it.
+"""
+
+from __future__ import annotations
+
+from ..hosts.batch import FactParseError, Output
+
+# Longer lines are refused where a fact reads line-shaped listings of a few fields (ufw's
+# rule table): no real line comes near it.
+MAX_LINE = 4096
+# Decimal numbers a host reports (sizes, modes, ids, times): int() of a longer digit string
+# costs quadratic time, and past 4300 digits Python refuses it with a bare ValueError.
+_MAX_DIGITS = 18
+
+
+def capped(command: str, limit: int) -> str:
+    """`command`, its stdout cut after `limit` + 1 bytes: one byte more than any output the
+    parser accepts, so an output cut short is refused, never taken for a whole one. The
+    program is stopped (SIGPIPE) once it has printed that much. For facts whose parser does
+    not read the exit status (head's is what the pipe reports)."""
+    return f"{{ {command}\n}} | head -c {limit + 1}"
+
+
+def capped_keeping_status(command: str, limit: int) -> str:
+    """As `capped`, for a fact whose parser reads the command's exit status: the status
+    travels on fd 4 into a variable while the output goes through head to fd 3 (the
+    fact's stdout); POSIX sh has no pipefail. The command runs in a subshell of its own,
+    with fds 3 and 4 closed, so an `exit` in it or a child it leaves behind cannot hold
+    the status pipe open."""
+    return ("exec 3>&1; "
+            f"_cs_rc=$( {{ {{ ( {command}\n) 3>&- 4>&-; echo $? >&4; }} "
+            f"| head -c {limit + 1} >&3; }} 4>&1 ); "
+            "exit \"${_cs_rc:-1}\"")
+
+
+def size_of(text: str) -> int:
+    """At least the bytes the host sent: the reader decodes with errors="replace", one
+    character per invalid byte, so counting UTF-8 bytes never undercounts."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def check_size(out: Output | str, limit: int, what: str,
+               error: type[FactParseError] = FactParseError) -> str:
+    """The output's text, refused (`error`, naming `what`) when over `limit` bytes."""
+    text = out.stdout if isinstance(out, Output) else out
+    if len(text) > limit or size_of(text) > limit:
+        raise error(f"{what}: the host printed more than {human(limit)}; "
+                             "refused unread")
+    return text
+
+
+def bounded_lines(text: str, what: str, limit: int = MAX_LINE,
+                  error: type[FactParseError] = FactParseError) -> list[str]:
+    """text.splitlines(), refused (`error`, naming `what`) when a line is longer than
+    `limit` characters."""
+    lines = text.splitlines()
+    for number, line in enumerate(lines, 1):
+        if len(line) > limit:
+            raise error(f"{what}: line {number} is {len(line)} characters long "
+                                 f"(more than {limit}); refused")
+    return lines
+
+
+def decimal(text: str) -> int | None:
+    """A non-negative decimal number of ASCII digits, at most 18 of them; None otherwise.
+    (str.isdigit also says yes to "²", which int() then refuses with a ValueError.)"""
+    if 0 < len(text) <= _MAX_DIGITS and text.isascii() and text.isdigit():
+        return int(text)
+    return None
+
+
+def human(limit: int) -> str:
+    if limit >= 1 << 20 and limit % (1 << 20) == 0:
+        return f"{limit >> 20} MiB"
+    if limit >= 1 << 10 and limit % (1 << 10) == 0:
+        return f"{limit >> 10} KiB"
+    return f"{limit} bytes"
