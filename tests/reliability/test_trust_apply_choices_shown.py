@@ -15,10 +15,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.e2e.cli import cargoship, edit_config
 from tests.lab import HostSpec, Lab
+
+pytestmark = pytest.mark.reliability("trust: the reviewer sees every choice apply obeys")
 
 REGISTRIES = "/etc/rancher/rke2/registries.yaml"
 MIRROR = "https://mirror.lab.internal:5000"

@@ -23,6 +23,8 @@ import pytest
 from tests.e2e.cli import cargoship, edit_config
 from tests.lab import HostSpec, Lab
 
+pytestmark = pytest.mark.reliability("trust: a stalled SSH server is named by its stage")
+
 REGISTRIES = "/etc/rancher/rke2/registries.yaml"
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 2

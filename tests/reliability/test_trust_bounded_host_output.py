@@ -22,6 +22,8 @@ from tests.e2e.cli import cargoship, cargoship_argv
 from tests.lab import HostSpec
 from tests.unit.test_plan_codec import sample_plan
 
+pytestmark = pytest.mark.reliability("trust: bounded work on any host output")
+
 # What the lab host's ufw prints: a well-formed header, then one rule row whose columns are
 # a megabyte of blanks apart and whose action is no ufw word, so that no split matches.
 UFW_HEADER = ("Status: active\\nLogging: on (low)\\n"
