@@ -1,14 +1,16 @@
 """examples/ci/github-actions.yml works as written: its jobs' shell steps run here, in
 order, as a runner would run them (bash -eo pipefail, the job's env, ${{ }} filled in,
-$GITHUB_OUTPUT, step conditions), against lab hosts, with tests/e2e/forge/gh.py standing
-in for the forge's `gh` and for upload-artifact. Only `pip install cargoship` is skipped:
-this checkout's cargoship is on PATH instead.
+$GITHUB_OUTPUT, $RUNNER_TEMP, step and job conditions), against lab hosts, with
+tests/e2e/forge/gh.py standing in for the forge's `gh` and for upload-artifact. Only
+`pip install cargoship` is skipped: this checkout's cargoship is on PATH instead.
 
-The story: a pull request changes the mirror; the plan job plans and comments; two
-reviewers follow the signing comment as printed (download by run id, show, sign detached,
-commit, push); their signature push runs the plan job again, which keeps the plan; one
-signature is not enough for the apply job; after the merge, the apply job finds the
-pull request's last plan run by its run id and applies that plan with two signatures.
+The story: a pull request changes the mirror; the plan job finds nothing the pull request
+may not change (tests/e2e/test_ci_workflow_hostile.py has pull requests that do), plans
+and comments; two reviewers follow the signing comment as printed (download by run id,
+show, sign detached, commit, push); their signature push runs the plan job again, which
+keeps the plan; one signature is not enough for the apply job; after the merge, the apply
+job finds the pull request's last plan run and applies that plan with two signatures from
+the production environment's signers.
 """
 
 from __future__ import annotations
@@ -32,10 +34,26 @@ GH = Path(__file__).resolve().parent / "forge" / "gh.py"
 CONFIG = "clusters/prod-eu/cluster.yaml"
 REGISTRIES = "/etc/rancher/rke2/registries.yaml"
 NEW_MIRROR = "https://mirror2.lab.internal:5000"
+REPOSITORY = "team/clusters"
+
+
+def pr_event(workflow: dict[Any, Any]) -> str:
+    """The event the workflow plans pull requests on (PyYAML reads the key `on` as True)."""
+    triggers = workflow.get("on", workflow.get(True, {}))
+    return "pull_request_target" if "pull_request_target" in triggers else "pull_request"
+
+
+def pr_context(workflow: dict[str, Any], number: int) -> dict[str, str]:
+    """What every plan job run of pull request NUMBER (a branch of REPOSITORY) sees."""
+    return {"github.event_name": pr_event(workflow),
+            "github.event.pull_request.number": str(number), "github.token": "t",
+            "github.repository": REPOSITORY,
+            "github.event.pull_request.head.repo.full_name": REPOSITORY,
+            "github.event.pull_request.base.ref": "main"}
 
 
 class Runner:
-    def __init__(self, tmp: Path, repo: Path) -> None:
+    def __init__(self, tmp: Path, repo: Path, workflow: Path = WORKFLOW) -> None:
         self.repo = repo
         self.forge = tmp / "forge"
         (self.forge / "artifacts").mkdir(parents=True)
@@ -43,12 +61,15 @@ class Runner:
         self.bin.mkdir()
         (self.bin / "gh").write_text(f"#!/bin/sh\nexec {sys.executable} {GH} \"$@\"\n")
         (self.bin / "gh").chmod(0o755)
-        self.workflow = yaml.safe_load(WORKFLOW.read_text())
+        # The runner's own home: its ~/.ssh is where a runner keeps its secrets.
+        self.home = tmp / "runner-home"
+        (self.home / ".ssh").mkdir(parents=True)
+        self.workflow = yaml.safe_load(workflow.read_text())
         self.tmp = tmp
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         cargoship_dir = str(Path(cargoship_argv()[0]).parent)
-        return {**os.environ, "FORGE_DIR": str(self.forge),
+        return {**os.environ, "FORGE_DIR": str(self.forge), "HOME": str(self.home),
                 "PATH": f"{self.bin}:{cargoship_dir}:{os.environ['PATH']}",
                 "GIT_AUTHOR_NAME": "ci", "GIT_AUTHOR_EMAIL": "ci@example.com",
                 "GIT_COMMITTER_NAME": "ci", "GIT_COMMITTER_EMAIL": "ci@example.com",
@@ -57,9 +78,12 @@ class Runner:
     def run_job(self, name: str, context: dict[str, str], run_id: int) -> tuple[bool, str]:
         """Returns (succeeded, everything the steps printed)."""
         job = self.workflow["jobs"][name]
-        context = {**context, "github.run_id": str(run_id)}
+        temp = self.tmp / "runner-temp" / str(run_id)  # a fresh one per job, as on a runner
+        temp.mkdir(parents=True)
+        context = {**context, "github.run_id": str(run_id), "runner.temp": str(temp)}
         assert evaluate(job["if"], context, {}), f"job {name} would not run"
-        env = self.env({k: fill(str(v), context) for k, v in job.get("env", {}).items()})
+        env = self.env({"RUNNER_TEMP": str(temp),
+                        **{k: fill(str(v), context) for k, v in job.get("env", {}).items()}})
         outputs: dict[str, dict[str, str]] = {}
         log = ""
         failed = False
@@ -74,13 +98,13 @@ class Runner:
             if uses.startswith("actions/upload-artifact"):
                 spec = step["with"]
                 source = self.repo / fill(spec["path"], context)
-                target = self.forge / "artifacts" / str(run_id) / spec["name"]
+                target = self.forge / "artifacts" / str(run_id) / fill(spec["name"], context)
                 target.mkdir(parents=True, exist_ok=True)
                 if source.exists():
                     shutil.copy(source, target / source.name)
                 continue
             script = fill(step["run"], context)
-            if script.strip() == "pip install cargoship":
+            if re.fullmatch(r"(python3 -m )?pip install cargoship", script.strip()):
                 continue
             output = self.tmp / f"output-{run_id}-{len(log)}"
             output.write_text("")
@@ -117,16 +141,29 @@ def fill(text: str, context: dict[str, str]) -> str:
 
 def evaluate(condition: str, context: dict[str, str], outputs: dict[str, dict[str, str]],
              failed: bool = False) -> bool:
-    """The conditions the workflow uses: always(), and `X == 'literal'`."""
+    """The conditions the workflow uses: always(), and `X == Y` terms joined by &&, each
+    side a context value, a step's output or a 'literal'. A condition on a step's output,
+    like GitHub's implicit success(), is false once a step failed."""
+    condition = " ".join(condition.split())
     if condition == "always()":
         return True
-    match = re.fullmatch(r"(\S+) == '([^']*)'", condition.strip())
-    assert match, f"unsupported condition {condition!r}"
-    left, right = match.groups()
-    if left.startswith("steps."):
-        _, step, _, key = left.split(".")
-        return not failed and outputs.get(step, {}).get(key) == right
-    return context[left] == right
+
+    def side(expr: str) -> str | None:
+        if expr.startswith("'") and expr.endswith("'"):
+            return expr[1:-1]
+        if expr.startswith("steps."):
+            _, step, _, key = expr.split(".")
+            return None if failed else outputs.get(step, {}).get(key)
+        assert expr in context, f"the test gives no value for {expr}"
+        return context[expr]
+
+    for term in condition.split(" && "):
+        match = re.fullmatch(r"(\S+) == (\S+)", term)
+        assert match, f"unsupported condition {condition!r}"
+        left, right = (side(e) for e in match.groups())
+        if left is None or left != right:
+            return False
+    return True
 
 
 def git(repo: Path, *args: str, env: dict[str, str]) -> str:
@@ -168,9 +205,8 @@ def test_the_pull_request_workflow_runs_as_written(lab_factory, tmp_path: Path) 
     shutil.copy(lab.dir / "cluster.yaml", repo / CONFIG)
     reviewers = {name: reviewer(tmp_path, name) for name in ("alice", "bob")}
     homes = {name: home for name, (home, _) in reviewers.items()}
-    (repo / ".cargoship").mkdir()
-    (repo / ".cargoship" / "allowed_signers").write_text(
-        "".join(f"{line}\n" for _, line in reviewers.values()))
+    # Who may approve: the production environment's variable, not a file of the repository.
+    allowed_signers = "\n".join(line for _, line in reviewers.values())
     git(repo, "add", "-A", env=env)
     git(repo, "commit", "-qm", "The cluster as it is", env=env)
     git(repo, "push", "-q", "origin", "main", env=env)
@@ -188,19 +224,18 @@ def test_the_pull_request_workflow_runs_as_written(lab_factory, tmp_path: Path) 
     git(repo, "commit", "-qam", "A second mirror", env=env)
     git(repo, "push", "-q", "-u", "origin", "new-mirror", env=env)
     opened = git(repo, "rev-parse", "HEAD", env=env)
-    pr = {"github.event_name": "pull_request", "github.event.pull_request.number": "7",
-          "github.token": "t", "secrets.REGISTRY_PASSWORD": "s3cret-pw"}
+    pr = {**pr_context(runner.workflow, 7), "secrets.REGISTRY_PASSWORD": "s3cret-pw"}
 
     ok, log = runner.run_job("plan", {**pr, "github.event.action": "opened",
                                       "github.event.before": "",
                                       "github.event.pull_request.head.sha": opened}, 101)
-    assert ok, log
-    assert (runner.forge / "artifacts" / "101" / "cargoship-plan" / "plan.json").exists()
+    assert ok and "refused" not in log, log
+    assert (runner.forge / "artifacts" / "101" / "cargoship-plan-pr-7" / "plan.json").exists()
     comments = runner.comments(7)
     assert len(comments) >= 2 and "s3cret-pw" not in "".join(comments)
     assert any(NEW_MIRROR in c for c in comments[:-1]), comments
     howto = comments[-1]
-    assert "gh run download 101 -n cargoship-plan" in howto
+    assert "gh run download 101 -n cargoship-plan-pr-7" in howto
 
     # Two reviewers sign as the comment says; one commit and push each.
     sign_as(runner, homes["alice"], howto)
@@ -214,10 +249,11 @@ def test_the_pull_request_workflow_runs_as_written(lab_factory, tmp_path: Path) 
     assert not (runner.forge / "artifacts" / "102").exists()
     assert len(runner.comments(7)) == len(comments)
 
-    runs = [{"databaseId": run, "workflow": "cargoship", "event": "pull_request",
+    runs = [{"databaseId": run, "workflow": "cargoship", "event": pr_event(runner.workflow),
              "branch": "new-mirror", "status": "success"} for run in (102, 101)]
     push = {"github.event_name": "push", "github.token": "t",
-            "secrets.REGISTRY_PASSWORD": "s3cret-pw"}
+            "secrets.REGISTRY_PASSWORD": "s3cret-pw",
+            "vars.CARGOSHIP_ALLOWED_SIGNERS": allowed_signers}
 
     # One signature is not enough: the apply job refuses and nothing changes.
     git(repo, "checkout", "-q", "main", env=env)

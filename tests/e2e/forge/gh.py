@@ -48,6 +48,7 @@ def main(argv: list[str]) -> int:
     run_list = run.add_parser("list")
     for option in ("--workflow", "--event", "--branch", "--status", "--json", "-q"):
         run_list.add_argument(option)
+    run_list.add_argument("-L", "--limit", type=int, default=20)  # gh's default
     download = run.add_parser("download")
     download.add_argument("run")
     download.add_argument("-n", "--name", required=True)
@@ -75,8 +76,8 @@ def main(argv: list[str]) -> int:
     if args.area == "run" and args.verb == "list":
         runs = json.loads((forge / "runs.json").read_text())
         found = [r for r in runs if r["workflow"] == args.workflow and r["event"] == args.event
-                 and r["branch"] == args.branch and r["status"] == args.status]
-        print(_query(found, args.q))
+                 and args.branch in (None, r["branch"]) and r["status"] == args.status]
+        print(_query(found[:args.limit], args.q))
         return 0
     if args.area == "run" and args.verb == "download":
         source = forge / "artifacts" / args.run / args.name
