@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from planner.facts.distro import LAYOUTS
 from planner.facts.interrupted import MARKER
+from planner.facts.lock import GUARD
 from planner.hosts.batch import quote
 
 from .files import BACKUP_ROOT
-from .lock import LOCK_DIR, MUTEX_PATH
+from .lock import BOUNDED_FLOCK, LOCK_DIR, MUTEX_PATH, MUTEX_WAIT
 from .records import RECORD_DIR
 from .remote import HostWriter
 
@@ -26,6 +27,11 @@ def temp_cleanup_script(distro: str) -> str:
             RECORD_DIR)
     # Only names our writers make: exactly six random characters after the prefix.
     temps = " ".join(f"{quote(d)}/.cargoship.??????" for d in dirs)
+    m = quote(MUTEX_PATH)
+    # The lock temps: only in a lock directory that is root's alone (checked here, made so
+    # by the lock scripts), under the lock's mutex (a run acquiring a lock renames its temp
+    # while holding it), opened read-only, its wait bounded: past it they are left for the
+    # next apply.
     return f"""set -u
 n=0
 for f in {temps} {quote(MARKER)}.tmp; do
@@ -34,13 +40,13 @@ done
 if [ -d {quote(BACKUP_ROOT)} ] && [ ! -L {quote(BACKUP_ROOT)} ]; then
   n=$((n + $(find {quote(BACKUP_ROOT)} -xdev -name '*.tmp' -type f -print -delete | wc -l)))
 fi
-if [ -d {quote(LOCK_DIR)} ]; then
-  # Under the lock's mutex: a run acquiring a lock renames its temp while holding it.
-  exec 9>>{quote(MUTEX_PATH)}
-  flock -x 9
-  for f in {quote(LOCK_DIR)}/lock.??????; do
-    if [ -f "$f" ]; then rm -f -- "$f" && n=$((n + 1)); fi
-  done
+{GUARD}{BOUNDED_FLOCK}if cs_dir {quote(LOCK_DIR)} check f && [ -f {m} ]; then
+  exec 9<{m}
+  if cs_flock -x 9 {MUTEX_WAIT}; then
+    for f in {quote(LOCK_DIR)}/lock.??????; do
+      if [ -f "$f" ]; then rm -f -- "$f" && n=$((n + 1)); fi
+    done
+  fi
 fi
 echo "$n"
 """

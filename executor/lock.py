@@ -1,11 +1,13 @@
 """The exclusive host lock, as the executor takes, keeps and releases it.
 
-The lock is one JSON file per host (planner.facts.lock.LOCK_PATH, mode 0644 so a plan can
-read it without sudo). Every check-then-change happens in ONE remote script, inside an
+The lock is one JSON file per host (planner.facts.lock.LOCK_PATH), root's alone like
+everything in its directory (0600 in a 0700 directory, checked before every use:
+planner.facts.lock.GUARD). Every check-then-change happens in ONE remote script, inside an
 `flock` on a separate mutex file in the same directory: two runs racing for a host are
 serialised by the host's kernel, so exactly one of them creates (or takes over) the lock.
-The new content is written to a temp file in the same directory and renamed into place,
-so a reader never sees a half-written lock.
+Nobody else can open the mutex, so nobody else can hold it; the wait for it is bounded
+all the same (MUTEX_WAIT). The new content is written to a temp file in the same
+directory and renamed into place, so a reader never sees a half-written lock.
 
 Freshness is measured on the host's clock only (file mtime against the host's
 `date +%s`): the machines running cargoship may disagree with the hosts about the time.
@@ -23,24 +25,38 @@ import secrets
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 
 from planner.errors import CargoshipError, CommandError
-from planner.facts.lock import LOCK, LOCK_PATH, STALE_AFTER, TOUCH_EVERY, LockState
+from planner.facts.lock import (
+    LOCK,
+    LOCK_DIR,
+    LOCK_PATH,
+    STALE_AFTER,
+    TOUCH_EVERY,
+    LockState,
+    guard_lines,
+)
 from planner.hosts.batch import Output, quote
+from planner.hosts.ssh import CommandResult
 from planner.phases.lock import unlock_command
 
 from .remote import HostWriter
 
 log = logging.getLogger("cargoship.executor")
 
-LOCK_DIR = os.path.dirname(LOCK_PATH)
 # Separate from the lock file itself: the lock file is replaced by rename, so an flock on
 # it would guard an inode that is about to disappear.
 MUTEX_PATH = LOCK_PATH + ".mutex"
+# Seconds a lock script waits for the mutex: the scripts holding it run for milliseconds.
+MUTEX_WAIT = 10
+# Exit codes of a host script: LOCK_DIR or STATE_DIR is not root's alone (refused, nothing
+# changed); a bounded wait for an flock ran out.
+UNSAFE, WAIT_TIMEOUT = 10, 11
 # sbin directories are missing from a non-root user's PATH on several distros, and sudo
 # may keep that PATH.
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -113,17 +129,41 @@ def stale_seconds(stale_after: float) -> int:
     return math.floor(stale_after)
 
 
+# `cs_flock -x|-s FD SECONDS`: an flock on an open FD whose wait is bounded, returning 1
+# once SECONDS have passed without it. Not `flock -w`: BusyBox's flock (Alpine) has no -w,
+# only -n, so this tries -n every 0.05 s; it also lets a trapped signal end the wait
+# within 0.05 s (a foreground flock holds a trap back until it returns).
+BOUNDED_FLOCK = r"""cs_flock() {
+  cs_t=0
+  until flock -n "$1" "$2"; do
+    [ "$cs_t" -lt $(($3 * 20)) ] || return 1
+    sleep 0.05; cs_t=$((cs_t + 1))
+  done
+}
+"""
+
+
+def mutex_lines(on_timeout: str) -> str:
+    """Shell lines taking the mutex on fd 9 (held until the script exits), in a LOCK_DIR
+    already checked: opened read-only (an flock needs no more), its wait bounded;
+    `on_timeout` runs when it ran out."""
+    m = quote(MUTEX_PATH)
+    return (f"{BOUNDED_FLOCK}[ -e {m} ] || : >>{m}\nexec 9<{m}\n"
+            f"if ! cs_flock -x 9 {MUTEX_WAIT}; then {on_timeout}; fi\n")
+
+
 def _script_for(lock_id: str) -> str:
-    """The common head of every lock script: paths, modes, the mutex, `ours`."""
+    """The common head of every lock script: the directories checked (created and made
+    root's alone if need be), the mutex, `ours`."""
     prefix = id_prefix(lock_id)
-    d = quote(LOCK_DIR)
-    # Root's umask may be anything: the directory must be 0755 and the files 0644.
-    # fd 9 holds the mutex until the script exits, whichever way it exits.
+    # Root's umask may be anything: whatever is created here is root's alone.
     # `head -c` counts bytes; the prefix is ASCII, so bytes are characters.
-    return (f"set -eu\nexport LC_ALL=C PATH={_PATH}\numask 022\n"
+    refuse = f'echo "$why; nothing was changed" >&2; exit {UNSAFE}'
+    timeout = (f"echo 'timed out after {MUTEX_WAIT} s waiting for {MUTEX_PATH}; nothing was "
+               f"changed' >&2; exit {WAIT_TIMEOUT}")
+    return (f"set -eu\nexport LC_ALL=C PATH={_PATH}\numask 077\n"
+            + guard_lines("fix", refuse) + mutex_lines(timeout) +
             f"p={quote(LOCK_PATH)}\nwant={quote(prefix)}\n"
-            f"mkdir -p {d}\nchmod 0755 {d}\n"
-            f"exec 9>>{quote(MUTEX_PATH)}\nflock -x 9\n"
             f"ours() {{ [ -f \"$p\" ] && [ \"$(head -c {len(prefix)} \"$p\")\" = \"$want\" ]; }}\n")
 
 
@@ -142,7 +182,7 @@ def acquire_script(lock_id: str, stale_after: float) -> str:
         # Temp file in the same directory, then rename: readers see old or new, never half.
         't=$(mktemp "$p.XXXXXX")\n'
         "trap 'rm -f \"$t\"' EXIT\n"
-        'cat >"$t"\nchmod 0644 "$t"\nmv -f "$t" "$p"\n'
+        'cat >"$t"\nchmod 0600 "$t"\nmv -f "$t" "$p"\n'
     )
 
 
@@ -157,6 +197,27 @@ def parse_acquire(out: str) -> tuple[str, LockState | None]:
     raise ValueError(f"unexpected lock script output {out[:80]!r}")
 
 
+# The lock id this process holds on each host (by its writer): a restart script's GO line
+# carries it, and the host stops its engine only while that lock is still there and fresh
+# (swap_script.go_line). Weak: a writer's entry goes with the writer.
+_held_ids: weakref.WeakKeyDictionary[HostWriter, str] = weakref.WeakKeyDictionary()
+
+
+def held_lock_id(host: HostWriter) -> str | None:
+    """The id of the lock this process took on `host` and has not released, if any."""
+    try:
+        return _held_ids.get(host)
+    except TypeError:  # a stand-in host that cannot be weakly referenced holds no lock
+        return None
+
+
+def _remember(host: HostWriter, lock_id: str) -> None:
+    try:
+        _held_ids[host] = lock_id
+    except TypeError:
+        pass  # as above: nothing to remember it by
+
+
 def acquire(host: HostWriter, info: LockInfo, stale_after: float = STALE_AFTER,
             config_file: str = "cluster.yaml") -> str | None:
     """Create the lock, or take over one untouched for more than `stale_after` seconds.
@@ -165,11 +226,12 @@ def acquire(host: HostWriter, info: LockInfo, stale_after: float = STALE_AFTER,
     already was ours, e.g. after a retried round trip); raises LockHeld when another run
     holds it.
     """
-    result = host.run_root(acquire_script(info.id, stale_after), stdin=info.to_json().encode())
+    result = _run(host, acquire_script(info.id, stale_after), stdin=info.to_json().encode())
     verdict, state = _parse_result(host.label, result.stdout)
     if verdict == "held":
         assert state is not None
         raise LockHeld(host.label, state, config_file)
+    _remember(host, info.id)
     if verdict == "stale":
         assert state is not None
         old = (state.holder or {}).get("id")
@@ -178,6 +240,20 @@ def acquire(host: HostWriter, info: LockInfo, stale_after: float = STALE_AFTER,
     log.debug("%s: lock %s %s", host.label, info.id,
               "already ours" if verdict == "ours" else "created")
     return None
+
+
+def _run(host: HostWriter, script: str, *, stdin: bytes | None = None,
+         timeout: float | None = None) -> CommandResult:
+    """Run a lock script; a host whose lock directory is not root's alone, or whose mutex
+    stayed taken, fails with the script's own one line (naming the host and the path)."""
+    result = host.run_root(script, stdin=stdin, timeout=timeout, check=False)
+    if result.exit_code == 0:
+        return result
+    said = result.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
+    if result.exit_code in (UNSAFE, WAIT_TIMEOUT) and said:
+        raise CommandError(host.label, said[0][:300])
+    raise CommandError(host.label, f"remote command failed (exit {result.exit_code}): "
+                                   f"{said[0][:300] if said else 'no message'}")
 
 
 def _parse_result(label: str, stdout: bytes) -> tuple[str, LockState | None]:
@@ -192,7 +268,7 @@ def _if_ours(lock_id: str, action: str) -> str:
 
 
 def _yes(host: HostWriter, script: str, timeout: float | None = None) -> bool:
-    answer = host.run_root(script, timeout=timeout).stdout.decode("utf-8", "replace").strip()
+    answer = _run(host, script, timeout=timeout).stdout.decode("utf-8", "replace").strip()
     if answer not in ("yes", "no"):
         raise CommandError(host.label, f"unexpected lock script output {answer[:80]!r}")
     return answer == "yes"
@@ -206,12 +282,20 @@ def touch(host: HostWriter, info: LockInfo, timeout: float | None = None) -> boo
 
 def release(host: HostWriter, info: LockInfo) -> bool:
     """Remove the lock if it is still ours; False if it is gone or someone else's."""
+    _forget(host, info.id)
     return _yes(host, _if_ours(info.id, 'rm -f "$p"'))
 
 
 def force_unlock(host: HostWriter, lock_id: str) -> bool:
     """Remove the lock of a crashed run, only if its id is `lock_id`."""
+    _forget(host, lock_id)
     return _yes(host, _if_ours(lock_id, 'rm -f "$p"'))
+
+
+def _forget(host: HostWriter, lock_id: str) -> None:
+    """Before the removal, not after: a restart let go from now on must not count on it."""
+    if held_lock_id(host) == lock_id:
+        _held_ids.pop(host, None)
 
 
 class LockSet:
@@ -348,6 +432,7 @@ class LockSet:
         self.release_all()
 
 
-__all__ = ["LOCK_DIR", "MUTEX_PATH", "LockHeld", "LockInfo", "LockSet", "acquire",
-           "acquire_script", "check_lock_id", "force_unlock", "id_prefix", "new_lock_info",
+__all__ = ["BOUNDED_FLOCK", "LOCK_DIR", "MUTEX_PATH", "MUTEX_WAIT", "UNSAFE", "WAIT_TIMEOUT",
+           "LockHeld", "LockInfo", "LockSet", "acquire", "acquire_script", "check_lock_id",
+           "force_unlock", "held_lock_id", "id_prefix", "mutex_lines", "new_lock_info",
            "parse_acquire", "release", "stale_seconds", "touch"]

@@ -28,12 +28,15 @@ from planner.hosts.ssh import ABANDONED
 from . import api_shape
 from .api_shape import ApiShapeError
 from .files import Written
+from .lock import UNSAFE, WAIT_TIMEOUT, held_lock_id
 from .polling import pause
 from .readiness import POLL_CAP, Waiter
 from .remote import MAX_RERUNS, HostWriter
 from .swap_script import (
     GO,
+    GONE,
     HELD_GO,
+    NOT_HELD,
     Cleared,
     Deadline,
     Event,
@@ -46,6 +49,7 @@ from .swap_script import (
     Stopped,
     SwapScript,
     finish,
+    go_line,
 )
 from .watch import WatchEvent, node_watcher
 
@@ -58,6 +62,16 @@ SILENCE = 15.0
 CANCEL_WAIT = 10.0
 # How often a wait looks whether it was interrupted a second time.
 ABORT_POLL = 0.5
+
+
+class NothingStopped(CommandError):
+    """The script let go (GO) ended before the stop, by its own checks: its apply gone, the
+    lock not its own, an unsafe lock directory, the swap lock kept taken. Nothing was
+    stopped and no file changed: the host needs no rollback."""
+
+
+# swap_script.py / lock.py: the exits that end a script before its stop.
+NOTHING_STOPPED = frozenset({GONE, NOT_HELD, UNSAFE, WAIT_TIMEOUT})
 
 
 class RestartAborted(CommandError):
@@ -100,7 +114,7 @@ Message = Event | ScriptEnded | ScriptFailed | NodeVersion | NodeUnreadable
 class Gate:
     """Holds a script sent ahead (RemoteSwap): at first the host has only its head
     (definitions, the staging of the files); `begin` releases the part that sets the
-    marker, `open` its GO line (swap_script.HELD_GO), which runs it. Its input then stays
+    marker, `open` its GO line (swap_script.go_line), which runs it. Its input then stays
     open for one more chunk (`finish`) until `end`. `cancel` ends its input before GO: it
     runs nothing more, and removes what it staged."""
 
@@ -115,11 +129,13 @@ class Gate:
                 self._chunks.append(text)
                 self._changed.notify_all()
 
-    def open(self) -> None:
+    def open(self, go: str = HELD_GO) -> None:
+        """Release the GO line `go` (swap_script.go_line: the host lock's id, which the
+        host checks before it stops anything)."""
         with self._changed:
             assert self._chunks, "a script let go before it began"
             if not self._open and not self._cancelled:
-                self._chunks.append(HELD_GO)
+                self._chunks.append(go)
                 self._open = True
                 self._changed.notify_all()
 
@@ -389,7 +405,8 @@ class Restart:
         waiter = Waiter(self.writer, self.init, self.service, self.node, self.controller,
                         self.readyz)
         watch: list[Any] = []
-        swap.gate.open()
+        # The host stops the engine only while this apply's lock there is still ours.
+        swap.gate.open(go_line(held_lock_id(self.writer)))
         back = False
         try:
             # The node is read and watched from the start on, while the engine starts: a
@@ -516,6 +533,10 @@ class Restart:
         elif isinstance(message, ScriptFailed):
             raise message.error
         elif isinstance(message, ScriptEnded):
+            if message.exit_code in NOTHING_STOPPED and not written:
+                raise NothingStopped(self.writer.label, f"the restart script gave up before "
+                                     f"the stop (exit {message.exit_code}): "
+                                     f"{message.stderr or 'no message'}; nothing was stopped")
             if message.exit_code not in (0, ABANDONED):
                 raise CommandError(self.writer.label, f"remote command failed (exit "
                                    f"{message.exit_code}): {message.stderr or 'no message'}")

@@ -32,7 +32,7 @@ from . import inprogress, node_identity
 from .drain import DrainOptions, NodeOps
 from .files import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
 from .remote import HostWriter
-from .restart import CANCEL_WAIT, Restart
+from .restart import CANCEL_WAIT, NothingStopped, Restart
 from .swap_script import Step, remove_step, restore_step, restore_tree_step, write_step
 
 log = logging.getLogger("cargoship.executor")
@@ -270,7 +270,7 @@ class Rollout:
             # again and recorded: an unexpected type (a bug, a malformed answer) included.
             log.debug("%s failed", job.label, exc_info=True)
             exc = as_error(exc)
-            if not written and not stopped:
+            if not written and (not stopped or isinstance(exc, NothingStopped)):
                 detail = self._uncordon(job, cordoned, f"{exc}; nothing was changed")
                 return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
             return self._roll_back(job, written, cordoned, exc)

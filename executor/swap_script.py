@@ -17,18 +17,34 @@ streams one line per event, so the executor hears of each step as it happens:
     <token> started                     the start was asked for
     <token> cleared <exit code>         the command sent last (`finish`) ended
     <token> alive                       nothing changed for a second (the client is there)
+    <token> go                          right before the stop: a write that a closed
+                                        channel makes fail (no event: OutputReader skips it)
     <token> deadline                    the watch ran out of time
 
 After `started` the script keeps probing the engine (every 0.1 s until it runs, then every
 0.5 s) and prints a probe only when it changed, until its deadline or until the executor
 stops reading (its next line then fails to write, and it exits). It asks for the start
 again when the service stays plainly down for two seconds (runit can drop an `sv up` that
-arrives during its restart back-off). Hang-ups and broken pipes before that are ignored: a
-client that dies mid-way leaves the engine started on whatever files were written, never
-stopped for good, and the in-progress marker tells the next plan to recover the host.
+arrives during its restart back-off).
+
+A script whose cargoship is gone does nothing: it stops the engine only while its apply
+is alive and holds the host lock. Right before the stop (the point of no return) it checks
+that the host lock (planner.facts.lock.LOCK_PATH) still holds the lock id its GO line
+carries and was touched within STALE_AFTER (the lock keeper touches it every 30 s), that a
+line to the executor still writes (stdout: the SSH channel is open), and that its input
+has not ended (stdin: a killed apply's connection closes, and a watcher reading the input
+since GO sees its end and signals the script at once, even in the middle of a wait).
+Failing any, it removes what it staged and exits, nothing stopped. Past that point,
+hang-ups and broken pipes are ignored: a client that dies mid-way leaves the engine
+started on whatever files were written, never stopped for good, and the in-progress
+marker tells the next plan to recover the host.
+
 From before the stop until the start is asked for, the script holds an exclusive flock on
 planner.facts.lock.SWAP_LOCK_PATH, which a plan's snapshot waits for: a plan made while a
-dead client's script is still finishing its change reads the files once it is done.
+dead client's script is still finishing its change reads the files once it is done. The
+lock file is root's alone (its directory checked first: planner.facts.lock.GUARD), opened
+read-only, and the wait for it is bounded (swap_lock_wait): no local user can hold it, and
+whoever else does cannot hold a restart forever.
 
 File content travels inside the script, which goes to `sh -s` on stdin (never a command
 line), as base64 here-documents. The token is random per script, so no probe output can
@@ -39,13 +55,16 @@ holds back the later ones). The head defines everything and stages each new file
 (files.stage_script: the content in a temp file beside its target, on disk, with its
 mode; the backup directory ready), then says `staged`: sent ahead of the host's turn, it
 has the host's sudo, shell and staging done by then. At its turn, `begin` sets the
-in-progress marker, says `marked` and probes the engine (`before`). Its GO line (HELD_GO)
-runs `swap`: the stop, each file's commit (a backup copy and a rename) and the start; it
-is sent when the node has drained. The watch then runs in the background while the shell
-reads on, and once the host is back and its node uncordoned, `finish` removes the
-in-progress marker on the same connection: no command of its own. A script whose input
-ends before GO, or that fails before it, has stopped nothing and changed no file, and
-removes what it staged; one whose input ends after GO just watches until nobody reads.
+in-progress marker, says `marked` and probes the engine (`before`). Its GO line
+(go_line: `go <lock id>`) runs `swap`: the checks above, the stop, each file's commit (a
+backup copy and a rename) and the start; it is sent when the node has drained. The watch
+then runs in the background while the shell reads on, and once the host is back and its
+node uncordoned, `finish` removes the in-progress marker on the same connection: no
+command of its own. A script whose input ends before GO (the shell reads it: the end of
+input ends the shell), or ends after GO but before the stop, or that fails before the
+stop, or whose writes fail before GO (SIGPIPE), has stopped nothing and changed no file,
+and removes what it staged; one whose input ends after the stop finishes the change and
+just watches until nobody reads.
 """
 
 from __future__ import annotations
@@ -55,7 +74,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from planner.facts.lock import SWAP_LOCK_PATH
+from planner.facts.lock import GUARD, LOCK_DIR, LOCK_PATH, STALE_AFTER, SWAP_LOCK_PATH
 from planner.hosts.batch import quote
 
 from .files import (
@@ -68,14 +87,15 @@ from .files import (
     stage_script,
     written,
 )
+from .lock import BOUNDED_FLOCK, UNSAFE, WAIT_TIMEOUT, check_lock_id
 from .readiness import EngineState, parse_probe, probe_script
 from .service import runit_dir, start_command, stop_command
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-GO = "main </dev/null\n"  # the script's last line: everything before it only defines
-# The last line of a script whose input stays open (restart.Gate): the swap, then the
-# watch in the background, while the shell reads on: FINISH, or the end of its input.
-HELD_GO = "swap </dev/null && { watch </dev/null & }\n"
+# The script's last line when its input ends right after it (render): everything before
+# it only defines. No lock id and no input to watch: only a caller that holds no host
+# lock sends it (tests, and the watch run again after a lost connection).
+GO = "main </dev/null\n"
 # Seconds between two probes on the host: quick while a stop or a start is awaited (each
 # tick of lag is lag of the whole rollout), slow once the engine runs (a crash loop shows
 # in new process ids whenever it is looked at).
@@ -90,8 +110,28 @@ STOP_FAILED, START_FAILED = 4, 5
 # The script ended before its GO: a file could not be staged or the marker not set.
 # Nothing was stopped and no file changed.
 UNPREPARED = 6
+# Ended before the stop, nothing stopped and no file changed: its apply is gone (the
+# input ended, a line to it did not write); the host lock is not that apply's any more
+# (taken over, force-unlocked, or not touched within STALE_AFTER). Also UNSAFE (the lock
+# directory is not root's alone) and WAIT_TIMEOUT (the swap lock stayed taken).
+GONE, NOT_HELD = 7, 8
+# Seconds the swap lock is waited for beyond the stop's own timeout: its other holders are
+# a plan's snapshot (a moment) and a killed apply's script between its stop and its start.
+SWAP_LOCK_SLACK = 30
+# The watcher of the input exits with this when the input ended.
+_INPUT_ENDED = 3
 _SWAP_LOCK = quote(SWAP_LOCK_PATH)
-_LOCK_DIR = quote(SWAP_LOCK_PATH.rsplit("/", 1)[0])
+_LOCK = quote(LOCK_PATH)
+
+
+def go_line(lock_id: str | None) -> str:
+    """The GO line of a script whose input stays open (restart.Gate): `swap` with the id
+    of the host lock the apply holds ("-": none, a caller that holds no lock), then the
+    watch in the background while the shell reads on: FINISH, or the end of its input."""
+    return f"go {check_lock_id(lock_id) if lock_id is not None else '-'}\n"
+
+
+HELD_GO = go_line(None)
 
 
 def finish(command: str) -> str:
@@ -232,6 +272,34 @@ def _step_lines(index: int, step: Step, token: str) -> str:
             f"set -- $r; say \"$T done {index} ${{1:-new}}\"\n")
 
 
+def _open_swap_lock_lines() -> list[str]:
+    """As the head runs (before the host's turn when preloaded, so that the checks cost
+    the stop nothing): the lock directory checked, changing nothing (a script cancelled
+    before GO leaves no trace), the script ending before anything was staged when it is
+    not root's alone; the swap lock opened on fd 9 if it is there (after the apply's
+    first restart of the host it is). Only GO's `swap` takes it (see `openlock`)."""
+    return [
+        f"if ! cs_dir {quote(LOCK_DIR)} check f; then "
+        f'echo "$why; nothing was stopped" >&2; exit {UNSAFE}; fi',
+        f"sl=; if [ -f {_SWAP_LOCK} ]; then exec 9<{_SWAP_LOCK}; sl=1; fi",
+    ]
+
+
+def _openlock_lines() -> list[str]:
+    """`openlock`: the swap lock on fd 9 unless the head opened it: the directory checked
+    and made root's alone, the file created root's alone if absent, opened read-only (an
+    flock needs no more)."""
+    return [
+        "openlock() {",
+        '  [ -z "$sl" ] || return 0',
+        f"  if ! cs_dir {quote(LOCK_DIR)} fix f; then "
+        f'echo "$why; nothing was stopped" >&2; return {UNSAFE}; fi',
+        f"  [ -e {_SWAP_LOCK} ] || ( umask 077; : >>{_SWAP_LOCK} )",
+        f"  exec 9<{_SWAP_LOCK}; sl=1",
+        "}",
+    ]
+
+
 def _unstage_lines(steps: tuple[Step, ...]) -> list[str]:
     """The staged temp files go with the script, unless put in place (their s<i> then
     empty): a script cancelled before its GO, or failed, leaves none behind."""
@@ -274,8 +342,6 @@ class SwapScript:
     def head(self, *, swap: bool = True) -> str:
         """Definitions (`main` among them), then the staging of the new content: a host
         that has run it has changed nothing a reader of its files sees."""
-        svc = quote(self.service)
-        fast_stop_ticks, stop_ticks_in_all = stop_ticks(self.stop_timeout)
         lines = [
             f"export LC_ALL=C PATH={_PATH}",
             f"T={self.token}",
@@ -288,64 +354,16 @@ class SwapScript:
             # found once, as the head runs (before the host's turn when preloaded).
             lines.append(f"sd={runit_dir(self.service)}")
         if swap:
+            # A write that fails before GO (the `before` probe of a client that just died)
+            # ends the script as the end of its input does: removing what it staged.
             lines += [*_unstage_lines(self.steps), "trap unstage EXIT",
-                      f"trap 'exit {UNPREPARED}' HUP INT TERM"]
+                      f"trap 'exit {UNPREPARED}' HUP INT TERM PIPE",
+                      *self._guard_lines(), *_open_swap_lock_lines()]
             lines += [_stage_lines(i, step, self.token)
                       for i, step in enumerate(self.steps) if step.stage is not None]
             lines.append('say "$T staged"')
         if swap:
-            lines.append("swap() {")
-            lines += [
-                "trap - INT TERM",
-                "trap '' HUP PIPE",
-                # A blocking stop (systemctl waits for the unit, up to its TimeoutStopSec)
-                # or a slow sync says nothing for a while: something must, or the executor
-                # takes the silence for a lost connection. Gone with the script.
-                "( while sleep 1 >/dev/null; do say \"$T alive\" || exit 0; done ) "
-                "</dev/null &",
-                "ka=$!",
-                "trap 'kill $ka 2>/dev/null; unstage' EXIT",
-                # Until the start is asked for, the files are changing: a plan's snapshot
-                # waits for this lock (after the keepalive, which must not hold it on).
-                # Never through a link, and never a chmod: created 0644 (a plan without sudo
-                # reads it), an existing file keeps its mode.
-                f"if [ -d {_LOCK_DIR} ] && [ ! -L {_LOCK_DIR} ] && [ ! -L {_SWAP_LOCK} ] && "
-                f"{{ [ -f {_SWAP_LOCK} ] || [ ! -e {_SWAP_LOCK} ]; }} && "
-                "command -v flock >/dev/null 2>&1; then "
-                f"u=$(umask); umask 022; exec 9>>{_SWAP_LOCK}; umask \"$u\"; flock -x 9; fi",
-                f"e=$({stop_command(self.init, self.service)} 9>&- 2>&1) || "
-                f"{{ echo \"stopping {svc} failed: $e\" >&2; exit {STOP_FAILED}; }}",
-                "n=0",
-                "while :; do",
-                *_stop_probe_lines(self.init),
-                f"  case \"$p\" in {_stopped_case()}) break;; esac",
-                "  n=$((n + 1))",
-                f"  if [ $n -ge {stop_ticks_in_all} ]; then",
-                "    [ -n \"$p\" ] || p=$(probe 2>/dev/null)",
-                f"    echo \"{svc} did not stop within {self.stop_timeout:g} s: "
-                "$(echo \"$p\" | head -n 1)\" >&2; exit " f"{STOP_FAILED}",
-                "  fi",
-                f"  if [ $n -lt {fast_stop_ticks} ]; then sleep {STOP_TICK}; "
-                f"else sleep {STOP_SLOW_TICK}; fi",
-                "done",
-                'say "$T stopped $(date +%s)"',
-            ]
-            lines += [_step_lines(i, step, self.token) for i, step in enumerate(self.steps)]
-            # Right before the start, a controller's API server pod logs are counted again
-            # (the old config's pod may have restarted once more while the engine stopped).
-            # A worker's probe has nothing the `before` one lacks: no probe, one program
-            # less between the last file and the start.
-            lines += ["block starting"] if self.controller else []
-            lines += [
-                # The engine must not inherit the lock (an openrc daemon would hold it on).
-                f"e=$({start_command(self.init, self.service)} 9>&- 2>&1) || "
-                f"{{ echo \"starting {svc} failed: $e\" >&2; exit {START_FAILED}; }}",
-                "flock -u 9 2>/dev/null; exec 9>&-",
-                'say "$T started"',
-                "kill $ka 2>/dev/null",
-                "trap - PIPE EXIT",  # its pid may be another process's by the script's end
-                "}",
-            ]
+            lines += self._swap_lines()
         lines += [
             "watch() {",
             f"end=$(( $(date +%s) + {max(1, round(self.watch_seconds))} ))",
@@ -375,9 +393,137 @@ class SwapScript:
             '  sleep "$((tick / 100)).$((tick / 10 % 10))$((tick % 10))"',
             "done",
             "}",
-            "main() { swap && watch; }" if swap else "main() { watch; }",
+            "main() { swap - && watch; }" if swap else "main() { watch; }",
         ]
+        if swap:
+            lines += self._go_lines()
         return "\n".join(lines) + "\n"
+
+    def _swap_lines(self) -> list[str]:
+        """`swap ID`: the checks, then the stop, each file's commit and the start, under
+        the swap lock (opened by the head on fd 9)."""
+        svc = quote(self.service)
+        fast_stop_ticks, stop_ticks_in_all = stop_ticks(self.stop_timeout)
+        lines = [
+            "swap() {",
+            "trap '' HUP PIPE",  # a failed write returns an error: `say` is a check
+            # Before the stop, cargoship gone (its input ended: USR1 from the watcher)
+            # or told to: give up, removing what was staged (the EXIT trap).
+            f"trap 'exit {GONE}' INT TERM USR1",
+            # A blocking stop (systemctl waits for the unit, up to its TimeoutStopSec),
+            # a slow sync or the swap lock's wait says nothing for a while: something
+            # must, or the executor takes the silence for a lost connection. Gone with
+            # the script, and bounded all the same.
+            f"( i=0; while [ $i -lt {self._alive_for()} ] && sleep 1 >/dev/null; do "
+            "say \"$T alive\" || exit 0; i=$((i + 1)); done ) </dev/null 9<&- &",
+            "ka=$!",
+            "trap 'kill $ka 2>/dev/null; unwatch; unstage' EXIT",
+            # Until the start is asked for, the files are changing: a plan's snapshot
+            # waits for this lock (the keepalive and the watcher closed fd 9: neither may
+            # hold it on). Bounded: past it, a clear error and nothing stopped.
+            "openlock || exit $?",
+            f"cs_flock -x 9 {self.swap_lock_wait} || {{ echo 'timed out after "
+            f"{self.swap_lock_wait} s waiting for {SWAP_LOCK_PATH} (held by another "
+            f"process); nothing was stopped' >&2; exit {WAIT_TIMEOUT}; }}",
+            f'if ! held "$1"; then echo "$why; nothing was stopped" >&2; exit {NOT_HELD}; fi',
+            # The point of no return: only with the channel to cargoship open both ways.
+            f'say "$T go" || exit {GONE}',
+            f"unwatch || exit {GONE}",
+            "trap - INT TERM",
+            "trap : USR1",  # nobody sends it now; a command trap is not inherited
+            f"e=$({stop_command(self.init, self.service)} 9>&- 2>&1) || "
+            f"{{ echo \"stopping {svc} failed: $e\" >&2; exit {STOP_FAILED}; }}",
+            "n=0",
+            "while :; do",
+            *_stop_probe_lines(self.init),
+            f"  case \"$p\" in {_stopped_case()}) break;; esac",
+            "  n=$((n + 1))",
+            f"  if [ $n -ge {stop_ticks_in_all} ]; then",
+            "    [ -n \"$p\" ] || p=$(probe 2>/dev/null)",
+            f"    echo \"{svc} did not stop within {self.stop_timeout:g} s: "
+            "$(echo \"$p\" | head -n 1)\" >&2; exit " f"{STOP_FAILED}",
+            "  fi",
+            f"  if [ $n -lt {fast_stop_ticks} ]; then sleep {STOP_TICK}; "
+            f"else sleep {STOP_SLOW_TICK}; fi",
+            "done",
+            'say "$T stopped $(date +%s)"',
+        ]
+        lines += [_step_lines(i, step, self.token) for i, step in enumerate(self.steps)]
+        # Right before the start, a controller's API server pod logs are counted again
+        # (the old config's pod may have restarted once more while the engine stopped).
+        # A worker's probe has nothing the `before` one lacks: no probe, one program
+        # less between the last file and the start.
+        lines += ["block starting"] if self.controller else []
+        lines += [
+            # The engine must not inherit the lock (an openrc daemon would hold it on).
+            f"e=$({start_command(self.init, self.service)} 9>&- 2>&1) || "
+            f"{{ echo \"starting {svc} failed: $e\" >&2; exit {START_FAILED}; }}",
+            "flock -u 9 2>/dev/null; exec 9<&-",
+            'say "$T started"',
+            "kill $ka 2>/dev/null",
+            "trap - PIPE EXIT",  # its pid may be another process's by the script's end
+            "}",
+        ]
+        return lines
+
+    @property
+    def swap_lock_wait(self) -> int:
+        """Seconds the swap lock is waited for before the script gives up, nothing
+        stopped: past a killed apply's script finishing its own stop."""
+        return max(1, round(self.stop_timeout)) + SWAP_LOCK_SLACK
+
+    def _alive_for(self) -> int:
+        """A bound for the keepalive (killed at the start): longer than the executor
+        waits for the whole script (restart.RemoteSwap's timeout)."""
+        return self.swap_lock_wait + 2 * max(1, round(self.stop_timeout)) + 120
+
+    @staticmethod
+    def _guard_lines() -> list[str]:
+        """Definitions: the directory guard, `cs_flock`, `openlock`, `held ID` (the host
+        lock is still the apply's: its id, touched within STALE_AFTER) and `unwatch`."""
+        return [
+            GUARD + BOUNDED_FLOCK.rstrip("\n"),
+            *_openlock_lines(),
+            "held() {",
+            '  [ "$1" != - ] || return 0',
+            # How a lock file written with that id begins (lock.id_prefix), quoted by hand.
+            "  cs_w='{\"id\": \"'\"$1\"'\", '",
+            f'  if [ ! -f {_LOCK} ] || [ -L {_LOCK} ] || '
+            f'[ "$(head -c ${{#cs_w}} {_LOCK})" != "$cs_w" ]; then',
+            f'    why="{LOCK_PATH} no longer holds lock $1 (taken over or removed)"; return 1',
+            "  fi",
+            f"  cs_a=$(stat -c %Y {_LOCK} 2>/dev/null) || "
+            f'{{ why="{LOCK_PATH} is gone (removed)"; return 1; }}',
+            '  cs_a=$(( $(date +%s) - cs_a ))',
+            f'  [ "$cs_a" -le {STALE_AFTER} ] && return 0',
+            f'  why="lock $1 in {LOCK_PATH} was last touched $cs_a s ago (its apply is gone '
+            'or stuck)"; return 1',
+            "}",
+            # True unless the watcher of the input (go) saw it end: killed here, it has
+            # read nothing, and once it is reaped no signal of its can come any more.
+            "w=",
+            'unwatch() { [ -n "$w" ] || return 0; kill "$w" 2>/dev/null; wait "$w" 2>/dev/null; '
+            f'cs_r=$?; w=; [ "$cs_r" -ne {_INPUT_ENDED} ]; }}',
+        ]
+
+    @staticmethod
+    def _go_lines() -> list[str]:
+        """`go ID`: from GO on the shell runs `swap`, and does not read its input, so a
+        watcher does, on a copy of it (an asynchronous list's input is /dev/null unless
+        redirected): its end means cargoship is gone (USR1: swap gives up at once). After
+        GO, cargoship sends nothing until the host is back (`finish`), so the watcher
+        reads nothing but that end; `swap` kills it before the stop."""
+        return [
+            "go() {",
+            f"trap 'exit {GONE}' USR1",
+            "exec 8<&0",
+            "( exec 0<&8 8<&- 9<&-; IFS= read -r cs_l || { kill -USR1 $$ 2>/dev/null; "
+            f"exit {_INPUT_ENDED}; }} ) &",
+            "w=$!",
+            "exec 8<&-",
+            'swap "$1" </dev/null && { watch </dev/null & }',
+            "}",
+        ]
 
 
 # --- what the script says --------------------------------------------------------------

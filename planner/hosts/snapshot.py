@@ -58,20 +58,28 @@ class SnapshotScript:
         changing the host's files (facts/lock.py SWAP_LOCK_PATH); then it reads anyway, and
         the apply's drift check is what stands between such a read and a change."""
         script = self.user.script()
-        if wait > 0:
-            from ..facts.lock import SWAP_LOCK_PATH
-
-            lock = quote(SWAP_LOCK_PATH)
-            # A regular file only: opening a FIFO someone put there would block.
-            script = (f"if [ -f {lock} ] && [ ! -L {lock} ] && [ -r {lock} ] && "
-                      "command -v flock >/dev/null 2>&1; then "
-                      f"flock -s -w {wait} {lock} true 2>/dev/null || echo '{WAIT_NOTE} "
-                      f"{SWAP_LOCK_PATH} still held after {wait} s' >&2; fi\n" + script)
         if self.root.facts:
             root = self.root.script()
+            if wait > 0:
+                # As root, before the root facts (the engine's files are root's): the swap
+                # lock lives in /run/cargoship, root's alone (0700), so only root can wait.
+                root = self._wait_for_swap(wait) + root
             # Its own shell either way, so the root facts run alike with and without sudo.
             script += ("sudo -n -- " if self.sudo else "") + "sh -c " + quote(root) + "\n"
         return "sh -c " + quote(script)
+
+    @staticmethod
+    def _wait_for_swap(wait: int) -> str:
+        from ..facts.lock import SWAP_LOCK_PATH
+
+        lock = quote(SWAP_LOCK_PATH)
+        # A regular file only: opening a FIFO someone put there would block. flock -n in a
+        # bounded loop, not -w: BusyBox's flock has no -w.
+        return (f"if [ -f {lock} ] && [ ! -L {lock} ] && command -v flock >/dev/null 2>&1; "
+                f"then i=0; until flock -s -n {lock} true 2>/dev/null; do "
+                f"i=$((i+1)); if [ $i -gt {wait * 10} ]; then echo '{WAIT_NOTE} "
+                f"{SWAP_LOCK_PATH} still held after {wait} s' >&2; break; fi; sleep 0.1; "
+                "done; fi\n")
 
     def split(self, stdout: str, stderr: str) -> Snapshot:
         snapshot = Snapshot()

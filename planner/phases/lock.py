@@ -35,8 +35,9 @@ class AcquireLock(Phase):
     def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
         writes: set[Resource] = set()
         live: dict[str, tuple[LockState, list[HostState]]] = {}
-        # The lock file is world-readable by design: reading it needs no sudo, which
-        # Validate hosts has not checked yet at this point.
+        # Read as the SSH user: Validate hosts has not checked sudo yet at this point. The
+        # lock's directory is root's alone (0700), so the fact itself reads through
+        # `sudo -n` where it can (facts/lock.py).
         for host, (state,) in ctx.gather(self.title, lambda _: [LOCK], hosts=hosts):
             writes.add((host.config.index, "lock"))
             if state.live:

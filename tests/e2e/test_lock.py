@@ -102,7 +102,7 @@ def test_acquire_creates_the_lock_file(lab: Lab, connect: Callable[[str], HostWr
                                           "pid": os.getpid(), "plan_id": "plan-123",
                                           "since": info.since}
     modes = lab.exec("ctl-1", f"stat -c '%a %U' {LOCK_PATH} /run/cargoship").stdout.split()
-    assert modes == ["644", "root", "755", "root"]
+    assert modes == ["600", "root", "700", "root"]  # root's alone: no user can flock it
     # The planner's read-only fact sees a live lock held by this run.
     state = host.gather([LOCK])[0]
     assert state.live and state.holder["id"] == info.id
@@ -138,7 +138,7 @@ def test_stale_lock_is_taken_over_and_fresh_one_is_not(
     assert lock_id(lab, "ctl-1") == newer.id
     assert lock_age(lab, "ctl-1") <= 5
     mode = lab.exec("ctl-1", f"stat -c %a {LOCK_PATH}").stdout.strip()
-    assert mode == "644"
+    assert mode == "600"
     # No temp file is left behind next to the lock.
     listing = lab.exec("ctl-1", "ls -A /run/cargoship").stdout.split()
     assert sorted(listing) == ["lock", "lock.mutex"]
@@ -320,7 +320,7 @@ def test_non_root_user_with_sudo(lab: Lab, connect: Callable[[str], HostWriter])
     assert host.user == "alice"
     info = new_lock_info(None)
     assert acquire(host, info) is None
-    assert lab.exec(ALICE_HOST, f"stat -c '%a %U' {LOCK_PATH}").stdout.split() == ["644", "root"]
+    assert lab.exec(ALICE_HOST, f"stat -c '%a %U' {LOCK_PATH}").stdout.split() == ["600", "root"]
     with pytest.raises(LockHeld):
         acquire(connect(ALICE_HOST), new_lock_info(None))
     age_lock(lab, ALICE_HOST, "-50 sec")

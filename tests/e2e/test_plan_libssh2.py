@@ -110,7 +110,7 @@ def test_a_host_that_never_speaks_ssh_fails_within_the_connect_timeout(
             conn.close()
     assert result.returncode == 1
     line = next(ln for ln in result.stdout.splitlines() if "Connect to hosts: 127." in ln)
-    # Named as a stalled SSH server, not as a TCP timeout (tests/reliability/test_trust_ssh_stalls.py).
+    # Named as a stalled SSH server, not a TCP timeout (reliability/test_trust_ssh_stalls).
     assert "Connect to hosts: 127.0.0.1:" in line and ": connected, but the SSH server sent " \
            "no banner within 2s" in line, line
     assert "Traceback" not in result.stdout + result.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from executor.lock import UNSAFE
 from executor.readiness import EngineState
 from executor.remote import HostWriter
 from executor.restart import Gate, Message, RemoteSwap, Restart
@@ -315,7 +316,9 @@ def test_the_files_change_under_the_swap_lock(lab_factory) -> None:
     free: dict[str, bool] = {}
 
     def lock_free() -> bool:
-        return lab.exec("wrk-1", "flock -n -s /run/cargoship/swap.lock true",
+        # Never creating it: the script makes it, root's alone (0600).
+        return lab.exec("wrk-1", "test ! -e /run/cargoship/swap.lock || "
+                                 "flock -n -s /run/cargoship/swap.lock true",
                         check=False).returncode == 0
 
     def held_soon() -> bool:
@@ -339,7 +342,7 @@ def test_the_files_change_under_the_swap_lock(lab_factory) -> None:
 
     host.stream_root(script.render(), feed, 60)
     assert free == {"stopping": False, "started": True}
-    assert lab.exec("wrk-1", "stat -c %a /run/cargoship/swap.lock").stdout.strip() == "644"
+    assert lab.exec("wrk-1", "stat -c %a /run/cargoship/swap.lock").stdout.strip() == "600"
     pid = engine_pid(lab, "wrk-1")
     held = lab.exec("wrk-1", f"ls -l /proc/{pid}/fd", check=False).stdout
     assert "swap.lock" not in held
@@ -347,18 +350,18 @@ def test_the_files_change_under_the_swap_lock(lab_factory) -> None:
 
 
 def test_the_swap_lock_is_never_taken_through_a_link(lab_factory) -> None:
-    """A link planted as the lock file is neither followed nor changed: the restart runs
-    without the lock, and the file the link names keeps its mode and content."""
+    """A link planted as the lock file is neither followed nor changed: the lock directory
+    is not root's alone then, so the script refuses before the stop (nothing stopped), and
+    the file the link names keeps its mode and content."""
     lab = lab_factory([HostSpec("wrk-1", "worker")])
     lab.exec("wrk-1", "mkdir -p /run/cargoship; printf 'keep\\n' > /root/target; "
                       "chmod 600 /root/target; ln -s /root/target /run/cargoship/swap.lock")
     host = writer(lab, "wrk-1")
     before = engine_pid(lab, "wrk-1")
     script = SwapScript.of("runit", "rke2-agent", False, [], stop_timeout=15, watch_seconds=30)
-    run_until(host, script, lambda s: any(
-        isinstance(e, Probed) and e.name == "state" and e.state.state == "running"
-        and e.state.pid is not None and str(e.state.pid) != before for e in s))
-    assert engine_pid(lab, "wrk-1") != before  # restarted all the same
+    result, _ = run_until(host, script, lambda s: False)
+    assert result.exit_code == UNSAFE, result
+    assert engine_pid(lab, "wrk-1") == before  # never stopped
     assert lab.exec("wrk-1", "stat -c %a /root/target; cat /root/target").stdout == "600\nkeep\n"
     assert lab.exec("wrk-1", "test -L /run/cargoship/swap.lock", check=False).returncode == 0
     host.close()

@@ -43,7 +43,10 @@ def test_a_root_part_that_did_not_run_says_why() -> None:
 def test_a_wait_for_the_swap_lock_in_vain_is_never_taken_for_sudo_s_answer() -> None:
     a, b = fact("uname -a"), fact("cat /etc/x")
     script = SnapshotScript.of([(a, False), (b, True)], sudo=True)
-    assert "flock -s -w 30 /run/cargoship/swap.lock" in script.command(wait=30)
+    # Waited for as root (the lock's directory is root's alone), before the root facts.
+    command = script.command(wait=30)
+    assert "flock -s -n /run/cargoship/swap.lock" in command
+    assert command.index("sudo -n") < command.index("flock") < command.index("cat /etc/x")
     assert "flock" not in script.command()
     snapshot = script.split(printed(script, ["Linux"], None),
                             f"{WAIT_NOTE} /run/cargoship/swap.lock still held after 30 s\n"
