@@ -67,10 +67,15 @@ class Interrupts:
         self.received.append(signum)
         if not self.stop.is_set():
             self.stop.set()
-            self.progress("apply", f"{name(signum)}: finishing the host(s) in progress, "
-                                   "then stopping (again: roll them back now)")
+            self._say(f"{name(signum)}: finishing the host(s) in progress, then stopping "
+                      "(again: roll them back now)")
             return
-        self.progress("apply", f"{name(signum)} again: rolling the host(s) in progress "
-                               "back now")
+        self._say(f"{name(signum)} again: rolling the host(s) in progress back now")
         for escalate in list(self.escalations):
             threading.Thread(target=escalate, name="cargoship-escalate", daemon=True).start()
+
+    def _say(self, what: str) -> None:
+        # From a thread of its own: the handler runs on the main thread, which may be
+        # inside progress() holding its lock right now (a controller's rollout runs there).
+        threading.Thread(target=self.progress, args=("apply", what), name="cargoship-say",
+                         daemon=True).start()

@@ -1,0 +1,60 @@
+"""How apply takes SIGINT, SIGTERM and SIGHUP (executor/signals.py), as decisions."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from executor.errors import SignalInterrupt
+from executor.signals import Interrupts
+
+
+def _until(check, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_before_anything_changes_a_signal_raises_with_its_number() -> None:
+    interrupts = Interrupts(lambda h, w: None, threading.Event(), threading.Event())
+    with pytest.raises(SignalInterrupt) as caught:
+        interrupts._handle(signal.SIGTERM, None)
+    assert caught.value.signum == signal.SIGTERM and interrupts.first == signal.SIGTERM
+
+
+def test_while_changing_the_first_stops_and_the_second_escalates() -> None:
+    said: list[str] = []
+    escalated = threading.Event()
+    changing = threading.Event()
+    changing.set()
+    interrupts = Interrupts(lambda h, w: said.append(w), threading.Event(), changing,
+                            [escalated.set])
+    interrupts._handle(signal.SIGHUP, None)
+    assert interrupts.stop.is_set() and not escalated.is_set()
+    _until(lambda: said)
+    assert said == ["SIGHUP: finishing the host(s) in progress, then stopping (again: roll "
+                    "them back now)"]
+    interrupts._handle(signal.SIGINT, None)
+    _until(escalated.is_set)
+    _until(lambda: len(said) == 2)
+    assert said[1] == "Ctrl-C again: rolling the host(s) in progress back now"
+    assert interrupts.first == signal.SIGHUP  # the exit code says the first one
+
+
+def test_the_handler_never_blocks_on_a_progress_lock_the_main_thread_holds() -> None:
+    lock = threading.Lock()
+    changing = threading.Event()
+    changing.set()
+
+    def progress(host: str, what: str) -> None:
+        with lock:
+            pass
+
+    interrupts = Interrupts(progress, threading.Event(), changing)
+    with lock:  # as if the signal came in the middle of a progress line
+        interrupts._handle(signal.SIGTERM, None)  # returns: it does not wait for the lock
+    assert interrupts.stop.is_set()
