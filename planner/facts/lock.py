@@ -42,7 +42,8 @@ STATE_DIR = "/var/lib/cargoship"
 # parent or an entry of DIR is a link, is owned by anyone but root or is writable by
 # anyone but root; entries must be regular files (f) or files and directories (fd).
 # `fix` (the executor) creates DIR 0700 when absent and takes group and world access away
-# from DIR (and, for f, from its files); `check` (a plan) changes nothing. Octal in $(( ))
+# from DIR (and, for f, from its files); `tighten` does the same to a DIR that exists,
+# creating none; `check` (a plan) changes nothing. Octal in $(( ))
 # is POSIX; stat -c is GNU and busybox alike. No `local` (not POSIX): cs_ prefixes. An
 # entry gone between the listing and its look (`cs_gone`: a racing run's lock temp,
 # renamed into place under the mutex) has nothing left to judge.
@@ -75,12 +76,12 @@ cs_dir() {
       cs_gone "$cs_f" && continue
       why="$why: refusing to use $1"; return 1
     fi
-    if [ "$2" = fix ] && [ "$3" = f ] && [ $((0$cs_m & 077)) -ne 0 ] &&
+    if [ "$2" != check ] && [ "$3" = f ] && [ $((0$cs_m & 077)) -ne 0 ] &&
         ! chmod go= -- "$cs_f" 2>/dev/null && ! cs_gone "$cs_f"; then
       why="cannot make $cs_f root's alone"; return 1
     fi
   done
-  if [ "$2" = fix ] && [ $((0$cs_dm & 077)) -ne 0 ]; then
+  if [ "$2" != check ] && [ $((0$cs_dm & 077)) -ne 0 ]; then
     chmod go= -- "$1" || { why="cannot make $1 root's alone"; return 1; }
   fi
   return 0
@@ -92,9 +93,12 @@ def guard_lines(mode: str, fail: str) -> str:
     """Shell lines checking (mode "check") or also creating and tightening ("fix")
     LOCK_DIR and STATE_DIR; `fail` runs, with the reason in $why, when one is unsafe.
     Both are checked before either is fixed: a refusal changes nothing."""
-    modes = ["check", "fix"] if mode == "fix" else ["check"]
-    calls = [f"! cs_dir {quote(d)} {m} {kind}" for m in modes
+    calls = [f"! cs_dir {quote(d)} check {kind}"
              for d, kind in ((LOCK_DIR, "f"), (STATE_DIR, "fd"))]
+    if mode == "fix":
+        # STATE_DIR is made when something is kept there (a marker, a record): a lock taken
+        # by an apply that is then refused leaves nothing behind.
+        calls += [f"! cs_dir {quote(LOCK_DIR)} fix f", f"! cs_dir {quote(STATE_DIR)} tighten fd"]
     return GUARD + f"if {' || '.join(calls)}; then {fail}; fi\n"
 
 

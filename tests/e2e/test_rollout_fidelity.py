@@ -259,12 +259,11 @@ def test_a_failed_drain_runs_none_of_the_script_sent_ahead(lab_factory, tmp_path
 
 def test_a_backup_directory_made_a_link_stops_everything_before_any_change(
         lab_factory, tmp_path: Path) -> None:
-    """The backup directory has become a link, which is never written through. Apply
-    writes its in-progress record on every host about to change before the first change,
-    through the same checks: the apply is refused there, on every host nothing changed:
-    no engine stopped, no node cordoned, no marker set and no temp file left behind. (A
-    staging that fails at a host's turn: the read-only /etc/rancher case of
-    tests/reliability.)"""
+    """The backup directory has become a link, which is never written through. cargoship's
+    state directory is checked before the lock is even taken (it must be root's alone, its
+    entries no links): the apply is refused there, on every host nothing changed: no engine
+    stopped, no node cordoned, no marker set and no temp file left behind. (A staging that
+    fails at a host's turn: the read-only /etc/rancher case of tests/reliability.)"""
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
     edit_config(lab.dir / "cluster.yaml", new_mirror)
     path = tmp_path / "plan.json"
@@ -277,10 +276,8 @@ def test_a_backup_directory_made_a_link_stops_everything_before_any_change(
     result = cargoship("--log-file", log, "apply", path, "--confirm")
     out = result.stdout + result.stderr
     assert result.returncode != 0, out
-    assert "/var/lib/cargoship/backups is a symbolic link: refusing to write through it" \
-        in out, out
-    assert "could not write the in-progress record before the first change; nothing was " \
-           "changed: wrk-1" in out, out
+    assert "/var/lib/cargoship/backups is a symbolic link: refusing to use " \
+           "/var/lib/cargoship; nothing was changed" in out, out
     assert "Traceback" not in out
     assert NEW_MIRROR not in lab.exec("ctl-1", f"cat {REGISTRIES}").stdout
     assert NEW_MIRROR not in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout

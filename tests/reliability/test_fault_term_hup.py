@@ -186,3 +186,24 @@ def test_a_second_sigterm_while_waiting_for_readiness_rolls_back_at_once(
                     work=tmp_path)
     tally.add_lost(verdict.lost)
     assert verdict, verdict.problems
+
+
+@pytest.mark.reliability("fault: cargoship killed (SIGKILL) mid-rollout")
+def test_a_host_that_cannot_take_the_in_progress_record_stops_the_apply_before_any_change(
+        lab_factory, tmp_path: Path, tally) -> None:
+    tally.case()
+    s = drifted_cluster(lab_factory, tmp_path)
+    plan = s.plan()
+    # wrk-2's record directory is a plain file: its in-progress record cannot be written.
+    s.lab.exec("wrk-2", "mkdir -p /var/lib/cargoship && : > /var/lib/cargoship/applied")
+    result = s.apply(plan)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "could not write the in-progress record before the first change; nothing was " \
+           "changed: wrk-2" in out, out
+    for host in ("wrk-1", "wrk-2"):
+        assert s.lab.exec(host, f"cat {REGISTRIES}").stdout == DRIFTED
+    # wrk-1 took its record first: it is removed again, no journal of an apply that never
+    # began is left.
+    assert s.lab.exec("wrk-1", "ls /var/lib/cargoship/applied/ 2>/dev/null || true"
+                      ).stdout == ""
