@@ -27,7 +27,7 @@ import urllib3
 from kubernetes.client.rest import ApiException
 
 from planner.errors import CargoshipError
-from planner.kube_bounds import AnswerRefused
+from planner.kube_bounds import HOLD, AnswerRefused
 
 from . import api_shape
 from .polling import pause
@@ -251,9 +251,12 @@ class NodeOps:
 
         def one() -> None:
             try:
+                # HOLD: handed over unread (kube_bounds), so each answer keeps its
+                # connection until all have come.
                 response = client.call_api(
                     "/version", "GET", auth_settings=["BearerToken"], _preload_content=False,
-                    _return_http_data_only=True, _request_timeout=REQUEST_TIMEOUT)
+                    header_params={HOLD: "1"}, _return_http_data_only=True,
+                    _request_timeout=REQUEST_TIMEOUT)
             except (ApiException, *_UNREACHABLE) as exc:
                 together.abort()
                 log.debug("opening an API connection ahead failed: %s", exc)
@@ -263,7 +266,11 @@ class NodeOps:
             except threading.BrokenBarrierError:
                 pass
             try:
-                response.data  # noqa: B018 - read to its end: the connection is kept
+                # Read to its end, the connection is kept; a version that is no version
+                # (more than 64 KiB) is not read on, and its connection is dropped.
+                response.read(65536)
+                if response.read(1):
+                    response.close()
             except _UNREACHABLE as exc:
                 log.debug("reading an answer on a connection opened ahead failed: %s", exc)
             finally:

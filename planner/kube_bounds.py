@@ -45,6 +45,10 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 # One watch event is one object.
 MAX_WATCH_LINE_BYTES = 16 * 1024 * 1024
+# A request header: hand the answer over unread, as a watch is (under the same deadline).
+# For a caller that must hold connections open (drain.py's warm-up), never for an answer
+# read whole: the caller bounds its own read.
+HOLD = "X-Cargoship-Hold"
 # A request without a timeout of its own.
 DEFAULT_TOTAL = 30.0
 CHUNK = 64 * 1024
@@ -273,7 +277,7 @@ class BoundedPoolManager(urllib3.PoolManager):
                 raise
             finally:
                 self._local.guard = None
-            if not preload and is_watch(url):
+            if not preload and (is_watch(url) or HOLD in (kw.get("headers") or {})):
                 streaming = True  # the watchdog keeps it until the deadline or release
                 return response
             return self._read_whole(response, guard)

@@ -166,3 +166,17 @@ def test_the_official_client_passes_its_request_timeout_as_the_total(server: str
     with pytest.raises(AnswerTooSlow, match="within 1 s"):
         api.read_node("x", _request_timeout=1)
     assert time.monotonic() - started < 4
+
+
+def test_a_held_answer_keeps_its_connection_until_it_is_read(server: str) -> None:
+    from planner.kube_bounds import HOLD
+
+    pool = BoundedPoolManager(retries=0, maxsize=4)
+    held = [pool.request("GET", server + "/ok", timeout=5.0, preload_content=False,
+                         headers={HOLD: "1"}) for _ in range(2)]
+    # Unread, each still has its own connection: the two are distinct, neither pooled.
+    connections = [r.connection for r in held]
+    assert all(connections) and connections[0] is not connections[1]
+    for response in held:
+        assert response.read(65536) == b'{"ok": true}'
+        response.release_conn()
