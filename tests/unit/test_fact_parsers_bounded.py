@@ -553,3 +553,12 @@ def test_firewall_script_stops_endless_tools(tmp_path: Path) -> None:
     assert "printed more than" in errors["firewalld"]
     assert errors["nftables"] == "nft printed more than 6 MiB; not read"
     assert state.tools == ()
+
+
+def test_an_iptables_chain_line_without_a_name_is_a_parse_error() -> None:
+    """Found by the random test above: ':' alone raised a plain ValueError (unpacking)."""
+    from planner.facts.firewall.model import FirewallParseError
+    from planner.facts.firewall.parse import parse_firewall
+
+    with pytest.raises(FirewallParseError, match="a chain without a name"):
+        parse_firewall("### iptables\n*filter\n:\nCOMMIT\n")

@@ -142,7 +142,11 @@ def parse_iptables_save(text: str) -> tuple[Table, ...]:
         elif line.startswith("*") and name is None:
             name, policies, rule_lines = line[1:], {}, []
         elif line.startswith(":") and name is not None:
-            chain, policy = [*line[1:].split(), "-"][:2]
+            words = line[1:].split()
+            if not words:  # ":" alone: a chain with no name is no iptables-save output
+                raise FirewallParseError(f"iptables-save line {number}: a chain without a "
+                                         "name")
+            chain, policy = [*words, "-"][:2]
             policies[chain] = "" if policy == "-" else policy
         elif line.startswith("-A ") and name is not None:
             rule_lines.append(line)
