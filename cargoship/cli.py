@@ -447,7 +447,7 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
     # counts them whatever the flags (executor/policy.py), and records keep them.
     counted = _detached(plan, args)
     if getattr(args, "require_signed_by", None) is not None:
-        signers, _ = _require_signatures(plan, args)
+        signers = _require_signatures(plan, args, counted)
     if not args.confirm:
         if not sys.stdin.isatty():
             raise CargoshipError("refusing to apply without --confirm (stdin is not a "
@@ -525,11 +525,12 @@ def _detached(plan: Plan, args: argparse.Namespace) -> list[Any]:
     return list(detached.read(plan, plan_digest(plan), folder))
 
 
-def _require_signatures(plan: Plan, args: argparse.Namespace) -> tuple[list[str], list[Any]]:
-    """The principals (from the allowed-signers file) of the plan's valid signatures, and
-    the valid detached signatures; refuses the plan when there are fewer than
-    --min-signatures."""
-    from planner.plan import detached, signing
+def _require_signatures(plan: Plan, args: argparse.Namespace,
+                        detached: list[Any]) -> list[str]:
+    """The principals (from the allowed-signers file) of the plan's valid signatures,
+    embedded or `detached` (as _detached read them); refuses the plan when there are fewer
+    than --min-signatures."""
+    from planner.plan import signing
     from planner.plan.codec import plan_digest
 
     if args.min_signatures < 1:
@@ -537,8 +538,7 @@ def _require_signatures(plan: Plan, args: argparse.Namespace) -> tuple[list[str]
     if not args.require_signed_by.exists():
         raise CargoshipError(f"{args.require_signed_by}: no such allowed-signers file")
     digest = plan_digest(plan)
-    found = plan.signatures + tuple(detached.read(
-        plan, digest, args.signatures or args.plan.parent))
+    found = (*plan.signatures, *detached)
     checks = [signing.verify(digest, s, args.require_signed_by, args.revoked_keys)
               for s in found]
     signers = {c.principal for c in checks if c.valid}
@@ -551,9 +551,7 @@ def _require_signatures(plan: Plan, args: argparse.Namespace) -> tuple[list[str]
     # With --json, stdout carries only the JSON document.
     print(f"Signed by {', '.join(sorted(str(s) for s in signers))}: accepted", flush=True,
           file=sys.stderr if getattr(args, "json", False) else sys.stdout)
-    detached_valid = [c.signature for c in checks
-                      if c.valid and c.signature not in plan.signatures]
-    return sorted(str(s) for s in signers), detached_valid
+    return sorted(str(s) for s in signers)
 
 
 def _as_record(raw: bytes) -> dict[str, Any] | None:
