@@ -43,10 +43,11 @@ from .actions.hosts_stage import host_jobs, run_hosts_stage
 from .actions.registry import HANDLERS, check_handled
 from .cleanup import remove_temps
 from .connect import connect_all, pinned_keys
-from .drift import ChangeKey, HostKey, change_key, differences
+from .drift import HostKey, change_key, differences
 from .errors import ApplyInterrupted
 from .lock import LockHeld, LockSet, new_lock_info
 from .remote import HostWriter
+from .replay import Earlier, judge
 from .rollout import HostJob, HostOutcome
 from .signals import Interrupts
 
@@ -84,15 +85,6 @@ class ApplyResult:
     @property
     def outcome(self) -> str:
         return "applied" if self.ok else ("interrupted" if self.interrupted else "failed")
-
-
-@dataclass(frozen=True)
-class Earlier:
-    """What an interrupted apply of this plan already did."""
-
-    finished: frozenset[HostKey] = frozenset()
-    done: frozenset[ChangeKey] = frozenset()
-    record: dict[str, Any] | None = None
 
 
 def check_plan(plan: Plan) -> None:
@@ -256,38 +248,10 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
 
 
 def _earlier_runs(plan: Plan, writers: dict[HostKey, HostWriter]) -> Earlier:
-    found = {key: r for key, w in writers.items()
-             if (r := records.read_host_record(w, plan.plan_id)) is not None}
-    if not found:
-        return Earlier()
-    names = ", ".join(_name(r, k) for k, r in found.items())
-    if not all(r.get("interrupted") is True for r in found.values()):
-        raise ApplyRefused(f"plan {plan.plan_id} was already applied (records on {names}); "
-                           "make a new plan")
-    broken = [f"{_name(r, k)} {r.get('status')}" for k, r in found.items()
-              if r.get("status") not in ("applied", "unchanged", "not started")]
-    if broken:
-        raise ApplyRefused(
-            f"plan {plan.plan_id} was interrupted and can't be finished: in that run "
-            f"{', '.join(broken)}; nothing was changed. Make a new plan (cargoship plan -c "
-            "CLUSTER.yaml -out PLAN.json) and apply that")
-    finished = frozenset(k for k, r in found.items() if r.get("status") == "applied")
-    done = frozenset(
-        (_key(c.get("host")), str(c.get("action")), str(c.get("target")))
-        for r in found.values() for c in r.get("changes", []) if c.get("status") == "done")
-    newest = max(found.values(), key=lambda r: str(r.get("applied_at")))
-    return Earlier(finished, done, newest)
-
-
-def _key(host: Any) -> HostKey | None:
-    return (str(host["address"]), int(host["port"])) if isinstance(host, dict) else None
-
-
-def _name(record: dict[str, Any], key: HostKey) -> str:
-    host = record.get("host")
-    if isinstance(host, dict):
-        return str(HostRef(str(host.get("name")), key[0], key[1]))
-    return f"{key[0]}:{key[1]}"
+    """The records of this plan on its hosts, judged by replay.py."""
+    return judge(plan.plan_id, {key: r for key, w in writers.items()
+                                if (r := records.read_host_record(w, plan.plan_id))
+                                is not None})
 
 
 def _cluster_stage(plan: Plan, env: ApplyEnv, *, run: bool) -> list[ItemResult]:
