@@ -7,36 +7,63 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from executor.drain import DrainOptions
 from executor.rollout import HostJob, HostOutcome, Rollout
+from planner.config.model import Options
+
+DEFAULT_WORKERS = Options().worker_concurrency  # concurrency.workers when the config says none
 
 
 class Recording(Rollout):
     def __init__(self, fail: set[str] = frozenset(), **kw) -> None:  # type: ignore[no-untyped-def]
         super().__init__(None, "p", DrainOptions(), 1.0, lambda h, w: None, **kw)
         self.fail, self.started, self.active, self.peak = fail, [], 0, 0
-        self.guard = threading.Lock()
+        self.in_flight: list[HostJob] = []
+        # Every moment a host began: the hosts in flight then, itself included.
+        self.together: list[list[str]] = []
+        self.guard = threading.Condition()
 
     def run_host(self, job: HostJob) -> HostOutcome:
         with self.guard:
             self.started.append(job.label)
             self.active += 1
             self.peak = max(self.peak, self.active)
+            self.in_flight.append(job)
+            self.together.append([j.label for j in self.in_flight])
+            self.guard.notify_all()
+            if job.controller:
+                # A controller holds its slot until another host joins it (or 0.2 s): a
+                # rollout that would overlap it with another host is then seen doing so
+                # every time, not only when the threads happen to interleave.
+                self.guard.wait_for(lambda: len(self.in_flight) > 1, timeout=0.2)
         time.sleep(0.02)  # hold the slot a little, so overlapping would be visible
         with self.guard:
             self.active -= 1
+            self.in_flight.remove(job)
         return HostOutcome(job.label, "failed" if job.label in self.fail else "applied")
 
 
-def jobs(*names: str) -> list[HostJob]:
-    return [HostJob(n, n, None, "runit", "svc") for n in names]  # type: ignore[arg-type]
+def jobs(*names: str, controller: bool = False) -> list[HostJob]:
+    return [HostJob(n, n, None, "runit", "svc", controller=controller)  # type: ignore[arg-type]
+            for n in names]
 
 
-def test_window_never_exceeds_concurrency_and_keeps_order() -> None:
+@pytest.mark.parametrize("concurrency", [pytest.param(3, id="workers-3"),
+                                         pytest.param(DEFAULT_WORKERS, id="default")])
+def test_window_never_exceeds_concurrency_and_keeps_order(concurrency: int) -> None:
+    """Controllers (etcd members: two down at once can lose quorum) strictly one at a
+    time and alone, whatever the worker concurrency, then the workers' window fills."""
     rollout = Recording()
-    out = rollout.run(jobs("c1", "c2"), jobs(*(f"w{i}" for i in range(8))), 3)
-    assert [o.status for o in out] == ["applied"] * 10
-    assert rollout.started[:2] == ["c1", "c2"] and rollout.peak == 3
+    out = rollout.run(jobs("c1", "c2", "c3", controller=True),
+                      jobs(*(f"w{i}" for i in range(8))), concurrency)
+    assert [o.status for o in out] == ["applied"] * 11
+    assert rollout.started[:3] == ["c1", "c2", "c3"]
+    with_a_controller = [hosts for hosts in rollout.together
+                         if len(hosts) > 1 and any(h.startswith("c") for h in hosts)]
+    assert with_a_controller == [], f"a controller was in flight with others: {with_a_controller}"
+    assert rollout.peak == concurrency  # the workers' window filled, and no more
 
 
 def test_a_failure_stops_the_rollout() -> None:
