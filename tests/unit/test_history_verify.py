@@ -65,3 +65,14 @@ def test_signers_come_from_the_check_never_the_record() -> None:
     signed = record(signers=["alice"], signatures=[{"key": "k1", "signature": "s1"},
                                                    {"key": "k2", "signature": "s2"}])
     assert verified_signers(signed, lambda d, s: "bob" if s["key"] == "k2" else None) == ["bob"]
+
+
+def test_a_record_held_by_a_host_the_plan_does_not_name_is_unverified() -> None:
+    # One host forges a record of a plan that never touched it, naming only itself as
+    # missing elsewhere: the plan's own host list decides who may hold its record.
+    stranger = "10.0.0.9:22"
+    missing = [{"address": a, "port": 22} for a in ("10.0.0.1", "10.0.0.2", "10.0.0.3")]
+    verdict = verify({stranger: record(records_missing_on=missing)}, {stranger, *HOSTS},
+                     in_progress=False)
+    assert not verdict.verified
+    assert verdict.why == [f"held by {stranger}, which the plan does not name"]

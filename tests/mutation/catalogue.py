@@ -1,0 +1,145 @@
+"""One mutation per safety rule (design.md section 5, the README's promises, and the rules
+the trust and hostile-API issues added), each with the tests that must kill it.
+
+Every mutation is the smallest change that switches its rule off while the rest of the
+product keeps working, written against a function and a piece of its source (mutate.py),
+so it keeps applying as the code moves and says "stale" when it no longer does. Where a
+rule has a pure decision function, a unit test is named first: `unit=True` marks the
+mutations tests/unit alone must kill (the quick set, run in CI). The lab tests named after
+it stay the end-to-end proof.
+"""
+
+from __future__ import annotations
+
+from .mutate import Mutation
+
+U = "tests/unit/"
+R = "tests/reliability/"
+E = "tests/e2e/"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        "digest: an edited plan file is refused", "planner/plan/codec.py", "loads",
+        'if data["digest"] != expected:', "if False:",
+        (U + "test_plan_codec.py", E + "test_apply.py::test_refusals_before_any_change"),
+        "a plan edited after review would be applied", unit=True),
+    Mutation(
+        "drift: a host key that changed since the plan is refused", "executor/drift.py",
+        "differences", "if old.host_key != new.host_key:", "if False:",
+        (U + "test_drift.py", U + "test_apply_checks.py"),
+        "another machine at a host's address would be written to", unit=True),
+    Mutation(
+        "drift: a read that changed since the plan is refused", "executor/drift.py",
+        "differences", "elif old.reads.get(target) != new.reads.get(target):",
+        "elif False:", (U + "test_drift.py", U + "test_apply_checks.py"),
+        "a file edited after review would be overwritten unseen", unit=True),
+    Mutation(
+        "drift: apply refuses when the hosts changed", "executor/apply.py", "_apply_locked",
+        "if drift:", "if False:",
+        (E + "test_apply.py::test_refusals_before_any_change",),
+        "the drift check would be computed and ignored"),
+    Mutation(
+        "unknown actions are refused before anything changes",
+        "executor/actions/registry.py", "check_handled",
+        "if change.action not in HANDLERS:", "if False:",
+        (U + "test_action_registry.py",),
+        "a plan naming an action this version lacks would half-apply", unit=True),
+    Mutation(
+        "default-deny phases: an undeclared phase is never run by a dry run",
+        "planner/phases/base.py", "Phase",
+        "dry_run: ClassVar[DryRun] = DryRun.REPORTED",
+        "dry_run: ClassVar[DryRun] = DryRun.RUNS_READ_ONLY",
+        (U + "test_dryrun.py",), "a new phase would change hosts during a plan", unit=True),
+    Mutation(
+        "secrets masked in every diff", "planner/desired/compare.py", "_masked",
+        "return MASK if before or theirs is None or mine == theirs else MASK_CHANGED",
+        "return mine", (U + "test_desired.py", U + "test_kube_masking.py",
+                        R + "test_secrets.py"),
+        "a registry password would be printed in the plan and the PR", unit=True),
+    Mutation(
+        "secrets salted: a plan carries HMAC digests keyed by its own salt",
+        "planner/config/secrets.py", "Secret.salted_digest",
+        "hmac.new(salt,", "hmac.new(b'',", (U + "test_secrets_salted.py",),
+        "a short password could be guessed offline from a posted plan", unit=True),
+    Mutation(
+        "fresh readiness: Ready counts only with a heartbeat after the restart",
+        "executor/readiness.py", "Waiter.waiting_for",
+        "beat <= datetime.datetime.fromtimestamp(self.stopped_at, datetime.UTC)", "False",
+        (U + "test_readiness.py",),
+        "a node's stale Ready from before the stop would end the wait at once", unit=True),
+    Mutation(
+        "uncordon only nodes cargoship cordoned (after success)", "executor/rollout.py",
+        "Rollout._host", "if cordoned and not self._uncordon_back(job):",
+        "if not self._uncordon_back(job):",
+        (R + "test_uncordon_only_ours.py",),
+        "a node an operator cordoned for maintenance would be put back into service"),
+    Mutation(
+        "uncordon only nodes cargoship cordoned (after a rollback)", "executor/rollout.py",
+        "Rollout._uncordon", "if cordoned and self.ops is not None:",
+        "if self.ops is not None:", (R + "test_uncordon_only_ours.py",),
+        "a rollback would put an operator's cordoned node back into service"),
+    Mutation(
+        "lock: a fresh lock of another run is never taken over", "executor/lock.py",
+        "acquire_script", "-le {stale_seconds(stale_after)}", "-ge {stale_seconds(stale_after)}",
+        (U + "test_lock.py", E + "test_lock.py"),
+        "two applies would change one host at once", unit=True),
+    Mutation(
+        "host content is data: a kubeconfig's exec/auth-provider never reaches the client",
+        "planner/kube.py", "parse_admin", '"user": kept_user}]', '"user": user}]',
+        (U + "test_kube_admin.py", R + "test_trust_kubeconfig.py"),
+        "a hostile controller could run a command on the operator's machine", unit=True),
+    Mutation(
+        "node identity: a host speaks only for its own node", "executor/node_identity.py",
+        "check", "if not set(ips) & addresses:", "if False:",
+        (U + "test_node_identity.py", R + "test_trust_node_identity.py"),
+        "root on one host could have another host's node cordoned and drained", unit=True),
+    Mutation(
+        "bounded reads: a fact's output over its limit is refused unread",
+        "planner/facts/bounds.py", "check_size",
+        "if len(text) > limit or size_of(text) > limit:", "if False:",
+        (U + "test_fact_parsers_bounded.py",),
+        "a host printing forever would exhaust the operator's memory", unit=True),
+    Mutation(
+        "bounded reads: an API answer over its cap is refused before it is held",
+        "planner/kube_bounds.py", "BoundedPoolManager._read_whole",
+        "if len(body) > self.max_bytes:", "if False:",
+        (U + "test_kube_bounds.py",),
+        "a hostile API server could send 400 MB into the operator's memory", unit=True),
+    Mutation(
+        "signals: SIGTERM/SIGHUP during a rollout finish the host in progress and record",
+        "executor/signals.py", "Interrupts._handle",
+        "if not self.changing.is_set():", "if True:",
+        (U + "test_signals.py", R + "test_fault_term_hup.py"),
+        "a CI runner's SIGTERM would end apply mid-restart with nothing recorded", unit=True),
+    Mutation(
+        "no shell injection: every value reaching a remote command is quoted",
+        "planner/hosts/batch.py", "quote", "return shlex.quote(value)", "return value",
+        (U + "test_quoting.py", R + "test_hostile_values.py"),
+        "a value in cluster.yaml could run commands as root on every host", unit=True),
+    Mutation(
+        "file writes never follow a link", "executor/files.py", "_refuse_links",
+        "if [ -L {quote(path)} ] ||", "if false ||",
+        (R + "test_trust_files.py",),
+        "a link planted on a host would redirect a root write anywhere"),
+    Mutation(
+        "file writes end with the file's own mode (credentials 0600)", "executor/files.py",
+        "stage_script", "chmod {mode:04o}", "chmod 0644",
+        (R + "test_trust_files.py",),
+        "registry credentials would be readable by every user of the host"),
+    Mutation(
+        "the controllers' signature policy is enforced whatever the flags",
+        "executor/apply.py", "_policy", "rules = policy.agreed(found)", "rules = None",
+        (R + "test_trust_policy.py",),
+        "an unsigned plan would be applied by anyone who can reach the hosts"),
+    Mutation(
+        "history: a record held by a host the plan does not name is unverified",
+        "planner/history_verify.py", "verify", "if outsiders:", "if False:",
+        (U + "test_history_verify.py", R + "test_trust_history.py"),
+        "root on one host could write history for the whole cluster", unit=True),
+    Mutation(
+        "every choice apply obeys is shown, non-defaults flagged",
+        "planner/render/apply_block.py", "text_block",
+        "for c in found if c.flagged]", "for c in found if False]",
+        (U + "test_render_apply_choices.py",),
+        "a reviewer would not see a drain with --force or a concurrency of 50", unit=True),
+)
