@@ -532,6 +532,7 @@ def _require_signatures(plan: Plan, args: argparse.Namespace,
     than --min-signatures."""
     from planner.plan import signing
     from planner.plan.codec import plan_digest
+    from planner.plan.signers import count_signers
 
     if args.min_signatures < 1:
         raise CargoshipError("--min-signatures: expected a number >= 1")
@@ -539,19 +540,19 @@ def _require_signatures(plan: Plan, args: argparse.Namespace,
         raise CargoshipError(f"{args.require_signed_by}: no such allowed-signers file")
     digest = plan_digest(plan)
     found = (*plan.signatures, *detached)
-    checks = [signing.verify(digest, s, args.require_signed_by, args.revoked_keys)
-              for s in found]
-    signers = {c.principal for c in checks if c.valid}
-    if len(signers) < args.min_signatures:
-        details = "; ".join(f"{c.signature.key}: {c.reason}" for c in checks if not c.valid)
+    count = count_signers((signing.verify(digest, s, args.require_signed_by,
+                                          args.revoked_keys) for s in found),
+                          args.min_signatures)
+    if not count.met:
+        details = "; ".join(f"{c.signature.key}: {c.reason}" for c in count.rejected)
         raise CargoshipError(
-            f"plan {plan.plan_id} has {len(signers)} valid signature(s) from "
+            f"plan {plan.plan_id} has {len(count.principals)} valid signature(s) from "
             f"{args.require_signed_by}, {args.min_signatures} required"
             + (f" ({details})" if details else "") + "; nothing was changed")
     # With --json, stdout carries only the JSON document.
-    print(f"Signed by {', '.join(sorted(str(s) for s in signers))}: accepted", flush=True,
+    print(f"Signed by {', '.join(count.principals)}: accepted", flush=True,
           file=sys.stderr if getattr(args, "json", False) else sys.stdout)
-    return sorted(str(s) for s in signers)
+    return list(count.principals)
 
 
 def _as_record(raw: bytes) -> dict[str, Any] | None:

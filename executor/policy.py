@@ -25,6 +25,7 @@ from pathlib import Path
 from planner.errors import CargoshipError
 from planner.hosts.batch import quote
 from planner.plan.model import Signature
+from planner.plan.signers import count_signers
 from planner.plan.signing import verify
 
 from .remote import HostWriter
@@ -127,17 +128,17 @@ def enforce(policy: Policy, digest: str, signatures: Sequence[Signature]) -> lis
     with tempfile.TemporaryDirectory(prefix="cargoship-policy.") as tmp:
         allowed = Path(tmp) / "allowed_signers"
         allowed.write_text(policy.allowed_signers)
-        principals = {c.principal for s in signatures
-                      if (c := verify(digest, s, allowed)).valid and c.principal}
-    if len(principals) < policy.min_signatures:
+        count = count_signers([verify(digest, s, allowed) for s in signatures],
+                              policy.min_signatures)
+    if not count.met:
         raise PolicyError(
             f"the cluster's signature policy (on its controllers) needs "
             f"{policy.min_signatures} signature(s) from {', '.join(policy.principals())}; "
-            f"this plan has {len(principals)}"
-            + (f" ({', '.join(sorted(principals))})" if principals else "")
+            f"this plan has {len(count.principals)}"
+            + (f" ({', '.join(count.principals)})" if count.principals else "")
             + ": have it signed (cargoship sign PLAN --key KEY [--detached]); nothing was "
               "changed")
-    return sorted(principals)
+    return list(count.principals)
 
 
 def approve(current: Policy, new: Policy, approvals: Sequence[Path]) -> list[str]:
