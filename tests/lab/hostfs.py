@@ -160,6 +160,35 @@ def _engine_service(service: Path, distro: str, mode: str) -> None:
           "case \"$state\" in *'\"pid\": '\"$pid\"[,}]*) exit 0;; esac\nexit 1\n", 0o755)
 
 
+SV_REQUESTS_LOG = "/var/log/lab-sv/requests.log"
+# The service manager's own record of what it was asked, as opposed to what it did by
+# itself. rke2's units (rke2-server.service, rke2-agent.service) and k3s's have
+# Restart=always, RestartSec=5s: systemd starts a crashed engine again with nobody asking,
+# and tells the two apart: a requested job is journaled as "Stopping/Starting
+# rke2-server.service" by whoever called systemctl, a respawn as "rke2-server.service:
+# Scheduled restart job, restart counter is at N" (and only respawns count in
+# `systemctl show -p NRestarts`). runsv keeps no such record (its control/u hook runs
+# at every start, respawns included), so the lab puts one in front of runit's `sv`: every
+# request that is not a look (status, check) is a line `<unix time> <cwd> <arguments>`,
+# written before runit sees it. The time is the machine's real clock (LD_PRELOAD off),
+# the clock of the engine's events.log, also on a host whose SSH sessions have an offset.
+SV_RECORDER = f"""#!/bin/sh
+case "$1" in
+  s|status|check) ;;
+  *) printf '%s %s %s\\n' "$(LD_PRELOAD= date +%s.%N)" "$PWD" "$*" \\
+       >> {SV_REQUESTS_LOG} 2>/dev/null ;;
+esac
+exec /usr/bin/sv "$@"
+"""
+
+
+def install_sv_recorder(host_dir: Path) -> None:
+    """From now on, requests to runit on this host are recorded (SV_RECORDER). Opt-in: each
+    `sv status` then costs a shell's start more, ~1 ms, and a restart's script looks every
+    0.05 s while the engine starts."""
+    write(host_dir / "bin" / "sv", SV_RECORDER, 0o755)
+
+
 def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[str]:
     tls = f"/var/lib/rancher/{distro}/server/tls"
     args = ["--listen", f"0.0.0.0:{API_PORT}", "--token", str(api["token"]),

@@ -386,6 +386,87 @@ class Lab:
             out.append((float(when), name))
         return out
 
+    def outages(self, host: str, since: float = 0.0) -> list[tuple[float, float]]:
+        """(down, ready) intervals of the host's engine after `since`, from its events: down
+        from `stopping` (asked to stop) or `failed` (a start that died), until the next
+        `ready`; one not over (yet) ends at infinity."""
+        spans: list[tuple[float, float]] = []
+        down: float | None = None
+        for when, name in self.events(host):
+            if when < since:
+                continue
+            if name in ("stopping", "failed") and down is None:
+                down = when
+            elif name == "ready" and down is not None:
+                spans.append((down, when))
+                down = None
+        if down is not None:
+            spans.append((down, float("inf")))
+        return spans
+
+    def down_together(self, hosts: list[str], since: float = 0.0
+                      ) -> list[tuple[str, str, float]]:
+        """Every two of `hosts` whose engines were down at the same instant after `since`,
+        with when that began, from the hosts' own events: [] if never two were."""
+        spans = {host: self.outages(host, since) for host in hosts}
+        both = []
+        for i, first in enumerate(hosts):
+            for second in hosts[i + 1:]:
+                both += [(first, second, max(a[0], b[0])) for a in spans[first]
+                         for b in spans[second] if a[0] < b[1] and b[0] < a[1]]
+        return both
+
+    def record_service_requests(self, host: str) -> None:
+        """Record, from now on, what is asked of the host's service manager (hostfs
+        SV_RECORDER): service_requests and engine_starts read it."""
+        self.exec(host, f"mkdir -p {Path(hostfs.SV_REQUESTS_LOG).parent}")
+        hostfs.install_sv_recorder(Path(self.host(host).dir))
+
+    def service_requests(self, host: str, since: float = 0.0) -> list[tuple[float, str]]:
+        """(when, command) of every request for the host's engine service after `since`
+        (`down`, `up`, `restart`, ...), oldest first; record_service_requests starts the
+        record."""
+        # The host's /var is an overlay whose upper layer is var.upper.
+        path = Path(self.host(host).dir, "var.upper",
+                    Path(hostfs.SV_REQUESTS_LOG).relative_to("/var"))
+        if not path.exists():
+            return []
+        service = self.engine_service(host)
+        out = []
+        for line in path.read_text().splitlines():
+            when, cwd, *argv = line.split()
+            while argv and argv[0].startswith("-"):  # sv -v, sv -w SECONDS
+                argv = argv[2:] if argv[0] == "-w" else argv[1:]
+            if float(when) < since or len(argv) < 2:
+                continue
+            # Paths as the host saw them (`sv down .` in the service's directory).
+            named = [os.path.basename(os.path.normpath(os.path.join(cwd, arg)))
+                     for arg in argv[1:]]
+            if service in named:
+                out.append((float(when), argv[0]))
+        return out
+
+    def engine_starts(self, host: str, since: float = 0.0) -> list[tuple[float, str]]:
+        """(when, who) of each start of the host's engine after `since`: `asked` when its
+        service was asked since the start before it for something that starts it (up,
+        start, restart, once; term or kill, which runit follows with a start), else
+        `supervisor`: runit's respawn of a process that ended, as systemd's Restart=always
+        does. Needs record_service_requests before the starts. (An `up` to an engine
+        already running starts nothing; a crash after it would be counted as asked.)"""
+        asks = [when for when, command in self.service_requests(host) if command in (
+            "u", "up", "start", "restart", "force-restart", "o", "once", "t", "term", "k",
+            "kill")]
+        starts = []
+        previous = float("-inf")
+        for when, name in self.events(host):
+            if name != "starting":
+                continue
+            asked = any(previous <= ask <= when for ask in asks)
+            if when >= since:
+                starts.append((when, "asked" if asked else "supervisor"))
+            previous = when
+        return starts
+
     def engine_service(self, host: str) -> str:
         return hostfs.engine_service(self.distro, self.host(host).role)
 
