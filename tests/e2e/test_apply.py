@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.e2e.cli import cargoship, edit_config
 from tests.lab import HostSpec, Lab
@@ -15,12 +17,15 @@ REGISTRIES = "/etc/rancher/rke2/registries.yaml"
 NEW_MIRROR = "https://mirror2.lab.internal:5000"
 
 
-def cluster(lab_factory, workers: int = 3, concurrency: int = 2) -> Lab:  # type: ignore[no-untyped-def]
+def cluster(lab_factory, workers: int = 3, concurrency: int | None = 2) -> Lab:  # type: ignore[no-untyped-def]
+    """Three controllers and `workers` workers; `concurrency` None: the config leaves
+    concurrency.workers out (its default)."""
     specs = [HostSpec(f"ctl-{i}", "controller") for i in (1, 2, 3)]
     specs += [HostSpec(f"wrk-{i}", "worker") for i in range(1, workers + 1)]
     lab = lab_factory(specs)
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
-        concurrency={"hosts": 32, "workers": concurrency}, readyTimeoutSeconds=20,
+        concurrency={"hosts": 32} if concurrency is None else
+        {"hosts": 32, "workers": concurrency}, readyTimeoutSeconds=20,
         drain={"timeoutSeconds": 10}))
     return lab
 
@@ -35,10 +40,14 @@ def plan(lab: Lab, path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_apply_changes_on_one_controller_and_three_workers(lab_factory, tmp_path: Path) -> None:
+CONTROLLERS = ["ctl-1", "ctl-2", "ctl-3"]
+
+
+def test_apply_changes_on_two_controllers_and_three_workers(lab_factory,
+                                                             tmp_path: Path) -> None:
     lab = cluster(lab_factory)
-    # Drift on ctl-2 and all workers: they get the desired registries.yaml back.
-    for host in ("ctl-2", "wrk-1", "wrk-2", "wrk-3"):
+    # Drift on ctl-2, ctl-3 and all workers: they get the desired registries.yaml back.
+    for host in ("ctl-2", "ctl-3", "wrk-1", "wrk-2", "wrk-3"):
         lab.exec(host, f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
         charts={"rke2-ingress-nginx": {"values": {"controller": {"replicaCount": 2}}}}))
@@ -59,6 +68,7 @@ def test_apply_changes_on_one_controller_and_three_workers(lab_factory, tmp_path
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
+    since = time.time()
     try:
         result = cargoship("apply", plan_file, "--confirm", timeout=300)
     finally:
@@ -66,14 +76,24 @@ def test_apply_changes_on_one_controller_and_three_workers(lab_factory, tmp_path
         watcher.join()
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Plan " in result.stdout and " applied; record: " in result.stdout
+    # From the hosts' own side: the two controllers' engines each went down once and came
+    # back, never both down at once, though two workers may be (concurrency.workers: 2).
+    assert lab.down_together(CONTROLLERS, since) == [], {
+        h: lab.outages(h, since) for h in CONTROLLERS}
+    # And from the API's: never two controllers cordoned at once, up to two workers.
     assert 1 <= peak["workers"] <= 2 and peak["controllers"] == 1
+    for host in ("ctl-2", "ctl-3"):
+        assert [end for _, end in lab.outages(host, since)] != [float("inf")]
+        assert len(lab.outages(host, since)) == 1, lab.outages(host, since)
     wanted = lab.exec("ctl-1", f"cat {REGISTRIES}").stdout
-    for host in ("ctl-2", "wrk-1", "wrk-2", "wrk-3"):
+    for host in ("ctl-2", "ctl-3", "wrk-1", "wrk-2", "wrk-3"):
         assert lab.exec(host, f"cat {REGISTRIES}").stdout == wanted
         assert lab.exec(host, f"stat -c %a {REGISTRIES}").stdout.strip() == "600"
-    # Restarted only where needed: chart values alone restart nothing (ctl-1, ctl-3).
+    # Restarted only where needed: chart values alone restart nothing (ctl-1).
     after = {h.name: engine_pid(lab, h.name) for h in lab.hosts}
-    assert [h for h in pids if pids[h] != after[h]] == ["ctl-2", "wrk-1", "wrk-2", "wrk-3"]
+    assert [h for h in pids if pids[h] != after[h]] == [
+        "ctl-2", "ctl-3", "wrk-1", "wrk-2", "wrk-3"]
+    assert lab.outages("ctl-1", since) == []
     chart = "/var/lib/rancher/rke2/server/manifests/cargoship-rke2-ingress-nginx.yaml"
     for host in ("ctl-1", "ctl-2", "ctl-3"):
         assert "replicaCount: 2" in lab.exec(host, f"cat {chart}").stdout
@@ -91,6 +111,36 @@ def test_apply_changes_on_one_controller_and_three_workers(lab_factory, tmp_path
     # The same plan twice: refused.
     twice = cargoship("apply", plan_file, "--confirm")
     assert twice.returncode == 1 and "was already applied" in twice.stderr
+
+
+def test_controllers_restart_one_at_a_time_at_the_default_concurrency(
+        lab_factory, tmp_path: Path) -> None:
+    """concurrency.workers left out (1): every controller's engine restarts, each back
+    (its engine READY, from the host's own events) before the next one stops, and then
+    the worker: never two hosts down at once."""
+    lab = cluster(lab_factory, workers=1, concurrency=None)
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"]["registries"]
+                ["mirrors"]["docker.io"].update(endpoint=[NEW_MIRROR]))
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    assert "workers" not in yaml.safe_load((lab.dir / "cluster.yaml").read_text())[
+        "spec"]["options"]["concurrency"]
+    assert json.loads(plan_file.read_text())["desired"]["options"]["worker_concurrency"] == 1
+    pids = {h.name: engine_pid(lab, h.name) for h in lab.hosts}
+    since = time.time()
+    result = cargoship("apply", plan_file, "--confirm", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    hosts = [h.name for h in lab.hosts]
+    assert lab.down_together(hosts, since) == [], {h: lab.outages(h, since) for h in hosts}
+    for host in hosts:  # each restarted, once, and back
+        spans = lab.outages(host, since)
+        assert len(spans) == 1 and spans[0][1] != float("inf"), (host, spans)
+        assert engine_pid(lab, host) != pids[host]
+        assert NEW_MIRROR in lab.exec(host, f"cat {REGISTRIES}").stdout
+    # In the rollout's order: the controllers, then the worker.
+    first_down = sorted((lab.outages(h, since)[0][0], h) for h in hosts)
+    assert [h for _, h in first_down][-1] == "wrk-1", first_down
+    assert len(lab.ready_nodes()) == 4
 
 
 def test_refusals_before_any_change(lab_factory, tmp_path: Path) -> None:
