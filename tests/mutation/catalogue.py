@@ -39,6 +39,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         (E + "test_apply.py::test_refusals_before_any_change",),
         "the drift check would be computed and ignored"),
     Mutation(
+        "replay: a plan already applied is never applied again", "executor/replay.py",
+        "judge", 'if not all(r.get("interrupted") is True for r in found.values()):',
+        "if False:", (U + "test_replay.py",
+                      E + "test_apply.py::test_apply_changes_on_one_controller_and_three_workers"),
+        "an old approved plan could be replayed over the changes made since", unit=True),
+    Mutation(
         "unknown actions are refused before anything changes",
         "executor/actions/registry.py", "check_handled",
         "if change.action not in HANDLERS:", "if False:",
@@ -119,8 +125,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "file writes never follow a link", "executor/files.py", "_refuse_links",
         "if [ -L {quote(path)} ] ||", "if false ||",
-        (R + "test_trust_files.py",),
-        "a link planted on a host would redirect a root write anywhere"),
+        (U + "test_write_refuses_links.py", R + "test_trust_files.py"),
+        "a link planted between the drift check and the write would be written over",
+        unit=True),
     Mutation(
         "file writes end with the file's own mode (credentials 0600)", "executor/files.py",
         "stage_script", "chmod {mode:04o}", "chmod 0644",

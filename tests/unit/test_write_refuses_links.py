@@ -1,0 +1,58 @@
+"""A write never goes through a link (executor/files.py): the guard every write, restore
+and removal script starts with, run by a real sh against real links. The drift check
+already refuses a link that was there when the plan was made; this guard is what stops
+one planted between the drift check and the write."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from executor.files import _refuse_links, commit_script, stage_script
+
+
+def guard(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", "-c", f"set -eu\n{_refuse_links(str(path))}\necho passed"],
+                          capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize("kind", ["link to a file", "dangling link", "link to a dir",
+                                  "directory", "fifo"])
+def test_anything_but_a_regular_file_is_refused(kind: str, tmp_path: Path) -> None:
+    target, path = tmp_path / "target", tmp_path / "registries.yaml"
+    target.write_text("secret: kept\n")
+    if kind == "link to a file":
+        path.symlink_to(target)
+    elif kind == "dangling link":
+        path.symlink_to(tmp_path / "nowhere")
+    elif kind == "link to a dir":
+        path.symlink_to(tmp_path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        subprocess.run(["mkfifo", str(path)], check=True)
+    ran = guard(path)
+    assert ran.returncode != 0 and "passed" not in ran.stdout
+    assert "is a link or not a regular file: refusing to write through it" in ran.stderr
+    assert target.read_text() == "secret: kept\n"
+
+
+@pytest.mark.parametrize("exists", [True, False])
+def test_a_regular_file_or_a_new_one_passes(exists: bool, tmp_path: Path) -> None:
+    path = tmp_path / "registries.yaml"
+    if exists:
+        path.write_text("x")
+    assert guard(path).stdout == "passed\n"
+
+
+def test_the_guard_comes_before_anything_is_made_or_moved() -> None:
+    path = "/etc/rancher/rke2/registries.yaml"
+    stage = stage_script(path, mode=0o600, plan_id="p")
+    commit = commit_script(path, plan_id="p")
+    check = _refuse_links(path)
+    assert stage.index(check) < stage.index("mkdir") < stage.index("mktemp")
+    # Checked again right before the rename: the backup copy takes a moment.
+    assert commit.index(check) < commit.index("cp ") and \
+        commit.rindex(check) < commit.index("mv -f \"$tmp\"")
