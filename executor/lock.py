@@ -33,12 +33,14 @@ from types import TracebackType
 
 from planner.errors import CargoshipError, CommandError
 from planner.facts.lock import (
+    HOST,
     LOCK,
     LOCK_DIR,
     LOCK_PATH,
     STALE_AFTER,
     TOUCH_EVERY,
     LockState,
+    Place,
     guard_lines,
 )
 from planner.hosts.batch import Output, quote
@@ -143,34 +145,37 @@ BOUNDED_FLOCK = r"""cs_flock() {
 """
 
 
-def mutex_lines(on_timeout: str) -> str:
+def mutex_lines(on_timeout: str, mutex: str = MUTEX_PATH) -> str:
     """Shell lines taking the mutex on fd 9 (held until the script exits), in a LOCK_DIR
     already checked: opened read-only (an flock needs no more), its wait bounded;
     `on_timeout` runs when it ran out."""
-    m = quote(MUTEX_PATH)
+    m = quote(mutex)
     return (f"{BOUNDED_FLOCK}[ -e {m} ] || : >>{m}\nexec 9<{m}\n"
             f"if ! cs_flock -x 9 {MUTEX_WAIT}; then {on_timeout}; fi\n")
 
 
-def _script_for(lock_id: str) -> str:
+def _script_for(lock_id: str, place: Place = HOST) -> str:
     """The common head of every lock script: the directories checked (created and made
-    root's alone if need be), the mutex, `ours`."""
+    root's alone if need be), the mutex, `ours`. `place`: HOST on every host (another only
+    for the unit tests that run these scripts locally)."""
     prefix = id_prefix(lock_id)
+    mutex = place.lock_path + ".mutex"
     # Root's umask may be anything: whatever is created here is root's alone.
     # `head -c` counts bytes; the prefix is ASCII, so bytes are characters.
     refuse = f'echo "$why; nothing was changed" >&2; exit {UNSAFE}'
-    timeout = (f"echo 'timed out after {MUTEX_WAIT} s waiting for {MUTEX_PATH}; nothing was "
+    timeout = (f"echo 'timed out after {MUTEX_WAIT} s waiting for {mutex}; nothing was "
                f"changed' >&2; exit {WAIT_TIMEOUT}")
     return (f"set -eu\nexport LC_ALL=C PATH={_PATH}\numask 077\n"
-            + guard_lines("fix", refuse) + mutex_lines(timeout) +
-            f"p={quote(LOCK_PATH)}\nwant={quote(prefix)}\n"
+            + guard_lines("fix", refuse, place) + mutex_lines(timeout, mutex) +
+            f"p={quote(place.lock_path)}\nwant={quote(prefix)}\n"
             f"ours() {{ [ -f \"$p\" ] && [ \"$(head -c {len(prefix)} \"$p\")\" = \"$want\" ]; }}\n")
 
 
-def acquire_script(lock_id: str, stale_after: float) -> str:
+def acquire_script(lock_id: str, stale_after: float, place: Place = HOST) -> str:
     """Prints `ours`, `new`, or `held`/`stale` followed by a LOCK-fact listing of the
-    existing lock; creates or replaces the lock (content from stdin) unless `held`."""
-    return _script_for(lock_id) + (
+    existing lock; creates or replaces the lock (content from stdin) unless `held`: held
+    while its age (host clock, whole seconds) is at most `stale_after`."""
+    return _script_for(lock_id, place) + (
         'if ours; then touch -c "$p"; echo ours; exit 0; fi\n'
         'if [ -f "$p" ]; then\n'
         '  mt=$(stat -c %Y "$p"); now=$(date +%s)\n'

@@ -47,7 +47,7 @@ STATE_DIR = "/var/lib/cargoship"
 # is POSIX; stat -c is GNU and busybox alike. No `local` (not POSIX): cs_ prefixes. An
 # entry gone between the listing and its look (`cs_gone`: a racing run's lock temp,
 # renamed into place under the mutex) has nothing left to judge.
-GUARD = r"""cs_gone() { [ ! -e "$1" ] && [ ! -L "$1" ]; }
+_GUARD = r"""cs_gone() { [ ! -e "$1" ] && [ ! -L "$1" ]; }
 cs_own() {
   if [ -L "$1" ]; then why="$1 is a symbolic link"; return 1; fi
   case $2 in
@@ -57,7 +57,7 @@ cs_own() {
   esac
   cs_s=$(stat -c '%u %a' -- "$1" 2>/dev/null) || { why="cannot stat $1"; return 1; }
   cs_u=${cs_s% *}; cs_m=${cs_s#* }
-  if [ "$cs_u" != 0 ]; then why="$1 is owned by uid $cs_u"; return 1; fi
+  if [ "$cs_u" != @OWNER@ ]; then why="$1 is owned by uid $cs_u"; return 1; fi
   if [ $((0$cs_m & 022)) -ne 0 ]; then why="$1 is mode 0$cs_m (writable by others)"; return 1; fi
 }
 cs_dir() {
@@ -89,17 +89,46 @@ cs_dir() {
 """
 
 
-def guard_lines(mode: str, fail: str) -> str:
+def guard(owner: int = 0) -> str:
+    """GUARD, holding the directories to being `owner`'s alone. Root on every host: only
+    Place (a temporary directory, for the unit tests that run the lock scripts as the
+    user running them) asks for another."""
+    return _GUARD.replace("@OWNER@", str(int(owner)))
+
+
+GUARD = guard()
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where the lock and the state are kept, and whose alone they must be. On a host
+    always HOST: no command line, config or host ever chooses another. Another place lets
+    the unit tests run the real lock scripts, as they are, in a temporary directory of
+    the user running them, in milliseconds (tests/unit/test_lock_script.py)."""
+
+    lock_dir: str = LOCK_DIR
+    state_dir: str = STATE_DIR
+    owner: int = 0  # uid
+
+    @property
+    def lock_path(self) -> str:
+        return f"{self.lock_dir}/lock"
+
+
+HOST = Place()
+
+
+def guard_lines(mode: str, fail: str, place: Place = HOST) -> str:
     """Shell lines checking (mode "check") or also creating and tightening ("fix")
     LOCK_DIR and STATE_DIR; `fail` runs, with the reason in $why, when one is unsafe.
     Both are checked before either is fixed: a refusal changes nothing."""
-    calls = [f"! cs_dir {quote(d)} check {kind}"
-             for d, kind in ((LOCK_DIR, "f"), (STATE_DIR, "fd"))]
+    lock_dir, state_dir = quote(place.lock_dir), quote(place.state_dir)
+    calls = [f"! cs_dir {d} check {kind}" for d, kind in ((lock_dir, "f"), (state_dir, "fd"))]
     if mode == "fix":
         # STATE_DIR is made when something is kept there (a marker, a record): a lock taken
         # by an apply that is then refused leaves nothing behind.
-        calls += [f"! cs_dir {quote(LOCK_DIR)} fix f", f"! cs_dir {quote(STATE_DIR)} tighten fd"]
-    return GUARD + f"if {' || '.join(calls)}; then {fail}; fi\n"
+        calls += [f"! cs_dir {lock_dir} fix f", f"! cs_dir {state_dir} tighten fd"]
+    return guard(place.owner) + f"if {' || '.join(calls)}; then {fail}; fi\n"
 
 
 @dataclass(frozen=True)
