@@ -48,21 +48,27 @@ def plan(lab: Lab, path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def outages(lab: Lab, host: str, since: float) -> list[tuple[float, float]]:
-    """(stopping, ready) intervals of the host's engine after `since`, from its events."""
-    spans: list[tuple[float, float]] = []
-    down: float | None = None
-    for when, name in lab.events(host):
-        if when < since:
-            continue
-        if name == "stopping" and down is None:
-            down = when
-        elif name == "ready" and down is not None:
-            spans.append((down, when))
-            down = None
-    if down is not None:  # not back (yet) when apply returned: an outage without end
-        spans.append((down, float("inf")))
-    return spans
+def requested(lab: Lab, host: str, since: float) -> list[str]:
+    """What the host's engine service was asked after `since` (down, up, ...), a request
+    repeated in a row counted once (the restart script asks for a start again when runit
+    dropped one). lab.record_service_requests(host) first."""
+    asked = [command for _, command in lab.service_requests(host, since)]
+    return [c for i, c in enumerate(asked) if i == 0 or c != asked[i - 1]]
+
+
+def restarted_by_cargoship(lab: Lab, host: str, since: float, restarts: int = 2) -> None:
+    """The host's engine was restarted by cargoship, `restarts` times (a change and its
+    rollback: 2): its service asked each time to stop, then to start, and the engine
+    running now is the one the last request started, READY since. Not runit's respawn of
+    a crash-looping engine (what systemd's Restart=always does too), which would also come
+    up on restored files with nobody having restarted anything.
+    lab.record_service_requests(host) first."""
+    assert requested(lab, host, since) == ["down", "up"] * restarts, \
+        lab.service_requests(host, since)
+    starts = lab.engine_starts(host, since)
+    assert [who for _, who in starts].count("asked") == restarts, starts
+    assert starts[-1][1] == "asked", starts  # no respawn after the last start asked for
+    assert any(name == "ready" and when > starts[-1][0] for when, name in lab.events(host))
 
 
 def test_three_controllers_one_at_a_time_with_realistic_timing(lab_factory,
@@ -74,7 +80,7 @@ def test_three_controllers_one_at_a_time_with_realistic_timing(lab_factory,
     since = max(when for h in lab.hosts for when, _ in lab.events(h.name))
     result = cargoship("apply", plan_file, "--confirm", timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    spans = {h.name: outages(lab, h.name, since) for h in lab.hosts}
+    spans = {h.name: lab.outages(h.name, since) for h in lab.hosts}
     assert all(len(s) == 1 for s in spans.values()), spans
     ordered = sorted((s[0], name) for name, s in spans.items())
     # Each controller was serving again (its engine READY: node status posted, API server
@@ -121,10 +127,13 @@ def test_crash_looping_api_server_is_rolled_back_with_its_log(lab_factory, tmp_p
                      "rules": [{"level": "Verbose"}]}))
     plan_file = tmp_path / "plan.json"
     plan(lab, plan_file)
+    lab.record_service_requests("ctl-1")
+    since = time.time()
     result = cargoship("apply", plan_file, "--confirm", timeout=300)
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
     assert f"{looping} is crash-looping" in out and "rolling back" in out, out
+    restarted_by_cargoship(lab, "ctl-1", since)
     # The API server's own words, from the host, in the failure message.
     assert "Unsupported value: 'Verbose'" in out, out
     assert "previous files restored" in out, out
