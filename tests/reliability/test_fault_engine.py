@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cli import edit_config
+from tests.e2e.test_rollout_fidelity import requested, restarted_by_cargoship
 from tests.reliability.consistency import check
 from tests.reliability.scenario import DRIFTED, REGISTRIES, drifted_cluster
 
@@ -35,9 +36,14 @@ def test_engine_refusing_the_new_config_is_rolled_back(lab_factory, tmp_path: Pa
     edit_config(s.config, lambda d: d["spec"]["engineConfig"]["registries"]["mirrors"]
                 ["docker.io"].update(endpoint=["https://broken.invalid"]))
     plan = s.plan()
+    s.lab.record_service_requests("ctl-1")
+    since = time.time()
     result = s.apply(plan)
     assert result.returncode == 1, result.stdout + result.stderr
     assert ": rolled back: " in outcome(result.stdout, "ctl-1"), result.stdout
+    # The old files came back under an engine cargoship restarted, not under runit's
+    # next respawn of the crash-looping one.
+    restarted_by_cargoship(s.lab, "ctl-1", since)
     # runit restarts the failing engine: a crash loop, seen well before the ready timeout,
     # with the engine's own words from the host.
     line = outcome(result.stdout, "ctl-1")
@@ -60,11 +66,17 @@ def test_engine_failing_with_any_config_stops_and_leaves_the_node_cordoned(
     s = drifted_cluster(lab_factory, tmp_path)
     plan = s.plan()
     s.lab.exec("wrk-1", f"echo fail-start > {FAULT}")
+    s.lab.record_service_requests("wrk-1")
+    since = time.time()
     result = s.apply(plan)
     assert result.returncode == 1, result.stdout + result.stderr
     line = outcome(result.stdout, "wrk-1")
     assert "ROLLBACK FAILED" in line and "the node is left cordoned" in line
     assert "may still be stopped" in line
+    # The rollback did ask for the engine's stop and start on the old files (the start
+    # failed as well): it gave up on a restart it made, not on a crash loop it waited out.
+    assert requested(s.lab, "wrk-1", since) == ["down", "up", "down", "up"], \
+        s.lab.service_requests("wrk-1", since)
     assert "not started" in outcome(result.stdout, "wrk-2")
     verdict = check(s.lab, s.managed, config=s.config, plan_ids=[s.plan_id(plan)],
                     work=tmp_path, cordoned_ok={"wrk-1"}, engine_down_ok={"wrk-1"})
@@ -96,6 +108,8 @@ def test_a_node_that_never_gets_ready_is_rolled_back(lab_factory, tmp_path: Path
     edit_config(s.config, lambda d: d["spec"]["options"].update(readyTimeoutSeconds=5))
     plan = s.plan()
     s.lab.exec("wrk-1", f"echo not-ready-once > {FAULT}")
+    s.lab.record_service_requests("wrk-1")
+    since = time.time()
     started = time.monotonic()
     result = s.apply(plan)
     assert time.monotonic() - started >= 5  # it waited out the ready timeout
@@ -104,6 +118,8 @@ def test_a_node_that_never_gets_ready_is_rolled_back(lab_factory, tmp_path: Path
     assert ": rolled back: " in line and "not back after 5 s" in line
     assert "wrk-1 not Ready" in line
     assert "not started" in outcome(result.stdout, "wrk-2")
+    # The engine read the new file at its start: only a restart puts the old one in force.
+    restarted_by_cargoship(s.lab, "wrk-1", since)
     verdict = check(s.lab, s.managed, config=s.config, plan_ids=[s.plan_id(plan)],
                     work=tmp_path)
     tally.add_lost(verdict.lost)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cli import cargoship, cargoship_argv, edit_config
-from tests.e2e.test_rollout_fidelity import controllers, plan
+from tests.e2e.test_rollout_fidelity import controllers, plan, restarted_by_cargoship
 
 MARKER = "/var/lib/cargoship/in-progress.json"
 AUDIT = "/etc/rancher/rke2/cargoship-audit-policy.yaml"
@@ -67,9 +67,14 @@ def test_a_run_killed_while_rolling_back_is_restored_not_restarted(  # type: ign
     lock_id = json.loads(lab.exec("ctl-1", "cat /run/cargoship/lock").stdout)["id"]
     unlocked = cargoship("force-unlock", "-c", lab.dir / "cluster.yaml", lock_id, "--confirm")
     assert unlocked.returncode == 0, unlocked.stdout + unlocked.stderr
+    lab.record_service_requests("ctl-1")
+    since = time.time()
     applied = cargoship("apply", fix, "--confirm", timeout=300)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert "restored" in applied.stdout
+    # Restored under an engine it stopped and started again itself (rke2 reads its files
+    # only at start), not left to whatever restarts the engine next.
+    restarted_by_cargoship(lab, "ctl-1", since, restarts=1)
     assert lab.exec("ctl-1", f"ls {AUDIT} {MARKER}", check=False).returncode != 0
     assert len(lab.ready_nodes()) == 2
     again = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--detailed-exitcode")
