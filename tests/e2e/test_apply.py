@@ -43,8 +43,10 @@ def plan(lab: Lab, path: Path) -> None:
 CONTROLLERS = ["ctl-1", "ctl-2", "ctl-3"]
 
 
-def test_apply_changes_on_two_controllers_and_three_workers(lab_factory,
-                                                             tmp_path: Path) -> None:
+def test_apply_changes_on_one_controller_and_three_workers(lab_factory, tmp_path: Path) -> None:
+    """(Named before it restarted two controllers, and named so by tests/mutation.) Two
+    controllers and three workers restart, at concurrency.workers 2; the third controller
+    gets chart values alone."""
     lab = cluster(lab_factory)
     # Drift on ctl-2, ctl-3 and all workers: they get the desired registries.yaml back.
     for host in ("ctl-2", "ctl-3", "wrk-1", "wrk-2", "wrk-3"):
