@@ -12,3 +12,6 @@ trap '.venv/bin/python -m tests.lab down --all --under "$RUN_TMP" >/dev/null 2>&
 # worker, in order. CARGOSHIP_TEST_WORKERS=0 runs everything in this process.
 .venv/bin/python -m pytest -q --basetemp="$RUN_TMP/pytest" \
   -n "${CARGOSHIP_TEST_WORKERS:-3}" --dist loadfile --durations=15 "$@"
+# Every safety rule with a pure decision, broken one at a time: tests/unit must notice
+# (README "Mutation suite"). The tests above passing is its baseline.
+.venv/bin/python -m tests.mutation --quick --no-baseline

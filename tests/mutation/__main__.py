@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 
 from .catalogue import MUTATIONS
+from .mutate import Mutation
 from .runner import Outcome, baseline, run_all
 
 
@@ -69,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if bad else 0
 
 
-def _unit_only(m):  # type: ignore[no-untyped-def]
-    from dataclasses import replace
+def _unit_only(m: Mutation) -> Mutation:
     return replace(m, tests=tuple(t for t in m.tests if t.startswith("tests/unit/")))
 
 

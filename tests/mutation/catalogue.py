@@ -39,6 +39,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (E + "test_apply.py::test_refusals_before_any_change",),
         "the drift check would be computed and ignored"),
     Mutation(
+        "signers: only signatures that verified count, each principal once",
+        "planner/plan/signers.py", "count_signers",
+        "{c.principal for c in checks if c.valid and c.principal}",
+        "{c.principal for c in checks if c.principal}",
+        (U + "test_signers.py", E + "test_signing.py::test_signatures_gate_apply"),
+        "a signature over another plan, or by a revoked key, would approve this one",
+        unit=True),
+    Mutation(
         "replay: a plan already applied is never applied again", "executor/replay.py",
         "judge", 'if not all(r.get("interrupted") is True for r in found.values()):',
         "if False:", (U + "test_replay.py",
@@ -74,6 +82,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         (U + "test_readiness.py",),
         "a node's stale Ready from before the stop would end the wait at once", unit=True),
     Mutation(
+        "controllers one at a time, whatever the worker concurrency", "executor/rollout.py",
+        "Rollout._run",
+        "outcomes: list[HostOutcome] = []\n        for i, job in enumerate(controllers):",
+        "outcomes: list[HostOutcome] = self._window(controllers, len(controllers), [])\n"
+        "        for i, job in enumerate(controllers[:0]):",
+        (U + "test_rollout_order.py",
+         E + "test_apply.py::test_controllers_restart_one_at_a_time_at_the_default_concurrency"),
+        "two controllers down at once: the API and etcd quorum gone", unit=True),
+    Mutation(
+        "rollback restores and restarts: the engine reads the old files again",
+        "executor/rollout.py", "Rollout._roll_back",
+        "            if job.restart:\n                # The engine may be up",
+        "            if job.restart and False:\n                # The engine may be up",
+        (E + "test_rollout_fidelity.py::test_crash_looping_api_server_is_rolled_back_with_its_log",
+         R + "test_fault_engine.py::test_engine_refusing_the_new_config_is_rolled_back"),
+        "a rollback would put the old files back under an engine still running the new ones"),
+    Mutation(
         "uncordon only nodes cargoship cordoned (after success)", "executor/rollout.py",
         "Rollout._host", "if cordoned and not self._uncordon_back(job):",
         "if not self._uncordon_back(job):",
@@ -87,7 +112,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "lock: a fresh lock of another run is never taken over", "executor/lock.py",
         "acquire_script", "-le {stale_seconds(stale_after)}", "-ge {stale_seconds(stale_after)}",
-        (U + "test_lock.py", E + "test_lock.py"),
+        (U + "test_lock_script.py", E + "test_lock.py"),
         "two applies would change one host at once", unit=True),
     Mutation(
         "host content is data: a kubeconfig's exec/auth-provider never reaches the client",

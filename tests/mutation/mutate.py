@@ -38,7 +38,7 @@ def _span(tree: ast.Module, qualified: str) -> tuple[int, int]:
             n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n.name == part), None)
         if node is None:
             raise Stale(f"no function {qualified!r}")
-        body = node.body  # type: ignore[attr-defined]
+        body = node.body
     assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
     first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
     assert node.end_lineno is not None
