@@ -1,7 +1,7 @@
 """What a run wrote on a lab host, and whether it ran anything it shouldn't have.
 
 A lab host's writes land in places this machine can read: the overlay upper directories
-over /etc, /var and /root record every file created or changed there, /etc/rancher,
+over /etc, /var, /root, /usr, /opt and /srv record every file created or changed there, /etc/rancher,
 /var/lib/rancher, /usr/local/bin and /home are bind mounts of the host's own directories,
 and /tmp and /run are the host's own tmpfs (listed from inside). A snapshot before and
 after a run, compared, lists every file the run created or changed.
@@ -25,6 +25,7 @@ ENGINE_DIRS = ("/etc/rancher/", "/var/lib/rancher/", "/var/lib/cargoship/", "/ru
 _NOISE = re.compile(r"^/etc/service/[^/]+/(log/)?supervise/|^/var/log/(lab-engine|pods|"
                     r"rke2-server|rke2-agent|k3s|k3s-agent)/")
 _BY_MOUNT = (("etc.upper", "/etc"), ("var.upper", "/var"), ("root.upper", "/root"),
+             ("usr.upper", "/usr"), ("opt.upper", "/opt"), ("srv.upper", "/srv"),
              ("home", "/home"), ("bin", "/usr/local/bin"), ("rancher-etc", "/etc/rancher"),
              ("rancher-var", "/var/lib/rancher"))
 # A hostile value that ran anywhere leaves this behind (inside a host or on this machine).
