@@ -14,6 +14,10 @@ from .hostref import HostRef as HostRef  # where it lives, as every reader impor
 # major.minor: a reader refuses any other major. 2.0: typed actions, hosts as objects.
 FORMAT_VERSION = "2.0"
 
+# The reason of an unassessed item for a host that dropped out of the run before the phase
+# (unreachable, or a failed preflight), then why: shown as "not assessed on HOST (why)".
+NOT_READ = "host not read: "
+
 Outcome = Literal["ran", "no changes", "planned", "reported", "unassessed", "skipped"]
 
 
