@@ -570,6 +570,7 @@ def _as_record(raw: bytes) -> dict[str, Any] | None:
 
 def _show_record(record: dict[str, Any], as_json: bool) -> int:
     from cargoship.housekeeping import where_of
+    from cargoship.outcome import log_lines
 
     if as_json:
         sys.stdout.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -584,8 +585,10 @@ def _show_record(record: dict[str, Any], as_json: bool) -> int:
              f"{record.get('cargoship_version')}"]
     if record.get("signers"):
         lines.append(f"  signed by {', '.join(map(str, record['signers']))}")
-    lines += [f"  {where_of(h.get('host'))}: {h.get('status')}"
-              + (f": {h.get('detail')}" if h.get("detail") else "") for h in _hosts(record)]
+    for h in _hosts(record):
+        lines.append(f"  {where_of(h.get('host'))}: {h.get('status')}"
+                     + (f": {h.get('detail')}" if h.get("detail") else ""))
+        lines += log_lines(h.get("log"))
     lines += [f"  {where_of(c.get('host'))}: {c.get('action')} {c.get('target') or ''}: "
               f"{c.get('status')}" for c in record.get("changes", []) if isinstance(c, dict)]
     lines += [f"  note: {note}" for note in record.get("notes", [])]

@@ -16,22 +16,31 @@ LEFT_WITH = {
 }
 
 
+def log_lines(log: Any) -> list[str]:
+    """A failed host's log lines under its outcome line, indented: as apply ends and as
+    `show RECORD` shows it."""
+    if not isinstance(log, list | tuple):
+        return []
+    return [f"      {line}" for line in log if isinstance(line, str)]
+
+
 def apply_outcome_lines(result: Any, seconds: float) -> list[str]:
     """`result`: an executor.apply.ApplyResult (plan, hosts as (HostRef, HostOutcome),
     after_rollout, notes, warnings, ok, interrupted)."""
-    restarts = {c.host.key for c in result.plan.changes if c.restart and c.host is not None}
     changed = [(ref, o) for ref, o in result.hosts if o.status != "unchanged"]
     applied = [ref for ref, o in changed if o.status == "applied"]
     lines = []
     for ref, outcome in changed:
         detail = f": {outcome.detail}" if outcome.detail else ""
         lines.append(f"  {ref}: {outcome.status}{detail}")
+        lines += log_lines(getattr(outcome, "log", ()))
     for item in result.after_rollout:  # labels, the kubeconfig: not a host's outcome
         what = getattr(item.item, "target", None) or "(unassessed in the plan)"
         lines.append(f"  {item.item.host or 'local'}: {item.item.action} {what}: "
                      f"{item.status}" + (f" ({item.detail})" if item.detail else ""))
     lines += [f"  warning: {warning}" for warning in result.warnings]
-    restarted = sum(1 for ref in applied if ref.key in restarts)
+    # What happened, not what was planned: a rollback's restart counts too.
+    restarted = sum(getattr(o, "restarts", 0) for _, o in result.hosts)
     counts = [f"{len(applied)} host(s) changed", f"{restarted} engine restart(s)"]
     for status in ("rolled back", "failed", "not started"):
         n = sum(1 for _, o in changed if o.status == status)

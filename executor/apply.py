@@ -341,7 +341,8 @@ def record_of(plan: Plan, result: ApplyResult) -> dict[str, Any]:
         "applied_by": whoami(), "applied_at": at, "cargoship_version": __version__,
         "outcome": result.outcome, "ok": result.ok, "interrupted": result.interrupted,
         "resumed": result.resumed, "duration_seconds": result.seconds,
-        "hosts": [{"host": _ref(ref), "status": o.status, "detail": o.detail}
+        "hosts": [{"host": _ref(ref), "status": o.status, "detail": o.detail,
+                   **({"log": list(o.log)} if o.log else {})}
                   for ref, o in result.hosts],
         "changes": [{"host": _ref(i.item.host), "action": i.item.action,
                      "target": i.item.target if isinstance(i.item, Change) else None,
