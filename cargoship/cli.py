@@ -297,7 +297,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except CargoshipError as exc:
         # Messages may quote what a host or a file said: shown, never obeyed by a terminal.
+        # The deciding reason first, in one line; any others under it, one line each.
         print(f"error: {printable(str(exc))}", file=sys.stderr)
+        for detail in getattr(exc, "details", ()):
+            print(f"  - {printable(str(detail))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
         # A plan never changes anything; an apply outside its rollout (which handles Ctrl-C
@@ -423,8 +426,9 @@ def _apply(args: argparse.Namespace) -> int:
         try:
             return _apply_checked(args, apply_plan)
         except CargoshipError as exc:
+            error = "; ".join([str(exc), *getattr(exc, "details", ())])
             json_output.emit(json_output.apply_refused(args.plan, getattr(args, "plan_id", None),
-                                                        printable(str(exc))))
+                                                        printable(error)))
             raise
     return _apply_checked(args, apply_plan)
 

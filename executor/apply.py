@@ -43,7 +43,7 @@ from .actions.hosts_stage import host_jobs, run_hosts_stage
 from .actions.registry import HANDLERS, check_handled
 from .cleanup import remove_temps
 from .connect import connect_all, pinned_keys
-from .drift import ChangeKey, HostKey, change_key, differences
+from .drift import ChangeKey, HostKey, change_key, refusal
 from .errors import ApplyInterrupted
 from .lock import LockHeld, LockSet, new_lock_info
 from .remote import HostWriter
@@ -204,10 +204,9 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     if fresh.problems:
         raise ApplyRefused("the hosts no longer pass the preflight: " +
                            "; ".join(map(str, fresh.problems)))
-    drift = differences(plan, fresh, finished=earlier.finished, done=earlier.done)
+    drift = refusal(plan, fresh, finished=earlier.finished, done=earlier.done)
     if drift:
-        raise ApplyRefused("the hosts changed since the plan was made; re-plan. "
-                           + "; ".join(drift))
+        raise ApplyRefused(*drift)
     progress("drift", "hosts match the plan")
     env = ApplyEnv(plan, config, ctx, keyed, progress, locks_lost, stop=interrupts.stop,
                    escalations=interrupts.escalations)
