@@ -167,24 +167,18 @@ def notes(change: Change) -> list[str]:
 
 def host_counts(plan: Plan, phase: PhaseOutcome) -> tuple[int, str]:
     """(hosts ok, ", 2 failed (a, b), 1 skipped (c: failed an earlier phase)") of a phase
-    that reads hosts one by one; the text is "" when no host of the plan failed there or
-    before it. Hosts ok: found there and no problem there."""
-    failed = {n.host for n in plan.problems if n.host is not None and n.phase == phase.title}
-    seen = {n.host for n in phase.findings if n.host is not None}
-    if not seen and not failed:  # a phase that says nothing per host (Disconnect)
+    that reads hosts one by one (Plan.host_counts, as --json has them); the text is "" when
+    no host of the plan failed there or before it."""
+    counts = plan.host_counts(phase)
+    if counts is None:  # a phase that says nothing per host (Disconnect)
         return 0, ""
-    earlier = {p.title for p in plan.phases if p.number < phase.number}
-    dropped = {n.host for n in plan.problems if n.host is not None and n.phase in earlier}
-    skipped = {h.ref for h in plan.hosts} - seen - failed
-    skipped &= dropped
-    ok = len(seen - failed)
     text = ""
-    if failed:
-        text += f", {len(failed)} failed ({host_list([h.name for h in failed])})"
-    if skipped:
-        text += (f", {len(skipped)} skipped ({host_list([h.name for h in skipped])}: failed "
-                 "an earlier phase)")
-    return ok, text
+    if counts.failed:
+        text += f", {len(counts.failed)} failed ({host_list([h.name for h in counts.failed])})"
+    if counts.skipped:
+        text += (f", {len(counts.skipped)} skipped "
+                 f"({host_list([h.name for h in counts.skipped])}: failed an earlier phase)")
+    return counts.ok, text
 
 
 def not_assessed(plan: Plan, phase: str) -> list[tuple[str, str]]:
