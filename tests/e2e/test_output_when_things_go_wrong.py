@@ -79,6 +79,30 @@ def test_unreachable_hosts_are_counted_and_never_read_as_no_changes(lab_factory)
     assert phase8["outcome"] != "no changes", phase8
     assert [p["text"].count("cannot connect") for p in plan["problems"]] == [1, 1]
     assert as_json.stderr.count("cannot connect") == 0, as_json.stderr
+    # The counts the text has, for scripts: per phase, in the plan document.
+    hosts = {p["number"]: p["hosts"] for p in plan["phases"]}
+    assert hosts[1] == {"ok": 2, "failed": 2, "skipped": 0}, plan["phases"]
+    for number in (2, 4, 5, 6):
+        assert hosts[number] == {"ok": 2, "failed": 0, "skipped": 2}, plan["phases"]
+    assert hosts[8] is None, plan["phases"]  # reported: its unassessed items say it
+
+    # And in markdown: the plan document is a plan file (never applyable, with problems),
+    # so show renders it for a pull request as it would any plan.
+    document = lab.dir / "unreachable.json"
+    document.write_text(as_json.stdout)
+    markdown = cargoship("show", document, "--markdown")
+    assert markdown.returncode == 0, markdown.stderr
+    rows = {int(line.split("|")[1]): line for line in markdown.stdout.splitlines()
+            if line.startswith("| ") and line.split("|")[1].strip().isdigit()}
+    assert f"| ran: 2 host(s) ok, 2 failed ({both}) |" in rows[1], rows[1]
+    for number in (2, 4, 5, 6):
+        assert f": 2 host(s) ok, 2 skipped ({both}: failed an earlier phase) |" in \
+            rows[number], rows[number]
+    assert "no changes" not in rows[8], rows[8]
+    assert f"Sync Registry Config Worker: not assessed on {both} (unreachable)" in \
+        markdown.stdout, markdown.stdout
+    for address in gone:
+        assert markdown.stdout.count(f"cannot connect to {address}:22") == 1, markdown.stdout
 
 
 # 2. Failure reasons a person can read; 4. counts that are true.
