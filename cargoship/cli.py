@@ -608,7 +608,7 @@ def _verdict(record: dict[str, Any]) -> str:
 
 def _show_record(record: dict[str, Any], as_json: bool) -> int:
     from cargoship.housekeeping import where_of
-    from cargoship.outcome import log_lines
+    from cargoship.outcome import host_counts, log_lines
 
     if as_json:
         sys.stdout.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -620,6 +620,11 @@ def _show_record(record: dict[str, Any], as_json: bool) -> int:
              f"{record.get('cargoship_version')}"]
     if record.get("signers"):
         lines.append(f"  signed by {', '.join(map(str, record['signers']))}")
+    restarts = record.get("restarts")
+    # As apply ended: what happened, a rollback's restarts included.
+    lines.append("  " + ", ".join(host_counts(
+        [str(h.get("status")) for h in _hosts(record)],
+        restarts if isinstance(restarts, int) and not isinstance(restarts, bool) else None)))
     for h in _hosts(record):
         lines.append(f"  {where_of(h.get('host'))}: {h.get('status')}"
                      + (f": {h.get('detail')}" if h.get("detail") else ""))

@@ -82,6 +82,11 @@ class ApplyResult:
             all(i.status in ("done", "unchanged") for i in self.items)
 
     @property
+    def restarts(self) -> int:
+        """Engine restarts this apply made, as they happened: a rollback's included."""
+        return sum(outcome.restarts for outcome in self.outcomes)
+
+    @property
     def outcome(self) -> str:
         return "applied" if self.ok else ("interrupted" if self.interrupted else "failed")
 
@@ -340,8 +345,9 @@ def record_of(plan: Plan, result: ApplyResult) -> dict[str, Any]:
         "applied_by": whoami(), "applied_at": at, "cargoship_version": __version__,
         "outcome": result.outcome, "ok": result.ok, "interrupted": result.interrupted,
         "resumed": result.resumed, "duration_seconds": result.seconds,
+        "restarts": result.restarts,
         "hosts": [{"host": _ref(ref), "status": o.status, "detail": o.detail,
-                   **({"log": list(o.log)} if o.log else {})}
+                   "restarts": o.restarts, **({"log": list(o.log)} if o.log else {})}
                   for ref, o in result.hosts],
         "changes": [{"host": _ref(i.item.host), "action": i.item.action,
                      "target": i.item.target if isinstance(i.item, Change) else None,
@@ -372,6 +378,7 @@ def _journal(plan: Plan, plan_file: Path, env: ApplyEnv, jobs: dict[str, list[Ho
     changing = {job.label for role in jobs.values() for job in role}
     record = record_of(plan, result)
     record.update(outcome="in progress", ok=False, interrupted=True)
+    del record["restarts"]  # not known until the run ends (if it does)
     record["hosts"] = [{"host": _ref(h.ref), "detail": "",
                         "status": "in progress" if h.label in changing else "unchanged"}
                        for h in env.ctx.hosts]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tests.e2e.cli import cargoship, cargoship_argv, edit_config
 from tests.e2e.test_completion import bash_complete, script
+from tests.e2e.test_machine_interface import conforms
 from tests.e2e.test_signing import allowed, key
 from tests.lab import HostSpec, Lab
 
@@ -107,15 +108,15 @@ def test_unreachable_hosts_are_counted_and_never_read_as_no_changes(lab_factory)
 
 # 2. Failure reasons a person can read; 4. counts that are true.
 
-def crash_loop(lab_factory, tmp_path: Path) -> tuple[Lab, subprocess.CompletedProcess[str],  # type: ignore[no-untyped-def]
-                                                     Path]:
+def crash_loop(lab_factory, tmp_path: Path,  # type: ignore[no-untyped-def]
+               *options: str) -> tuple[Lab, subprocess.CompletedProcess[str], Path]:
     lab = k3s_lab(lab_factory, workers=1)
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
         auditPolicy={"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
                      "rules": [{"level": "Verbose"}]}))
     plan_file = tmp_path / "plan.json"
     assert cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file).returncode == 0
-    result = cargoship("apply", plan_file, "--confirm", timeout=300)
+    result = cargoship("apply", plan_file, "--confirm", *options, timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
     return lab, result, plan_file
 
@@ -161,6 +162,27 @@ def test_a_failed_apply_counts_the_restarts_it_made(lab_factory, tmp_path: Path)
                    if line.startswith("Apply FAILED"))
     # ctl-1 restarted twice: with the new files, and back on the old ones.
     assert "0 host(s) changed, 2 engine restart(s), 1 rolled back" in summary, summary
+
+
+def test_json_and_the_record_count_a_rollbacks_restart(lab_factory, tmp_path: Path) -> None:
+    lab, result, plan_file = crash_loop(lab_factory, tmp_path, "--json")
+    out = conforms("apply-output.schema.json", result.stdout)
+    assert out["outcome"] == "failed", out
+    # ctl-1 restarted twice: with the new files, and back on the old ones.
+    assert out["restarts"] == 2, out
+    hosts = {h["host"]["name"]: h for h in out["hosts"]}
+    assert (hosts["ctl-1"]["status"], hosts["ctl-1"]["restarts"]) == ("rolled back", 2), hosts
+    assert (hosts["wrk-1"]["status"], hosts["wrk-1"]["restarts"]) == ("unchanged", 0), hosts
+    record_file = plan_file.with_suffix(".applied.json")
+    record = conforms("apply-record.schema.json", record_file.read_text())
+    assert record["restarts"] == 2 and record["hosts"] == out["hosts"], record
+    on_host = conforms("apply-record.schema.json", lab.exec(
+        "ctl-1", f"cat /var/lib/cargoship/applied/{out['plan_id']}.json").stdout)
+    assert on_host["restarts"] == 2, on_host
+    shown = cargoship("show", record_file)
+    assert shown.returncode == 0, shown.stderr
+    assert "  0 host(s) changed, 2 engine restart(s), 1 rolled back, 1 unchanged" in \
+        shown.stdout.splitlines(), shown.stdout
 
 
 # 3. Refusals lead with the deciding reason; none claims a change that did not happen.
