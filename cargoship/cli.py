@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "nothing")
             mode.add_argument("--confirm", action="store_true",
                               help="plan and apply in one run (the plan is kept in "
-                                   ".cargoship/)")
+                                   "$XDG_STATE_HOME/cargoship/plans/, by default "
+                                   "~/.local/state/cargoship/plans/)")
             p.add_argument("--lock-timeout", type=float, default=0.0, metavar="SECONDS",
                            help="wait this long for another run's lock")
         else:
@@ -160,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--allowed-signers", type=Path, metavar="FILE",
                       help="say which signatures are valid and trusted: by whom, as this "
                            "OpenSSH allowed_signers file names them")
+    show.add_argument("--signatures", type=Path, metavar="DIR",
+                      help="also check the detached signatures (*.cargoship-sig) in DIR "
+                           "(default: beside the plan)")
     show.add_argument("--split-dir", type=Path, metavar="DIR",
                       help="with --markdown: write parts under 65,000 characters to "
                            "DIR/plan-N.md (one pull-request comment each)")
@@ -189,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "(*.cargoship-sig) in DIR (default: beside the plan)")
     sign = command("sign", "Add your SSH signature to a plan (over its digest).",
                    config=False)
-    sign.add_argument("plan", type=Path, metavar="PLAN")
+    sign.add_argument("plan", type=Path, metavar="PLAN", help="a plan file from plan -out")
     sign.add_argument("--key", type=Path, required=True, metavar="SSH_PRIVATE_KEY",
                       help="the private key to sign with (ssh-agent keys: give the .pub)")
     sign.add_argument("--detached", action="store_true",
@@ -297,7 +301,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except CargoshipError as exc:
         # Messages may quote what a host or a file said: shown, never obeyed by a terminal.
+        # The deciding reason first, in one line; any others under it, one line each.
         print(f"error: {printable(str(exc))}", file=sys.stderr)
+        for detail in getattr(exc, "details", ()):
+            print(f"  - {printable(str(detail))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
         # A plan never changes anything; an apply outside its rollout (which handles Ctrl-C
@@ -389,7 +396,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 1
     if one_shot:
         # Plan and apply in one run through the same code: the plan is kept for audit.
-        out = Path(".cargoship") / f"{plan.plan_id}.plan.json"
+        out = one_shot_dir() / f"{plan.plan_id}.plan.json"
         _mkdir(out.parent)
     if out:
         codec.write(plan, out)
@@ -404,6 +411,14 @@ def _dispatch(args: argparse.Namespace) -> int:
     if getattr(args, "detailed_exitcode", False):
         return 2 if plan.changes or plan.unassessed else 0
     return 0
+
+
+def one_shot_dir() -> Path:
+    """Where engine-config-sync --confirm keeps its plans (and their records): the user's
+    state directory, never the working directory (a repository's `.cargoship/` holds what
+    CI trusts, such as allowed signers)."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "cargoship" / "plans"
 
 
 def _print_stats(report: DryRunReport) -> None:
@@ -423,8 +438,9 @@ def _apply(args: argparse.Namespace) -> int:
         try:
             return _apply_checked(args, apply_plan)
         except CargoshipError as exc:
+            error = "; ".join([str(exc), *getattr(exc, "details", ())])
             json_output.emit(json_output.apply_refused(args.plan, getattr(args, "plan_id", None),
-                                                        printable(str(exc))))
+                                                        printable(error)))
             raise
     return _apply_checked(args, apply_plan)
 
@@ -439,8 +455,21 @@ def _apply_checked(args: argparse.Namespace, apply_plan: Any) -> int:
     as_json = getattr(args, "json", False)
     if args.lock_timeout < 0:
         raise CargoshipError("--lock-timeout: expected a number of seconds >= 0")
-    plan = codec.read(args.plan)  # refuse a bad plan before asking anything
+    raw = codec.read_bytes(args.plan)  # one read: what is checked is what is applied
+    record = _as_record(raw)
+    if record is not None:
+        plan_of = args.plan.with_name(args.plan.name.removesuffix(".applied.json") + ".json")
+        raise CargoshipError(
+            f"{args.plan} is the apply record of plan {record.get('plan_id')} "
+            f"({_verdict(record)}), not a plan: see it with `cargoship show {args.plan}`; to "
+            f"apply a plan, give its plan file (`cargoship apply {plan_of}`), or make a new "
+            "one with `cargoship plan -c CLUSTER.yaml -out PLAN.json`")
+    plan = codec.loads(raw, args.plan)  # refuse a bad plan before asking anything
     args.plan_id = plan.plan_id  # for a refusal's JSON: the path is never read twice
+    if not plan.changes and not plan.unassessed and not as_json:
+        print("No changes. Nothing to apply.")
+        print(f"Plan {plan.plan_id} has nothing to change on any host; nothing was changed.")
+        return 0
     # engine-config-sync --confirm comes here too, without the signature options.
     signers: list[str] = []  # verified principals only; an unchecked signature is no signer
     # Detached signatures beside the plan (or in --signatures): the controllers' policy
@@ -547,7 +576,9 @@ def _require_signatures(plan: Plan, args: argparse.Namespace,
         details = "; ".join(f"{c.signature.key}: {c.reason}" for c in count.rejected)
         raise CargoshipError(
             f"plan {plan.plan_id} has {len(count.principals)} valid signature(s) from "
-            f"{args.require_signed_by}, {args.min_signatures} required"
+            f"{args.require_signed_by}, {args.min_signatures} required (looked in the plan "
+            f"and in {getattr(args, 'signatures', None) or args.plan.parent}"
+            f"/*.cargoship-sig)"
             + (f" ({details})" if details else "") + "; nothing was changed")
     # With --json, stdout carries only the JSON document.
     print(f"Signed by {', '.join(count.principals)}: accepted", flush=True,
@@ -569,24 +600,36 @@ def _as_record(raw: bytes) -> dict[str, Any] | None:
     return None
 
 
+def _verdict(record: dict[str, Any]) -> str:
+    return "applied" if record.get("ok") else (
+        "in progress, or killed (no apply rewrote this record, written before its first "
+        "change)" if record.get("outcome") == "in progress" else
+        "interrupted" if record.get("interrupted") else "FAILED")
+
+
 def _show_record(record: dict[str, Any], as_json: bool) -> int:
     from cargoship.housekeeping import where_of
+    from cargoship.outcome import host_counts, log_lines
 
     if as_json:
         sys.stdout.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
         return 0
-    verdict = "applied" if record.get("ok") else (
-        "in progress, or killed (no apply rewrote this record, written before its first "
-        "change)" if record.get("outcome") == "in progress" else
-        "interrupted" if record.get("interrupted") else "FAILED")
+    verdict = _verdict(record)
     lines = [f"apply record of plan {record.get('plan_id')} (cluster {record.get('cluster')}): "
              f"{verdict}",
              f"  applied {record.get('applied_at')} by {record.get('applied_by')} with cargoship "
              f"{record.get('cargoship_version')}"]
     if record.get("signers"):
         lines.append(f"  signed by {', '.join(map(str, record['signers']))}")
-    lines += [f"  {where_of(h.get('host'))}: {h.get('status')}"
-              + (f": {h.get('detail')}" if h.get("detail") else "") for h in _hosts(record)]
+    restarts = record.get("restarts")
+    # As apply ended: what happened, a rollback's restarts included.
+    lines.append("  " + ", ".join(host_counts(
+        [str(h.get("status")) for h in _hosts(record)],
+        restarts if isinstance(restarts, int) and not isinstance(restarts, bool) else None)))
+    for h in _hosts(record):
+        lines.append(f"  {where_of(h.get('host'))}: {h.get('status')}"
+                     + (f": {h.get('detail')}" if h.get("detail") else ""))
+        lines += log_lines(h.get("log"))
     lines += [f"  {where_of(c.get('host'))}: {c.get('action')} {c.get('target') or ''}: "
               f"{c.get('status')}" for c in record.get("changes", []) if isinstance(c, dict)]
     lines += [f"  note: {note}" for note in record.get("notes", [])]
@@ -616,7 +659,8 @@ def _validate_json(path: Path) -> int:
     return 0
 
 
-def _signature_lines(plan: Plan, path: Path, allowed: Path | None = None) -> list[str]:
+def _signature_lines(plan: Plan, path: Path, allowed: Path | None = None,
+                     folder: Path | None = None) -> list[str]:
     from planner.plan import detached, signing
     from planner.plan.codec import plan_digest
 
@@ -626,7 +670,7 @@ def _signature_lines(plan: Plan, path: Path, allowed: Path | None = None) -> lis
         raise CargoshipError(f"{allowed}: no such allowed-signers file")
     digest = plan_digest(plan)
     # Detached signatures beside the plan count as much as embedded ones: show them too.
-    found = plan.signatures + tuple(detached.read(plan, digest, path.parent))
+    found = plan.signatures + tuple(detached.read(plan, digest, folder or path.parent))
     if not found:
         return ["Signatures: none"]
     lines = [f"Signatures ({len(found)}):"]
@@ -657,7 +701,7 @@ def _show(args: argparse.Namespace) -> int:
         sys.stdout.write(codec.dumps(plan))
     elif args.markdown and args.split_dir:
         text = render_markdown(plan, _view(args)) + "\n" + "\n".join(
-            _signature_lines(plan, args.plan, args.allowed_signers)) + "\n"
+            _signature_lines(plan, args.plan, args.allowed_signers, args.signatures)) + "\n"
         _mkdir(args.split_dir)
         for number, part in enumerate(split_markdown(text), 1):
             atomic_write(args.split_dir / f"plan-{number}.md", part.encode())
@@ -668,7 +712,7 @@ def _show(args: argparse.Namespace) -> int:
     else:
         _print_plan(args, plan)
     if not args.json:
-        lines = _signature_lines(plan, args.plan, args.allowed_signers)
+        lines = _signature_lines(plan, args.plan, args.allowed_signers, args.signatures)
         if args.markdown:
             lines = [f"- {line.strip()}" if line.startswith("  ") else line for line in lines]
         sys.stdout.write("\n" + "\n".join(lines) + "\n")

@@ -14,6 +14,19 @@ def _commands(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
     return found
 
 
+def _choices(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    """Commands whose argument is one of a few words (completion: the shells): those
+    words, not file names."""
+    found: dict[str, list[str]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                for a in sub._actions:
+                    if not a.option_strings and a.choices:
+                        found[name] = [str(c) for c in a.choices]
+    return found
+
+
 def _globals(parser: argparse.ArgumentParser) -> list[str]:
     return sorted(o for a in parser._actions for o in a.option_strings)
 
@@ -31,6 +44,9 @@ def zsh(parser: argparse.ArgumentParser) -> str:
     described = "\n".join(f"    '{name}:{helps.get(name, '')}'" for name in sorted(commands))
     cases = "\n".join(f"    {name}) opts=({' '.join(opts)}) ;;"
                       for name, opts in sorted(commands.items()))
+    words = "\n".join(f"    {name}) [[ $PREFIX != -* ]] && "
+                      f"{{ compadd -- {' '.join(w)}; return; }} ;;"
+                      for name, w in sorted(_choices(parser).items()))
     return f"""#compdef cargoship
 # cargoship zsh completion: cargoship completion zsh > "${{fpath[1]}}/_cargoship"
 # (or: source <(cargoship completion zsh))
@@ -52,6 +68,9 @@ _cargoship() {{
     compadd -- {' '.join(_globals(parser))}
     return
   fi
+  case $cmd in
+{words}
+  esac
   case $cmd in
 {cases}
     *) opts=() ;;
@@ -82,6 +101,9 @@ def fish(parser: argparse.ArgumentParser) -> str:
                      f"-a {name} -d '{helps.get(name, '')}'")
     for option in _globals(parser):
         lines.append(f"complete -c cargoship {_fish_option(option)}")
+    for name, words in sorted(_choices(parser).items()):
+        lines.append(f"complete -c cargoship -n '__fish_seen_subcommand_from {name}' "
+                     f"-a '{' '.join(words)}'")
     for name, opts in sorted(commands.items()):
         for option in opts:
             lines.append(f"complete -c cargoship -n '__fish_seen_subcommand_from {name}' "
@@ -100,9 +122,11 @@ def bash(parser: argparse.ArgumentParser) -> str:
     commands = _commands(parser)
     cases = "\n".join(f"    {name}) opts=\"{' '.join(opts)}\" ;;"
                       for name, opts in sorted(commands.items()))
+    words = "\n".join(f"    {name}) words=\"{' '.join(w)}\" ;;"
+                      for name, w in sorted(_choices(parser).items()))
     return f"""# cargoship bash completion: eval "$(cargoship completion bash)"
 _cargoship() {{
-  local cur=${{COMP_WORDS[COMP_CWORD]}} cmd="" opts i
+  local cur=${{COMP_WORDS[COMP_CWORD]}} cmd="" opts words="" i
   # The subcommand is the first word that is not an option (global options may come first).
   for ((i = 1; i < COMP_CWORD; i++)); do
     case "${{COMP_WORDS[i]}}" in
@@ -120,8 +144,13 @@ _cargoship() {{
 {cases}
     *) opts="" ;;
   esac
+  case "$cmd" in
+{words}
+  esac
   if [[ "$cur" == -* ]]; then
     COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+  elif [ -n "$words" ]; then
+    COMPREPLY=($(compgen -W "$words" -- "$cur"))
   else
     COMPREPLY=($(compgen -f -- "$cur"))
   fi

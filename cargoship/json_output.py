@@ -51,14 +51,16 @@ def apply_result(result: ApplyResult) -> dict[str, Any]:
     return {"plan_id": result.plan.plan_id, "outcome": result.outcome, "ok": result.ok,
             "interrupted": result.interrupted, "resumed": result.resumed,
             "record": str(result.record) if result.record else None,
-            "duration_seconds": result.seconds, "hosts": record["hosts"],
+            "duration_seconds": result.seconds, "restarts": result.restarts,
+            "hosts": record["hosts"],
             "changes": record["changes"], "notes": result.notes, "warnings": result.warnings,
             "error": None}
 
 
 def apply_refused(plan_file: Path, plan_id: str | None, error: str) -> dict[str, Any]:
     return {"plan_id": plan_id, "outcome": "refused", "ok": False, "interrupted": False,
-            "resumed": False, "record": None, "duration_seconds": None, "hosts": [],
+            "resumed": False, "record": None, "duration_seconds": None, "restarts": 0,
+            "hosts": [],
             "changes": [], "notes": [], "warnings": [], "error": error,
             "plan_file": str(plan_file)}
 

@@ -4,6 +4,7 @@ rollout's log). Kept apart from the CLI so any front end can print the same endi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from planner.render import printable
@@ -16,30 +17,48 @@ LEFT_WITH = {
 }
 
 
+def log_lines(log: Any) -> list[str]:
+    """A failed host's log lines under its outcome line, indented: as apply ends and as
+    `show RECORD` shows it."""
+    if not isinstance(log, list | tuple):
+        return []
+    return [f"      {line}" for line in log if isinstance(line, str)]
+
+
+def host_counts(statuses: Sequence[str], restarts: int | None) -> list[str]:
+    """The summary's counts, as apply ends and as `show RECORD` shows them: hosts changed,
+    engine restarts as they happened (a rollback's included; None: an older record that
+    did not count them), then each other status that occurred."""
+    counts = [f"{sum(1 for s in statuses if s == 'applied')} host(s) changed",
+              f"{restarts} engine restart(s)" if restarts is not None
+              else "engine restarts not recorded"]
+    for status in ("rolled back", "failed", "not started", "in progress", "unknown"):
+        n = sum(1 for s in statuses if s == status)
+        if n:
+            counts.append(f"{n} {status}")
+    unchanged = sum(1 for s in statuses if s == "unchanged")
+    if unchanged:
+        counts.append(f"{unchanged} unchanged")
+    return counts
+
+
 def apply_outcome_lines(result: Any, seconds: float) -> list[str]:
     """`result`: an executor.apply.ApplyResult (plan, hosts as (HostRef, HostOutcome),
     after_rollout, notes, warnings, ok, interrupted)."""
-    restarts = {c.host.key for c in result.plan.changes if c.restart and c.host is not None}
     changed = [(ref, o) for ref, o in result.hosts if o.status != "unchanged"]
-    applied = [ref for ref, o in changed if o.status == "applied"]
     lines = []
     for ref, outcome in changed:
         detail = f": {outcome.detail}" if outcome.detail else ""
         lines.append(f"  {ref}: {outcome.status}{detail}")
+        lines += log_lines(getattr(outcome, "log", ()))
     for item in result.after_rollout:  # labels, the kubeconfig: not a host's outcome
         what = getattr(item.item, "target", None) or "(unassessed in the plan)"
         lines.append(f"  {item.item.host or 'local'}: {item.item.action} {what}: "
                      f"{item.status}" + (f" ({item.detail})" if item.detail else ""))
     lines += [f"  warning: {warning}" for warning in result.warnings]
-    restarted = sum(1 for ref in applied if ref.key in restarts)
-    counts = [f"{len(applied)} host(s) changed", f"{restarted} engine restart(s)"]
-    for status in ("rolled back", "failed", "not started"):
-        n = sum(1 for _, o in changed if o.status == status)
-        if n:
-            counts.append(f"{n} {status}")
-    unchanged = len(result.hosts) - len(changed)
-    if unchanged:
-        counts.append(f"{unchanged} unchanged")
+    # What happened, not what was planned: a rollback's restart counts too.
+    counts = host_counts([o.status for _, o in result.hosts],
+                         sum(getattr(o, "restarts", 0) for _, o in result.hosts))
     # A cluster step failing after the rollout: the hosts were changed all the same.
     counts += [f"step {action} failed" for action in dict.fromkeys(
         i.item.action for i in result.after_rollout if i.status == "failed")]

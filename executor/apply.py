@@ -43,7 +43,7 @@ from .actions.hosts_stage import host_jobs, run_hosts_stage
 from .actions.registry import HANDLERS, check_handled
 from .cleanup import remove_temps
 from .connect import connect_all, pinned_keys
-from .drift import HostKey, change_key, differences
+from .drift import HostKey, change_key, refusal
 from .errors import ApplyInterrupted
 from .lock import LockHeld, LockSet, new_lock_info
 from .remote import HostWriter
@@ -81,6 +81,11 @@ class ApplyResult:
         return not self.interrupted and all(o.status in ("applied", "unchanged")
                                             for o in self.outcomes) and \
             all(i.status in ("done", "unchanged") for i in self.items)
+
+    @property
+    def restarts(self) -> int:
+        """Engine restarts this apply made, as they happened: a rollback's included."""
+        return sum(outcome.restarts for outcome in self.outcomes)
 
     @property
     def outcome(self) -> str:
@@ -196,10 +201,9 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     if fresh.problems:
         raise ApplyRefused("the hosts no longer pass the preflight: " +
                            "; ".join(map(str, fresh.problems)))
-    drift = differences(plan, fresh, finished=earlier.finished, done=earlier.done)
+    drift = refusal(plan, fresh, finished=earlier.finished, done=earlier.done)
     if drift:
-        raise ApplyRefused("the hosts changed since the plan was made; re-plan. "
-                           + "; ".join(drift))
+        raise ApplyRefused(*drift)
     progress("drift", "hosts match the plan")
     env = ApplyEnv(plan, config, ctx, keyed, progress, locks_lost, stop=interrupts.stop,
                    escalations=interrupts.escalations)
@@ -305,7 +309,9 @@ def record_of(plan: Plan, result: ApplyResult) -> dict[str, Any]:
         "applied_by": whoami(), "applied_at": at, "cargoship_version": __version__,
         "outcome": result.outcome, "ok": result.ok, "interrupted": result.interrupted,
         "resumed": result.resumed, "duration_seconds": result.seconds,
-        "hosts": [{"host": _ref(ref), "status": o.status, "detail": o.detail}
+        "restarts": result.restarts,
+        "hosts": [{"host": _ref(ref), "status": o.status, "detail": o.detail,
+                   "restarts": o.restarts, **({"log": list(o.log)} if o.log else {})}
                   for ref, o in result.hosts],
         "changes": [{"host": _ref(i.item.host), "action": i.item.action,
                      "target": i.item.target if isinstance(i.item, Change) else None,
@@ -336,6 +342,7 @@ def _journal(plan: Plan, plan_file: Path, env: ApplyEnv, jobs: dict[str, list[Ho
     changing = {job.label for role in jobs.values() for job in role}
     record = record_of(plan, result)
     record.update(outcome="in progress", ok=False, interrupted=True)
+    del record["restarts"]  # not known until the run ends (if it does)
     record["hosts"] = [{"host": _ref(h.ref), "detail": "",
                         "status": "in progress" if h.label in changing else "unchanged"}
                        for h in env.ctx.hosts]

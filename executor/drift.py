@@ -17,7 +17,7 @@ from collections.abc import Set
 
 from planner.facts.applied import TARGET as APPLIED
 from planner.facts.applied import newest_of
-from planner.plan.model import Change, Plan
+from planner.plan.model import Change, HostRef, Plan
 
 HostKey = tuple[str, int]
 ChangeKey = tuple[HostKey | None, str, str]  # host, action, target
@@ -29,32 +29,86 @@ def change_key(change: Change) -> ChangeKey:
 
 def differences(saved: Plan, fresh: Plan, *, finished: Set[HostKey] = frozenset(),
                 done: Set[ChangeKey] = frozenset()) -> list[str]:
-    found: list[str] = []
+    return [f"{host}: {text}" if host is not None else text
+            for host, text in _differences(saved, fresh, finished=finished, done=done)]
+
+
+SUPERSEDED = "superseded by plan "
+
+
+def refusal(saved: Plan, fresh: Plan, *, finished: Set[HostKey] = frozenset(),
+            done: Set[ChangeKey] = frozenset()) -> tuple[str, list[str]] | None:
+    """Why the plan can't be applied, for people: the deciding reason in one line (a newer
+    plan applied over it, above all), then the rest, one line per reason with the hosts
+    it holds for. None: nothing changed."""
+    found = _differences(saved, fresh, finished=finished, done=done)
+    if not found:
+        return None
+    by_text: dict[str, list[HostRef]] = {}
+    for host, text in found:
+        by_text.setdefault(text, []).extend([host] if host is not None else [])
+    newer = [t for t in by_text if t.startswith(SUPERSEDED)]
+    if newer:
+        lead = newer[0]
+        hosts = _names(by_text.pop(lead))
+        headline = (f"plan {saved.plan_id} is {lead} (applied to {hosts} after this plan was "
+                    "made); nothing was changed: make a new plan (cargoship plan -c "
+                    "CLUSTER.yaml -out PLAN.json) and apply that")
+    else:
+        headline = ("the hosts changed since the plan was made; nothing was changed: make a "
+                    "new plan (cargoship plan -c CLUSTER.yaml -out PLAN.json) and apply that")
+    rest = [f"{text}" + (f": on {_names(hosts)}" if hosts else "")
+            for text, hosts in by_text.items()]
+    if len(rest) > MAX_REASONS:
+        rest = [*rest[:MAX_REASONS - 1], f"and {len(rest) - MAX_REASONS + 1} more"]
+    return headline, rest
+
+
+MAX_REASONS = 4
+
+
+def _names(hosts: list[HostRef]) -> str:
+    from planner.render.groups import host_list
+
+    names = {h.name for h in hosts}
+    # Two hosts of one name (behind one address, by port): each as people see it.
+    return host_list([h.name if len(names) == len(set(hosts)) else str(h) for h in hosts])
+
+
+def _differences(saved: Plan, fresh: Plan, *, finished: Set[HostKey] = frozenset(),
+                 done: Set[ChangeKey] = frozenset()) -> list[tuple[HostRef | None, str]]:
+    found: list[tuple[HostRef | None, str]] = []
     before = {h.ref.key: h for h in saved.hosts}
     after = {h.ref.key: h for h in fresh.hosts}
+    incomplete = {u.host.key for u in saved.unassessed if u.host is not None}
     for key in sorted(before.keys() - after.keys()):
-        found.append(f"{before[key].ref}: no longer in the cluster")
+        found.append((before[key].ref, "no longer in the cluster"))
     for key in sorted(after.keys() - before.keys()):
-        found.append(f"{after[key].ref}: new host, not in the plan")
+        found.append((after[key].ref, "new host, not in the plan"))
     for key in sorted(before.keys() & after.keys()):
         old, new = before[key], after[key]
         if old.host_key != new.host_key:
-            found.append(f"{old.ref}: SSH host key changed ({old.host_key} -> {new.host_key})")
+            found.append((old.ref, f"SSH host key changed ({old.host_key} -> {new.host_key})"))
         if key in finished:
             continue
         if old.engine_version != new.engine_version:
-            found.append(f"{old.ref}: engine version changed ({old.engine_version} -> "
-                         f"{new.engine_version})")
+            found.append((old.ref, f"engine version changed ({old.engine_version} -> "
+                                   f"{new.engine_version})"))
         for target in sorted(old.reads.keys() | new.reads.keys()):
             if target == APPLIED and old.reads.get(target) is None:
-                found.append(f"{old.ref}: the plan does not say which plans were applied "
-                             "here when it was made (an older cargoship?)")
+                found.append((old.ref, "the plan does not say which plans were applied "
+                                       "here when it was made (an older cargoship?)"))
             elif target == APPLIED and old.reads.get(target) != new.reads.get(target):
                 newest = newest_of(new.reads.get(target))
-                found.append(f"{old.ref}: another plan ({newest or 'unknown'}) was applied "
-                             "here after this plan was made; this plan is superseded")
+                found.append((old.ref, f"{SUPERSEDED}{newest or '(unknown)'}"))
+            elif target not in old.reads and key in incomplete:
+                # Not read when the plan was made because something on this host could not
+                # be assessed then: it can't have changed "since"; what the plan would do
+                # there is held below, with the changes. On a fully read host a new read
+                # (a file that appeared) is a change like any other.
+                continue
             elif old.reads.get(target) != new.reads.get(target):
-                found.append(f"{old.ref}: {target} changed since the plan was made")
+                found.append((old.ref, f"{target} changed since the plan was made"))
     # `before` is what the plan saw (a file digest, a label value, the local kubeconfig).
     left = [c for c in saved.changes if change_key(c) not in done]
     deferred = {(u.host.key if u.host else None, u.action) for u in saved.unassessed}
@@ -63,9 +117,9 @@ def differences(saved: Plan, fresh: Plan, *, finished: Set[HostKey] = frozenset(
         and (change_key(c)[0], c.action) in deferred)]
     full = lambda c: (change_key(c), c.before, c.after)  # noqa: E731
     if sorted(map(full, left), key=str) != sorted(map(full, now), key=str) and not found:
-        found.append("the changes to make are not the ones planned")
+        found.append((None, "the changes to make are not the ones planned"))
     if not found:
-        found += _edited_text(saved, fresh)
+        found += [(None, text) for text in _edited_text(saved, fresh)]
     return found
 
 

@@ -49,13 +49,20 @@ log = logging.getLogger("cargoship.executor")
 APISERVER_LOGS = "/var/log/pods/kube-system_kube-apiserver-*/kube-apiserver"
 # Restarts on its own after our start that make a crash loop (one can be a hiccup).
 CRASH_RESTARTS = 2
-LOG_LINES = 6
+LOG_LINES = 8  # shown per log, the newest
+LOG_READ = 200  # read per log, then those from before the restart left out
+LOG_WIDTH = 220  # characters shown of one log line
 POLL_CAP = 1.0
 READYZ_TIMEOUT = 5  # an int: the official client ignores a float
 
 
 class NotBackError(CargoshipError):
-    """The engine or its node did not come back; the message says what was last seen."""
+    """The engine or its node did not come back; the message says what was last seen (one
+    line), `log` the host's log lines since the restart (shown under it, indented)."""
+
+    def __init__(self, message: str, log: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.log = log
 
 
 class CrashLoopError(NotBackError):
@@ -105,10 +112,12 @@ def parse_probe(text: str) -> EngineState:
     return EngineState(state, pid, restarts, auto, logs)
 
 
-def log_tail_script(init: str, service: str, controller: bool, lines: int = LOG_LINES) -> str:
+def log_tail_script(init: str, service: str, controller: bool, lines: int = LOG_READ,
+                    since: int | None = None) -> str:
     svc = quote(service)
     if init == "systemd":
-        engine = f"journalctl -u {svc} -n {lines} --no-pager -o cat 2>/dev/null"
+        after = f" --since @{int(since)}" if since is not None else ""
+        engine = f"journalctl -u {svc} -n {lines}{after} --no-pager -o cat 2>/dev/null"
     elif init == "openrc":
         engine = f"tail -n {lines} /var/log/{svc}.log 2>/dev/null"
     else:  # runit: svlogd's current file
@@ -123,23 +132,57 @@ def log_tail_script(init: str, service: str, controller: bool, lines: int = LOG_
     return script + "; true"
 
 
-def log_tail(host: HostWriter, init: str, service: str, controller: bool) -> str:
-    """The logs' last lines as one line: `engine log: a | b; kube-apiserver log: c`."""
+# A log line's own time, where it has one: svlogd's `-tt` (2024-05-01_12:00:00.12345) or
+# the kubelet's pod logs (2024-05-01T12:00:00.123456789Z stderr F ...), both UTC.
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\d)[_T](\d\d:\d\d:\d\d)")
+
+
+_SVLOGD = re.compile(r"^\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d\.\d+ (?=\S)")
+
+
+def _stamp(line: str) -> int | None:
+    match = _STAMP.match(line)
+    if not match:
+        return None
     try:
-        text = host.run_root(log_tail_script(init, service, controller),
+        when = datetime.datetime.fromisoformat(f"{match.group(1)}T{match.group(2)}+00:00")
+    except ValueError:
+        return None
+    return int(when.timestamp())
+
+
+def log_tail(host: HostWriter, init: str, service: str, controller: bool,
+             since: int | None = None) -> tuple[str, ...]:
+    """The logs' last lines since `since` (the host's clock: the engine's stop), for people:
+    `engine log since the restart:` then its lines, indented, at most LOG_LINES of each
+    log, each at most LOG_WIDTH characters. Lines stamped before `since` are left out."""
+    try:
+        text = host.run_root(log_tail_script(init, service, controller, since=since),
                              check=False).stdout.decode("utf-8", "replace")
     except CargoshipError as exc:
-        return f"(could not read the logs: {exc})"
-    parts: list[str] = []
+        return (f"(could not read the logs: {exc})",)
+    out: list[str] = []
     name, body = "", list[str]()
+    when = "since the restart" if since is not None else "(last lines)"
     for line in [*text.splitlines(), "== end"]:
         if line.startswith("== "):
             if name and body:
-                parts.append(f"{name} log: " + " | ".join(body))
+                kept = body[-LOG_LINES:]
+                more = f" (last {len(kept)} of {len(body)} lines)" if len(body) > len(kept) \
+                    else ""
+                out.append(f"{name} log {when}{more}:")
+                out += ["  " + _bounded(ln) for ln in kept]
             name, body = line[3:], []
         elif line.strip():
-            body.append(line.strip())
-    return "; ".join(parts) or "(the logs are empty)"
+            stamp = _stamp(line.strip())
+            if since is None or stamp is None or stamp >= since:
+                # svlogd's stamp goes: the engines stamp their own lines (time="...").
+                body.append(_SVLOGD.sub("", line.strip(), count=1))
+    return tuple(out) or ("(the logs have nothing since the restart)",)
+
+
+def _bounded(line: str) -> str:
+    return line if len(line) <= LOG_WIDTH else line[:LOG_WIDTH - 1] + "…"
 
 
 def ready_and_heartbeat(node: dict[str, Any]) -> tuple[bool, datetime.datetime | None]:
@@ -265,8 +308,9 @@ class Waiter:
         return ""
 
     def not_back(self, timeout: float, seen: str) -> NotBackError:
-        return NotBackError(f"not back after {timeout:g} s (last seen: {seen}); "
-                            + log_tail(self.host, self.init, self.service, self.controller))
+        return NotBackError(f"not back after {timeout:g} s (last seen: {seen})",
+                            log_tail(self.host, self.init, self.service, self.controller,
+                                     self.stopped_at))
 
     def _crash_loop_check(self, state: EngineState, before: EngineState | None) -> None:
         if state.pid is not None and (before is None or state.pid != before.pid):
@@ -288,6 +332,5 @@ class Waiter:
             what = f"kube-apiserver is crash-looping ({restarts} restart(s) since " \
                    f"{self.service} was started)"
         if what:
-            raise CrashLoopError(f"{what}; "
-                                 + log_tail(self.host, self.init, self.service,
-                                            self.controller))
+            raise CrashLoopError(what, log_tail(self.host, self.init, self.service,
+                                                self.controller, self.stopped_at))

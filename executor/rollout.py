@@ -86,6 +86,9 @@ class HostOutcome:
     host: str
     status: str  # "applied", "rolled back", "failed", "not started"
     detail: str = ""
+    restarts: int = 0  # engine starts asked for on the host: the change's and a rollback's
+    # The host's log lines since the restart that failed (shown under the detail, indented).
+    log: tuple[str, ...] = ()
 
 
 @dataclass
@@ -273,7 +276,7 @@ class Rollout:
             if not written and (not stopped or isinstance(exc, NothingStopped)):
                 detail = self._uncordon(job, cordoned, f"{exc}; nothing was changed")
                 return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
-            return self._roll_back(job, written, cordoned, exc)
+            return self._roll_back(job, written, cordoned, exc, restarts=int(stopped))
         finally:
             if restart is not None:
                 # A drain that failed, or an interrupt: the script sent ahead runs nothing
@@ -286,10 +289,12 @@ class Rollout:
             if cordoned and not self._uncordon_back(job):
                 return HostOutcome(job.label, "failed", self._clear_mark(
                     job, "the change is applied and the host is back, but the node is left "
-                         "cordoned: uncordon kept failing (see above); no rollback", restart))
+                         "cordoned: uncordon kept failing (see above); no rollback", restart),
+                    restarts=1)
             # The host is done: failing to clear the marker must not roll it back.
             return HostOutcome(job.label, "applied",
-                               self._clear_mark(job, "", restart).removeprefix("; "))
+                               self._clear_mark(job, "", restart).removeprefix("; "),
+                               restarts=1)
         finally:
             if restart is not None:
                 restart.release()
@@ -356,7 +361,7 @@ class Rollout:
         return detail
 
     def _roll_back(self, job: HostJob, written: list[Written], cordoned: bool,
-                   cause: Exception) -> HostOutcome:
+                   cause: Exception, restarts: int = 0) -> HostOutcome:
         self._note(job.label, f"FAILED: {cause}; rolling back")
         try:
             if job.restart and written:
@@ -366,6 +371,7 @@ class Rollout:
             if job.restart:
                 # The engine may be up with the new config (running, never Ready): it reads
                 # its files only at start, so it goes down before the old ones come back.
+                restarts += 1
                 self._restart(job, rollback=True).run(
                     [restore_step(item) for item in reversed(written)], [])
             else:
@@ -382,13 +388,14 @@ class Rollout:
             left.append("the node is left cordoned" if cordoned
                         else "the node was not cordoned by cargoship")
             return HostOutcome(job.label, "failed",
-                               f"{cause}; ROLLBACK FAILED: {exc}; " + "; ".join(left))
+                               f"{cause}; ROLLBACK FAILED: {exc}; " + "; ".join(left), restarts,
+                               getattr(cause, "log", ()))
         restored = f"{cause}; previous files restored and the engine is running again"
         detail = self._uncordon(job, cordoned, restored)
         if detail == restored:
             detail = self._clear_mark(job, detail)
         return HostOutcome(job.label, "rolled back" if detail == restored else "failed",
-                           detail)
+                           detail, restarts, getattr(cause, "log", ()))
 
     def _clear_mark(self, job: HostJob, detail: str, restart: Restart | None = None) -> str:
         """The host is whole again; if the marker can't go, the next plan will offer to

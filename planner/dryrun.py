@@ -11,6 +11,7 @@ from .context import HostState, PlanContext
 from .phases.base import DryRun, Phase, Resource
 from .phases.connect import Connect
 from .phases.disconnect import close_all
+from .plan.model import NOT_READ
 
 log = logging.getLogger("cargoship.planner")
 
@@ -100,13 +101,28 @@ def _assess(ctx: PlanContext, phase: Phase, would_write: dict[Resource, str]) ->
     writes = phase.assess(ctx, assessable) if assessable or not ctx.active_hosts() else set()
     if writes is None:
         return "reported"
+    not_read = _not_read(ctx, phase)
     for resource in writes:
         would_write.setdefault(resource, f"{phase.title!r} would change first")
     if len(ctx.changes) > changes_before or writes:
         return "planned"
-    if len(assessable) < len(ctx.active_hosts()):
+    if len(assessable) < len(ctx.active_hosts()) or not_read:
         return "unassessed"
     return "no changes"
+
+
+def _not_read(ctx: PlanContext, phase: Phase) -> int:
+    """Hosts this phase would read but that dropped out of the run earlier (unreachable,
+    or a failed preflight): each is unassessed, saying why, never "no changes"."""
+    count = 0
+    for host in ctx.hosts:
+        if host.active or not phase.reads(ctx, host):
+            continue
+        first = next((p.phase for p in ctx.problems if p.host == host.config.index), None)
+        why = "unreachable" if first in (None, Connect.title) else f"failed {first!r}"
+        ctx.unassessed(phase.title, host, NOT_READ + why, None)
+        count += 1
+    return count
 
 
 def _conflict(reads: frozenset[str], host: int | None,

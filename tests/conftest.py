@@ -22,6 +22,15 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """engine-config-sync --confirm keeps its plans in $XDG_STATE_HOME: a test's, never the
+    home of whoever runs the tests (a test may still give its own)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+        yield
+
+
 @pytest.fixture
 def lab_factory(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
     """Start labs inside a test; every one is removed when the test ends, pass or fail."""

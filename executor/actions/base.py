@@ -36,7 +36,12 @@ Stage = Literal["hosts", "cluster"]
 
 
 class ApplyRefused(CargoshipError):
-    """The plan can't be applied as it is; nothing was changed."""
+    """The plan can't be applied as it is; nothing was changed. The message is the deciding
+    reason; `details`, the others, one line each (shown as a short list under it)."""
+
+    def __init__(self, message: str, details: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.details = tuple(details)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,14 @@ def load_config(path: Path, *, secrets: bool = True, keys: bool = True) -> Clust
     doc = _parse(path, raw)
     problems = _schema_problems(path, doc)
     if problems:
-        # Later checks assume the schema's shape, so they wait for a schema-valid file.
+        # Every mistake in one run: the checks a schema can't express too, as far as the
+        # file's shape lets them run (they assume it; where it is too broken, they wait).
+        try:
+            more = _semantic_problems(path, doc, keys)
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError):
+            more = []
+        seen = {(p.where, p.path) for p in problems}
+        problems += [p for p in more if (p.where, p.path) not in seen]
         raise ConfigError(sorted(problems, key=_problem_order))
     problems = _semantic_problems(path, doc, keys)
     config, secret_problems = _build(path, doc, hashlib.sha256(raw).hexdigest(), secrets)

@@ -68,6 +68,11 @@ def to_dict(plan: Plan) -> dict[str, Any]:
     # Through JSON once: tuples become lists, exactly what a reader will see.
     data: dict[str, Any] = json.loads(json.dumps(asdict(plan)))
     data["summary"] = plan.summary
+    if _minor(plan.format_version) >= 1:
+        # Derived like the summary. A plan of an older minor is written as it was: its
+        # digest, and so its signatures, stay the same.
+        for phase, out in zip(plan.phases, data["phases"], strict=True):
+            out["hosts"] = _host_counts(plan, phase)
     data["digest"] = digest_of(data)
     return data
 
@@ -83,8 +88,9 @@ def from_dict(data: dict[str, Any]) -> Plan:
         cluster=data["cluster"],
         desired=data["desired"],
         hosts=tuple(HostIdentity(**h) for h in data["hosts"]),
-        phases=tuple(PhaseOutcome(**{**p, "findings": tuple(
-            Note(host_ref(n["host"]), n["text"]) for n in p["findings"])})
+        phases=tuple(PhaseOutcome(**{**{k: v for k, v in p.items() if k != "hosts"},
+                                     "findings": tuple(Note(host_ref(n["host"]), n["text"])
+                                                       for n in p["findings"])})
                      for p in data["phases"]),
         changes=tuple(Change(**{**c, "host": host_ref(c["host"]), "key_changes": tuple(
             KeyChange(**k) for k in c.get("key_changes", []))}) for c in data["changes"]),
@@ -99,6 +105,16 @@ def from_dict(data: dict[str, Any]) -> Plan:
         format_version=data["format_version"],
         signatures=tuple(Signature(**s) for s in data.get("signatures", [])),
     )
+
+
+def _minor(version: str) -> int:
+    minor = version.split(".")[1] if version.count(".") == 1 else ""
+    return int(minor) if minor.isdigit() else 0
+
+
+def _host_counts(plan: Plan, phase: PhaseOutcome) -> dict[str, int] | None:
+    counts = plan.host_counts(phase)
+    return None if counts is None else counts.as_counts()
 
 
 def host_ref(data: dict[str, Any] | None) -> HostRef | None:
@@ -189,6 +205,13 @@ def loads(text: str | bytes, path: Path | str = "<plan>") -> Plan:
         raise PlanFileError(path, "integrity digest does not match the content: the plan was "
                                   "edited or corrupted after it was written; re-plan")
     plan = from_dict(data)
+    # Derived counts are stored for readers of the JSON: they must be the plan's own.
+    for index, (phase, stored) in enumerate(zip(plan.phases, data["phases"], strict=True)):
+        if "hosts" in stored and stored["hosts"] != _host_counts(plan, phase):
+            raise PlanFileError(path, f"not a valid plan file: phases[{index}].hosts: "
+                                      f"{json.dumps(stored['hosts'])} are not the counts of "
+                                      "the phase's own findings and problems; the plan was "
+                                      "edited after it was made (re-plan)")
     # The digest only says the file is as written; this says the text is the plan's own.
     first = next(verify.problems(plan), None)
     if first is not None:

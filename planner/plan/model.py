@@ -11,8 +11,13 @@ from typing import Any, Literal
 
 from .hostref import HostRef as HostRef  # where it lives, as every reader imports it
 
-# major.minor: a reader refuses any other major. 2.0: typed actions, hosts as objects.
-FORMAT_VERSION = "2.0"
+# major.minor: a reader refuses any other major, and reads every minor of its own. 2.0:
+# typed actions, hosts as objects. 2.1: each phase counts its hosts (ok, failed, skipped).
+FORMAT_VERSION = "2.1"
+
+# The reason of an unassessed item for a host that dropped out of the run before the phase
+# (unreachable, or a failed preflight), then why: shown as "not assessed on HOST (why)".
+NOT_READ = "host not read: "
 
 Outcome = Literal["ran", "no changes", "planned", "reported", "unassessed", "skipped"]
 
@@ -63,6 +68,23 @@ class PhaseOutcome:
     dry_run: str
     outcome: Outcome
     findings: tuple[Note, ...] = ()
+
+
+# Phases that read no host (they report what they would do): no host counts.
+REPORTED = "reported, not run"
+
+
+@dataclass(frozen=True)
+class HostCounts:
+    """How a phase fared host by host: ok (read there without a problem there), failed
+    (a problem there), skipped (dropped out in an earlier phase, so never read here)."""
+
+    ok: int
+    failed: tuple[HostRef, ...] = ()
+    skipped: tuple[HostRef, ...] = ()
+
+    def as_counts(self) -> dict[str, int]:
+        return {"ok": self.ok, "failed": len(self.failed), "skipped": len(self.skipped)}
 
 
 @dataclass(frozen=True)
@@ -136,6 +158,23 @@ class Plan:
     format_version: str = FORMAT_VERSION
     # Outside the digest, like the digest itself: signing never changes what was signed.
     signatures: tuple[Signature, ...] = ()
+
+    def host_counts(self, phase: PhaseOutcome) -> HostCounts | None:
+        """Derived, like the summary: None for a phase that says nothing host by host (it
+        reads no host, or reports only on the cluster)."""
+        if phase.dry_run == REPORTED:
+            return None
+        failed = {n.host for n in self.problems if n.host is not None and n.phase == phase.title}
+        seen = {n.host for n in phase.findings if n.host is not None}
+        if not seen and not failed:
+            return None
+        earlier = {p.title for p in self.phases if p.number < phase.number}
+        dropped = {n.host for n in self.problems if n.host is not None and n.phase in earlier}
+        skipped = ({h.ref for h in self.hosts} - seen - failed) & dropped
+        order = {h.ref: i for i, h in enumerate(self.hosts)}
+        return HostCounts(len(seen - failed),
+                          tuple(sorted(failed, key=lambda h: order.get(h, len(order)))),
+                          tuple(sorted(skipped, key=lambda h: order.get(h, len(order)))))
 
     @property
     def summary(self) -> dict[str, int]:

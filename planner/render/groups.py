@@ -21,7 +21,7 @@ from ..plan.actions import (
     WRITE_FILE,
     WRITE_FILE_IN_PLACE,
 )
-from ..plan.model import Change, HostRef, KeyChange, Plan
+from ..plan.model import NOT_READ, Change, HostRef, KeyChange, PhaseOutcome, Plan, Unassessed
 
 FILE_ACTIONS = (WRITE_FILE, WRITE_FILE_IN_PLACE, DELETE_FILE, DELETE_FILE_IN_PLACE)
 
@@ -163,3 +163,42 @@ def notes(change: Change) -> list[str]:
     """The planner's own notes in a diff (`# mode 644 -> 600`): a diff line never starts
     with `#`, so these can't be mistaken for content."""
     return [line for line in change.diff.splitlines() if line.startswith("#")]
+
+
+def host_counts(plan: Plan, phase: PhaseOutcome) -> tuple[int, str]:
+    """(hosts ok, ", 2 failed (a, b), 1 skipped (c: failed an earlier phase)") of a phase
+    that reads hosts one by one (Plan.host_counts, as --json has them); the text is "" when
+    no host of the plan failed there or before it."""
+    counts = plan.host_counts(phase)
+    if counts is None:  # a phase that says nothing per host (Disconnect)
+        return 0, ""
+    text = ""
+    if counts.failed:
+        text += f", {len(counts.failed)} failed ({host_list([h.name for h in counts.failed])})"
+    if counts.skipped:
+        text += (f", {len(counts.skipped)} skipped "
+                 f"({host_list([h.name for h in counts.skipped])}: failed an earlier phase)")
+    return counts.ok, text
+
+
+def not_assessed(plan: Plan, phase: str) -> list[tuple[str, str]]:
+    """(where, reason) per distinct reason of a phase's unassessed items: the hosts that
+    share it, listed once. Hosts that were never read say so: ("not assessed on a, b",
+    "unreachable")."""
+    by_reason: dict[str, list[Unassessed]] = {}
+    for item in plan.unassessed:
+        if item.phase == phase:
+            by_reason.setdefault(item.reason, []).append(item)
+    found = []
+    for reason, items in by_reason.items():
+        hosts = [bare_name(i.host) for i in items]
+        where = ", ".join(w for w in (host_list([h for h in hosts if h]),
+                                      "cluster" if None in hosts else "") if w)
+        found.append((where, reason))
+    return found
+
+
+def unassessed_line(where: str, reason: str) -> str:
+    if reason.startswith(NOT_READ):
+        return f"not assessed on {where} ({reason.removeprefix(NOT_READ)})"
+    return f"{where}  unassessed: {reason}"

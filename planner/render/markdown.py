@@ -7,27 +7,28 @@ shows Terraform's `~`); the unified diff only with `full`/`diff`.
 
 from __future__ import annotations
 
-from ..plan.model import Plan
+from ..plan.model import NOT_READ, PhaseOutcome, Plan
 from .apply_block import markdown_block
 from .choices import SecretNotes, secret_notes
 from .groups import (
     CHART_VALUES,
     ChangeGroup,
-    bare_name,
     flagged_hosts,
     flags,
     grouped,
-    host_list,
+    host_counts,
     key_line,
     label,
     no_changes,
+    not_assessed,
     notes,
     on_hosts,
     section,
     summary_line,
+    unassessed_line,
 )
 from .safe import fenced, md, printable
-from .text import View
+from .text import PREFLIGHT, View
 
 _MD_SIGIL = {"+": "+", "-": "-", "~": "!"}
 
@@ -44,7 +45,8 @@ def render_markdown(plan: Plan, view: View | None = None) -> str:
              f"| {s['hosts']} | {s['changes']} | {s['hosts_changed']} | {s['restarts']} | "
              f"{s['unassessed']} | {s['warnings']} | {s['problems']} |", "",
              "| # | phase | dry run | outcome |", "|---|---|---|---|"]
-    lines += [f"| {p.number} | {p.title} | {p.dry_run} | {p.outcome} |" for p in plan.phases]
+    lines += [f"| {p.number} | {p.title} | {p.dry_run} | {md(_outcome(plan, p))} |"
+              for p in plan.phases]
     if plan.applyable:
         # Before the changes: a pull request is read from the top.
         lines += ["", *markdown_block(plan, view.full)]
@@ -61,14 +63,11 @@ def render_markdown(plan: Plan, view: View | None = None) -> str:
                 hidden_diffs |= _change(lines, group, view, secrets)
     if plan.unassessed:
         lines += ["", "#### Unassessed", ""]
-        by_reason: dict[tuple[str, str], list[str | None]] = {}
-        for item in plan.unassessed:
-            by_reason.setdefault((item.phase, item.reason), []).append(bare_name(item.host))
-        for (phase, reason), hosts in by_reason.items():
-            named = [h for h in hosts if h]
-            where = ", ".join(w for w in (host_list(named), "cluster" if None in hosts else "")
-                              if w)
-            lines.append(f"- {md(phase)} on {md(where)}: {md(reason)}")
+        for phase in dict.fromkeys(item.phase for item in plan.unassessed):
+            for where, reason in not_assessed(plan, phase):
+                lines.append(f"- {md(phase)}: {md(unassessed_line(where, reason))}"
+                             if reason.startswith(NOT_READ) else
+                             f"- {md(phase)} on {md(where)}: {md(reason)}")
     lines += _preflight(plan, view)
     if plan.warnings:
         lines += ["", "#### Warnings", ""] + [f"- {md(str(w))}" for w in plan.warnings]
@@ -100,6 +99,14 @@ def _change(lines: list[str], group: ChangeGroup, view: View, secrets: SecretNot
     if change.key_changes:
         lines += ["</details>", ""]
     return False
+
+
+def _outcome(plan: Plan, phase: PhaseOutcome) -> str:
+    """A phase's outcome, with its hosts counted where some failed there or before."""
+    if phase.dry_run not in PREFLIGHT:
+        return phase.outcome
+    ok, dropped = host_counts(plan, phase)
+    return f"{phase.outcome}: {ok} host(s) ok{dropped}" if dropped else phase.outcome
 
 
 def _preflight(plan: Plan, view: View) -> list[str]:

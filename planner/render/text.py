@@ -19,18 +19,19 @@ from .choices import SecretNotes, secret_notes
 from .groups import (
     CHART_VALUES,
     ChangeGroup,
-    bare_name,
     flagged_hosts,
     flags,
     grouped,
-    host_list,
+    host_counts,
     key_line,
     label,
     no_changes,
+    not_assessed,
     notes,
     on_hosts,
     section,
     summary_line,
+    unassessed_line,
 )
 from .safe import printable
 
@@ -78,17 +79,20 @@ def render_text(plan: Plan, view: View | None = None) -> str:
                 hidden.add(note.host)
                 continue
             lines.append((None, f"      {label(note.host) or 'cluster':<{width}}  {note.text}"))
+        ok, dropped = host_counts(plan, phase) if phase.dry_run in PREFLIGHT else (0, "")
         if hidden:
             compacted = True
             others = "other " if len(hidden) < len({n.host for n in phase.findings}) else ""
-            lines.append((None, f"      {len(hidden)} {others}host(s) ok"))
+            lines.append((None, f"      {len(hidden)} {others}host(s) ok{dropped}"))
+        elif dropped:
+            lines.append((None, f"      {ok} host(s) ok{dropped}"))
         for group in groups:
             if group.change.phase == phase.title and section(group.change) == phase.title:
                 compacted |= _change(lines, group, view, secrets)
         if any(c.phase == phase.title and section(c) == CHART_VALUES for c in plan.changes):
             lines.append((None, f"      chart values: under \"{CHART_VALUES}\" below"))
-        lines += [(None, f"      {where}  unassessed: {reason}")
-                  for where, reason in _unassessed(plan, phase.title)]
+        lines += [(None, f"      {unassessed_line(where, reason)}")
+                  for where, reason in not_assessed(plan, phase.title)]
     # Chart values; and changes of a phase the plan does not list (a hand-made plan):
     # shown, never dropped.
     titles = {p.title for p in plan.phases}
@@ -160,17 +164,6 @@ def diff_lines(change: Change) -> list[Line]:
             style = "remove"
         out.append((style, text))
     return out
-
-
-def _unassessed(plan: Plan, phase: str) -> list[tuple[str, str]]:
-    """(where, reason) per distinct reason of a phase: the hosts that share it, listed once."""
-    by_reason: dict[str, list[str | None]] = {}
-    for item in plan.unassessed:
-        if item.phase == phase:
-            by_reason.setdefault(item.reason, []).append(bare_name(item.host))
-    return [(", ".join(w for w in (host_list([h for h in hosts if h]),
-                                   "cluster" if None in hosts else "") if w), reason)
-            for reason, hosts in by_reason.items()]
 
 
 def _styled(style: Style, text: str, color: bool) -> str:

@@ -165,7 +165,7 @@ def test_refusals_before_any_change(lab_factory, tmp_path: Path) -> None:
     refused = cargoship("apply", plan_file, "--confirm")
     assert refused.returncode == 1
     assert f"{REGISTRIES} changed since the plan was made" in refused.stderr
-    assert f"wrk-1 ({lab.host('wrk-1').address}): {REGISTRIES} changed" in refused.stderr
+    assert f"  - {REGISTRIES} changed since the plan was made: on wrk-1\n" in refused.stderr
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout == "mirrors: {a: {}}\n"
     assert lab.exec("wrk-1", "test -e /run/cargoship/lock", check=False).returncode == 1
 

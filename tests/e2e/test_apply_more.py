@@ -4,6 +4,7 @@ kubeconfig and labels, force-unlock, and the one-shot engine-config-sync --confi
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -132,12 +133,16 @@ def test_engine_config_sync_confirm_plans_and_applies(lab_factory, tmp_path: Pat
     drift(lab, "wrk-1")
     refused = cargoship("engine-config-sync", "-c", lab.dir / "cluster.yaml")
     assert refused.returncode == 1
+    state = tmp_path / "state"
     result = subprocess.run([*cargoship_argv(), "engine-config-sync", "-c",
                              str(lab.dir / "cluster.yaml"), "--confirm"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "XDG_STATE_HOME": str(state)})
     assert result.returncode == 0, result.stdout + result.stderr
     assert lab.exec("wrk-1", f"cat {REGISTRIES}").stdout != "mirrors: {}\n"
-    kept = list((tmp_path / ".cargoship").glob("*.plan.json"))
+    # Kept for audit in the user's state directory, never the working directory.
+    assert not (tmp_path / ".cargoship").exists()
+    kept = list((state / "cargoship" / "plans").glob("*.plan.json"))
     assert len(kept) == 1 and kept[0].with_name(
         kept[0].name.replace(".plan.json", ".plan.applied.json")).exists()
 

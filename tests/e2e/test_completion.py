@@ -78,3 +78,26 @@ def test_completion(shell: str, tmp_path: Path) -> None:
     # A global option before the subcommand does not hide the subcommand's options.
     after_global = complete(path, "cargoship -v apply --")
     assert {"--confirm", "--lock-timeout", "--require-signed-by"} <= after_global
+
+
+SYNTAX_CHECK = {"bash": ["bash", "-n"], "zsh": ["zsh", "-n"], "fish": ["fish", "--no-execute"]}
+
+
+@pytest.mark.parametrize("shell", sorted(COMPLETERS))
+def test_completion_completes_the_shells_in_every_shell(shell: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    need(shell)
+    path = script(shell, tmp_path)
+    checked = subprocess.run([*SYNTAX_CHECK[shell], str(path)], capture_output=True,
+                             text=True, timeout=30)
+    assert checked.returncode == 0, checked.stderr
+    complete = COMPLETERS[shell]
+    # `completion <TAB>` offers the shells, not file names (the zsh stand-in prints FILES
+    # when asked for files; bash and fish would list this directory's).
+    (tmp_path / "not-a-shell.txt").write_text("")
+    monkeypatch.chdir(tmp_path)  # the shells list the working directory's files
+    offered = complete(path, "cargoship completion ")
+    assert {"bash", "zsh", "fish"} <= offered, offered
+    assert not offered & {"FILES", "not-a-shell.txt", str(path.name)}, offered
+    if shell != "zsh":  # zsh's compadd narrows by $PREFIX itself; its stand-in does not
+        assert complete(path, "cargoship completion z") == {"zsh"}

@@ -67,8 +67,9 @@ def test_two_hosts_on_one_address_are_drift_checked_separately(
     refused = cargoship("apply", plan_file, "--confirm")
     assert refused.returncode == 1
     assert refused.stderr == (
-        "error: the hosts changed since the plan was made; re-plan. "
-        f"wrk-1 (127.0.0.1:{port['wrk-1']}): {REGISTRIES} changed since the plan was made\n")
+        "error: the hosts changed since the plan was made; nothing was changed: make a new "
+        "plan (cargoship plan -c CLUSTER.yaml -out PLAN.json) and apply that\n"
+        f"  - {REGISTRIES} changed since the plan was made: on wrk-1\n")
     assert lab.exec("wrk-2", f"cat {REGISTRIES}").stdout == DRIFTED  # untouched
 
     lab.exec("wrk-1", f"printf '{DRIFTED}' > {REGISTRIES}")  # as planned again

@@ -57,7 +57,9 @@ def test_interrupted_apply_is_recorded_shown_and_finished(lab_factory,
     s.lab.exec("wrk-3", f"printf 'mirrors: {{b: {{}}}}\\n' > {REGISTRIES}")
     drifted = s.apply(plan)
     assert drifted.returncode == 1
-    assert f"wrk-3 ({s.lab.host('wrk-3').address}): {REGISTRIES} changed" in drifted.stderr
+    # The refusal lists each reason under its headline, with the hosts it holds for.
+    assert f"\n  - {REGISTRIES} changed since the plan was made: on wrk-3\n" in \
+        drifted.stderr, drifted.stderr
     s.lab.exec("wrk-3", f"printf '{DRIFTED}' > {REGISTRIES}")  # back to what was planned
 
     pid = engine_pid(s.lab, "wrk-1")

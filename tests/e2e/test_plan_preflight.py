@@ -130,6 +130,10 @@ def test_bad_config_lists_every_problem_and_connects_nowhere(tmp_path: Path) -> 
         "and '-', at most 63 characters, got 'Bad_Name'",
         f"error: {config}:8: spec.hosts[1].role: expected one of 'controller', 'worker', "
         "got 'wizard'",
+        # Checks the schema can't express run beside its errors too (issue 29: every error
+        # in one run): both hosts are this one listener.
+        f"error: {config}:8: spec.hosts[1].ssh.address: duplicate SSH endpoint "
+        f"127.0.0.1:{port} (also spec.hosts[0])",
         f"error: {config}:8: spec.hosts[1].ssh.colour: unknown key (expected one of: address, "
         "bastion, keyPath, knownHosts, port, user)",
         f"error: {config}:9: spec.options.concurrency.hosts: expected a value >= 1, got 0",

@@ -1,9 +1,9 @@
 """What a run wrote on a lab host, and whether it ran anything it shouldn't have.
 
 A lab host's writes land in places this machine can read: the overlay upper directories
-over /etc, /var, /root, /usr, /opt and /srv record every file created or changed there, /etc/rancher,
-/var/lib/rancher, /usr/local/bin and /home are bind mounts of the host's own directories,
-and /tmp and /run are the host's own tmpfs (listed from inside). A snapshot before and
+over /etc, /var, /root, /usr, /opt and /srv record every file created or changed there,
+/etc/rancher, /var/lib/rancher, /usr/local/bin and /home are bind mounts of the host's own
+directories, and /tmp and /run are the host's own tmpfs (listed from inside). A snapshot before and
 after a run, compared, lists every file the run created or changed.
 """
 

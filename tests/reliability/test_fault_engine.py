@@ -45,9 +45,11 @@ def test_engine_refusing_the_new_config_is_rolled_back(lab_factory, tmp_path: Pa
     # next respawn of the crash-looping one.
     restarted_by_cargoship(s.lab, "ctl-1", since)
     # runit restarts the failing engine: a crash loop, seen well before the ready timeout,
-    # with the engine's own words from the host.
+    # with the engine's own words from the host, indented under the host's outcome line.
     line = outcome(result.stdout, "ctl-1")
-    assert "rke2-server is crash-looping" in line and "does not resolve" in line
+    assert "rke2-server is crash-looping" in line
+    below = result.stdout.split(line, 1)[1]
+    assert "does not resolve" in below.split("\n  wrk-1 (", 1)[0], result.stdout
     assert "not started: an earlier host failed" in outcome(result.stdout, "wrk-1")
     # Nothing changed for good anywhere: every host keeps its old content, which the
     # (now broken) desired config still wants replaced.

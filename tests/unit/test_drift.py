@@ -140,13 +140,11 @@ def test_a_plan_applied_since_supersedes_this_one() -> None:
     since = with_host(saved, 1, reads={**saved.hosts[1].reads,
                                        APPLIED: f"1 applied, newest {OTHER_ID}, set abcd"})
     assert differences(saved, since) == [
-        f"wrk-1 (10.0.0.2): another plan ({OTHER_ID}) was applied here after this plan was "
-        "made; this plan is superseded"]
+        f"wrk-1 (10.0.0.2): superseded by plan {OTHER_ID}"]
     # A fingerprint that names no plan (a record removed since) still supersedes.
     removed = with_host(saved, 1, reads={**saved.hosts[1].reads, APPLIED: "garbled"})
     assert differences(saved, removed) == [
-        "wrk-1 (10.0.0.2): another plan (unknown) was applied here after this plan was "
-        "made; this plan is superseded"]
+        "wrk-1 (10.0.0.2): superseded by plan (unknown)"]
 
 
 def test_changes_other_than_the_planned_ones_are_refused() -> None:
@@ -186,8 +184,7 @@ def test_finished_hosts_skip_version_and_reads_but_not_the_host_key() -> None:
     assert differences(saved, rewritten, done=done) == [
         "wrk-1 (10.0.0.2): engine version changed (v1.30.4+rke2r1 -> v1.31.0+rke2r1)",
         f"wrk-1 (10.0.0.2): {REGISTRIES} changed since the plan was made",
-        "wrk-1 (10.0.0.2): another plan (unknown) was applied here after this plan was made; "
-        "this plan is superseded",
+        "wrk-1 (10.0.0.2): superseded by plan (unknown)",
     ]
     # A finished host is still held to its key; the other hosts to everything.
     rekeyed = with_host(rewritten, 1, host_key="SHA256:" + "X" * 43)
@@ -276,3 +273,19 @@ def test_a_change_done_already_has_no_diff_to_compare() -> None:
     # The saved diff of a change no longer planned is not compared with anything.
     assert differences(replace(saved, changes=(
         saved.changes[0], replace(saved.changes[1], diff="edited"))), made, done=done) == []
+
+
+def test_a_read_the_plan_could_not_make_is_not_claimed_as_changed() -> None:
+    # The plan left wrk-1's labels unassessed (its node was due a restart), so it never
+    # read them: the fresh read is new, not "changed since the plan was made" (issue 29).
+    # On a host the plan read in full, a new read is still drift (the test above).
+    saved = two_hosts()
+    wrk = saved.hosts[1].ref
+    saved = replace(saved, unassessed=(Unassessed("Label nodes", wrk, "restart first",
+                                                  "label-nodes"),))
+    label = "label:node-role.kubernetes.io/edge"
+    fresh = with_host(saved, 1, reads={**saved.hosts[1].reads, label: "absent"})
+    assert differences(saved, fresh) == []
+    ctl = with_host(saved, 0, reads={**saved.hosts[0].reads, label: "absent"})
+    assert differences(saved, ctl) == [
+        f"ctl-1 (10.0.0.1): {label} changed since the plan was made"]

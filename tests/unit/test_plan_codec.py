@@ -217,3 +217,73 @@ def test_key_changes_must_say_what_the_desired_state_holds() -> None:
     ]:
         with pytest.raises(codec.PlanFileError, match=says):
             codec.loads(_with_keys(lie), "p.json")
+
+
+WRK1 = HostRef("wrk-1", "10.0.0.2", 22)
+CONNECT, DETECT, SYNC = "Connect to hosts", "Detect OS", "Sync Registry Config Worker"
+
+
+def partly_reached() -> Plan:
+    """ctl-1 read; wrk-1 unreachable: failed in phase 1, skipped in phase 2, never read by
+    the sync phase."""
+    plan = sample_plan()
+    return replace(
+        plan,
+        hosts=(*plan.hosts, HostIdentity("wrk-1", "10.0.0.2", 22, "worker", None, None, None,
+                                         None, None)),
+        phases=(PhaseOutcome(1, CONNECT, "runs, reads only", "ran", (Note(CTL1, "connected"),)),
+                PhaseOutcome(2, DETECT, "runs, reads only", "ran",
+                             (Note(CTL1, "Ubuntu 22.04"),)),
+                PhaseOutcome(3, SYNC, "reported, not run", "unassessed")),
+        unassessed=(Unassessed(SYNC, WRK1, "host not read: unreachable", None),),
+        problems=(Notice(WRK1, CONNECT, "cannot connect to 10.0.0.2:22: timed out"),),
+        applyable=False, complete=False)
+
+
+def test_each_phase_counts_its_hosts_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    plan = partly_reached()
+    codec.write(plan, path)
+    data = json.loads(path.read_text())
+    assert data["format_version"] == "2.1"
+    assert [p["hosts"] for p in data["phases"]] == [
+        {"ok": 1, "failed": 1, "skipped": 0}, {"ok": 1, "failed": 0, "skipped": 1}, None]
+    again = codec.read(path)
+    assert again == plan
+    codec.write(again, tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
+
+
+def test_host_counts_are_required_from_2_1_and_must_be_the_plans_own() -> None:
+    data = json.loads(codec.dumps(partly_reached()))
+    missing = json.loads(json.dumps(data))
+    del missing["phases"][1]["hosts"]
+    missing["digest"] = codec.digest_of(missing)
+    with pytest.raises(codec.PlanFileError, match=r"phases\[1\]"):
+        codec.loads(json.dumps(missing), "plan.json")
+    for lie in ({"ok": 2, "failed": 0, "skipped": 0}, None):
+        edited = json.loads(json.dumps(data))
+        edited["phases"][0]["hosts"] = lie
+        edited["digest"] = codec.digest_of(edited)
+        with pytest.raises(codec.PlanFileError,
+                           match=r"phases\[0\]\.hosts: .* are not the counts of the phase's"):
+            codec.loads(json.dumps(edited), "plan.json")
+    wrong = json.loads(json.dumps(data))
+    wrong["phases"][0]["hosts"] = {"ok": 1, "failed": 1}
+    wrong["digest"] = codec.digest_of(wrong)
+    with pytest.raises(codec.PlanFileError, match=r"phases\[0\]\.hosts"):
+        codec.loads(json.dumps(wrong), "plan.json")
+
+
+def test_a_2_0_plan_is_read_and_written_as_it_was(tmp_path: Path) -> None:
+    # A plan of the older minor has no host counts: read as it is, its digest (and so its
+    # signatures) unchanged when written again.
+    old = replace(partly_reached(), format_version="2.0")
+    text = codec.dumps(old)
+    data = json.loads(text)
+    assert data["format_version"] == "2.0"
+    assert all("hosts" not in p for p in data["phases"])
+    again = codec.loads(text, "old.json")
+    assert again == old
+    assert codec.dumps(again) == text
+    assert codec.plan_digest(again) == data["digest"]

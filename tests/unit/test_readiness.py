@@ -106,7 +106,10 @@ def test_engine_restarting_on_its_own_is_a_crash_loop_with_its_log() -> None:
         for probe in [RUN.format(20), down, RUN.format(21), down, RUN.format(22)]:
             w.probed("state", parse_probe(probe))
     assert "rke2-server is crash-looping" in str(exc.value)
-    assert "engine log: level=fatal msg=boom" in str(exc.value)
+    # The headline alone; the log's lines under it, apart.
+    assert "engine log" not in str(exc.value)
+    assert exc.value.log[0].startswith("engine log") and "  level=fatal msg=boom" in \
+        exc.value.log
 
 
 def test_engine_dying_before_ready_is_a_crash_loop() -> None:
@@ -133,7 +136,8 @@ def test_api_server_pod_restarting_is_a_crash_loop() -> None:
         for n in (2, 2, 3, 4):
             w.probed("state", parse_probe(RUN.format(20) + f"\napiserver-logs {n}"))
     assert "kube-apiserver is crash-looping (2 restart(s)" in str(exc.value)
-    assert "kube-apiserver log: F audit: bad level" in str(exc.value)
+    assert any(line.startswith("kube-apiserver log") for line in exc.value.log)
+    assert "  F audit: bad level" in exc.value.log
 
 
 def test_point_at_keeps_scheme_and_port() -> None:

@@ -111,7 +111,8 @@ def require_args(tmp_path: Path, minimum: int) -> argparse.Namespace:
     allowed = tmp_path / "allowed_signers"
     allowed.write_text("")
     return argparse.Namespace(min_signatures=minimum, require_signed_by=allowed,
-                              revoked_keys=None, json=False)
+                              revoked_keys=None, json=False,
+                              plan=tmp_path / "plan.json")
 
 
 def test_the_flag_gate_counts_principals(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -126,7 +127,8 @@ def test_the_flag_gate_counts_principals(monkeypatch: pytest.MonkeyPatch, tmp_pa
         cli._require_signatures(plan, args, found)
     assert str(refused.value) == (
         f"plan {plan.plan_id} has 1 valid signature(s) from {args.require_signed_by}, 2 "
-        "required (SHA256:b1: key SHA256:b1 is revoked; SHA256:x: does not verify against "
+        f"required (looked in the plan and in {tmp_path}/*.cargoship-sig) "
+        "(SHA256:b1: key SHA256:b1 is revoked; SHA256:x: does not verify against "
         "this plan's digest); nothing was changed")
     assert cli._require_signatures(plan, require_args(tmp_path, 1), found) == ["alice"]
     assert capsys.readouterr().out == "Signed by alice: accepted\n"
@@ -150,9 +152,11 @@ def test_signed_for_real_revoked_and_duplicate_keys(tmp_path: Path,
     plan = sample_plan()
     signatures = [signing.sign(plan_digest(plan), tmp_path / n) for n in keys]
     args = argparse.Namespace(min_signatures=2, require_signed_by=allowed,
-                              revoked_keys=revoked_file, json=False)
+                              revoked_keys=revoked_file, json=False,
+                              plan=tmp_path / "plan.json")
     with pytest.raises(CargoshipError, match=r"has 1 valid signature\(s\) from .*, 2 "
-                                             r"required \(SHA256:\S+: key \S+ is revoked\)"):
+                                             r"required \(looked in the plan and in \S+\) "
+                                             r"\(SHA256:\S+: key \S+ is revoked\)"):
         cli._require_signatures(plan, args, signatures)
     args.min_signatures = 1
     assert cli._require_signatures(plan, args, signatures) == ["alice"]
