@@ -286,7 +286,10 @@ def test_parsers_end_on_random_hostile_text(parser: Parser, data: st.DataObject)
 
 
 @pytest.mark.parametrize("parser", PARSERS, ids=IDS)
-@settings(max_examples=40, deadline=None, database=None)
+# too_slow: Hypothesis times its own example generation, which a loaded 2-core machine
+# slows past its threshold; what this test bounds is the parse (GUARD), not the machine.
+@settings(max_examples=40, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.lists(st.sampled_from(UNITS) | st.characters(), max_size=20).map("".join))
 def test_parsers_end_on_short_random_text(parser: Parser, text: str) -> None:
     survives(parser, text)
