@@ -58,14 +58,6 @@ class DrainError(CargoshipError):
         super().__init__(f"node {node}: {message}")
 
 
-class NotReadyError(CargoshipError):
-    """The node did not report Ready in time; the message says the last state seen."""
-
-    def __init__(self, node: str, timeout: float, last_seen: str) -> None:
-        self.node, self.last_seen = node, last_seen
-        super().__init__(f"node {node}: not Ready after {timeout:g} s (last seen: {last_seen})")
-
-
 @dataclass(frozen=True)
 class DrainOptions:
     timeout: float = 300.0  # the whole drain: evictions and waiting for the pods to go
@@ -182,17 +174,6 @@ class EvictedPods:
                                      or self.pods[key] != pod_uid(event.object)):
                 del self.pods[key]
         return not self.pods
-
-
-def ready_condition(node: Obj) -> tuple[bool, str]:
-    """Whether the node is Ready, and the condition as shown in an error."""
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == "Ready":
-            detail = ": ".join(str(p) for p in (cond.get("reason"), cond.get("message")) if p)
-            status = cond.get("status")
-            shown = f"Ready={status}" + (f" ({detail})" if detail else "")
-            return status == "True", shown
-    return False, "no Ready condition"
 
 
 class NodeOps:
@@ -453,40 +434,6 @@ class NodeOps:
     def _remaining(self, deadline: float) -> float:
         """The deadline on time.monotonic's scale, whatever this object's clock is."""
         return time.monotonic() + max(0.0, deadline - self._clock())
-
-    # --- readiness -----------------------------------------------------------------------
-
-    def is_ready(self, node: str) -> bool:
-        """Whether the node exists and its Ready condition is "True" (DrainError if the API
-        cannot be asked)."""
-        return self._readiness(node)[0]
-
-    def wait_ready(self, node: str, timeout: float, poll: float = 0.5) -> None:
-        """Poll until the node is Ready, at most `poll` apart (sooner at first, see
-        polling.pause). API failures count as not ready yet: the API may be served by the
-        very engine that is restarting."""
-        started = self._clock()
-        deadline = started + timeout
-        while True:
-            try:
-                ready, last_seen = self._readiness(node)
-            except DrainError as exc:
-                ready, last_seen = False, str(exc)
-            if ready:
-                log.info("node %s: Ready", node)
-                return
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                raise NotReadyError(node, timeout, last_seen)
-            self._sleep(min(pause(self._clock() - started, poll), remaining))
-
-    def _readiness(self, node: str) -> tuple[bool, str]:
-        try:
-            current = self._json(node, "reading the node", self._api.read_node, node,
-                                 allow=(404,))
-        except ApiException:
-            return False, "node not found"
-        return ready_condition(api_shape.node(current, node))
 
     # --- API calls -----------------------------------------------------------------------
 
