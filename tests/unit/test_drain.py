@@ -17,12 +17,10 @@ from executor.drain import (
     DrainOptions,
     EvictedPods,
     NodeOps,
-    NotReadyError,
     PodVerdict,
     api_message,
     classify_pod,
     eviction_body,
-    ready_condition,
 )
 from executor.watch import WatchEvent
 from planner.errors import CargoshipError
@@ -145,25 +143,10 @@ def node(*conditions: client.V1NodeCondition) -> dict[str, Any]:
                                  status=client.V1NodeStatus(conditions=list(conditions) or None)))
 
 
-def test_ready_condition() -> None:
-    assert ready_condition(node(client.V1NodeCondition(type="MemoryPressure", status="False"),
-                                client.V1NodeCondition(type="Ready", status="True"))) == (
-        True, "Ready=True")
-    assert ready_condition(node(client.V1NodeCondition(
-        type="Ready", status="False", reason="KubeletNotReady", message="PLEG is not healthy"))
-    ) == (False, "Ready=False (KubeletNotReady: PLEG is not healthy)")
-    assert ready_condition(node()) == (False, "no Ready condition")
-    assert ready_condition(as_json(client.V1Node(metadata=client.V1ObjectMeta(name="n")))) == (
-        False, "no Ready condition")
-
-
 def test_errors_are_one_line_cargoship_errors() -> None:
     error = DrainError("wrk-1", "eviction of db/db-1 failed: boom")
     assert isinstance(error, CargoshipError) and error.node == "wrk-1"
     assert str(error) == "node wrk-1: eviction of db/db-1 failed: boom"
-    late = NotReadyError("wrk-1", 2.5, "Ready=Unknown")
-    assert isinstance(late, CargoshipError)
-    assert str(late) == "node wrk-1: not Ready after 2.5 s (last seen: Ready=Unknown)"
 
 
 class FlakyApi:
