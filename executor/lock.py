@@ -42,10 +42,10 @@ from planner.facts.lock import (
     LockState,
     Place,
     guard_lines,
+    unlock_command,
 )
 from planner.hosts.batch import Output, quote
 from planner.hosts.ssh import CommandResult
-from planner.phases.lock import unlock_command
 
 from .remote import HostWriter
 

@@ -18,25 +18,28 @@ from __future__ import annotations
 
 import base64
 import binascii
+import getpass
 import json
+import shlex
+import socket
 from dataclasses import dataclass
 from typing import Any
 
+# Named here too, as every reader of the lock imports them (host_paths.py holds them all).
+from ..host_paths import LOCK_DIR as LOCK_DIR
+from ..host_paths import LOCK_PATH as LOCK_PATH
+from ..host_paths import STATE_DIR as STATE_DIR
+from ..host_paths import SWAP_LOCK_PATH as SWAP_LOCK_PATH
 from ..hosts.batch import Fact, FactParseError, Output, quote
 from .bounds import check_size
 
-# On tmpfs, so a reboot clears a crashed run's lock.
-LOCK_DIR = "/run/cargoship"
-LOCK_PATH = f"{LOCK_DIR}/lock"
 TOUCH_EVERY = 30
 STALE_AFTER = 60
-# Held (flock, exclusive) by an engine restart's remote script from before it stops the
-# engine until it has asked for the start: the files are changing. A host snapshot waits
-# for it (shared), so a plan never reads a host halfway through a change.
-SWAP_LOCK_PATH = f"{LOCK_DIR}/swap.lock"
-# The in-progress marker, the apply records and the backups (planner.facts.interrupted,
-# executor.records, executor.files).
-STATE_DIR = "/var/lib/cargoship"
+# SWAP_LOCK_PATH is held (flock, exclusive) by an engine restart's remote script from
+# before it stops the engine until it has asked for the start: the files are changing. A
+# host snapshot waits for it (shared), so a plan never reads a host halfway through a
+# change. STATE_DIR holds the in-progress marker, the apply records and the backups
+# (planner.facts.interrupted, executor.records, executor.files).
 
 # `cs_dir DIR check|fix f|fd`: returns 1 with a one-line reason in $why when DIR, its
 # parent or an entry of DIR is a link, is owned by anyone but root or is writable by
@@ -205,3 +208,13 @@ LOCK: Fact[LockState] = Fact(
     "printf '%s\\n' \"$out\"; else (eval \"$look\"); fi",
     _parse,
 )
+
+
+def whoami() -> str:
+    """Who takes a lock, as its holder is shown: user@machine."""
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def unlock_command(config_file: str, lock_id: str) -> str:
+    """The force-unlock command for a lock, as a user can paste it."""
+    return f"cargoship force-unlock -c {shlex.quote(config_file)} {shlex.quote(lock_id)}"

@@ -66,8 +66,10 @@ def test_stale_threshold_in_whole_seconds() -> None:
     for bad in (-1.0, float("inf"), float("nan")):
         with pytest.raises(ValueError):
             stale_seconds(bad)
-    assert "-le 60 ]" in acquire_script("abc", 60)
-    assert "-le 5 ]" in acquire_script("abc", 5.5)
+    # The generated block carries the threshold the script compares with (-le).
+    assert "\nSTALE_AFTER=60\n" in acquire_script("abc", 60)
+    assert "\nSTALE_AFTER=5\n" in acquire_script("abc", 5.5)
+    assert '-le "$STALE_AFTER" ]' in acquire_script("abc", 60)
 
 
 def test_parse_script_answers() -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from executor.lock import UNSAFE, LockInfo, acquire_script, parse_acquire
 from planner.facts.lock import GUARD, Place, guard
+from planner.hosts.shell import load
 
 STALE = 60
 OURS = LockInfo("0a0a0a0a0a0a", "alice@laptop", 1111, "p" * 32, "2026-12-01T03:00:00+00:00")
@@ -191,8 +192,12 @@ def test_a_lock_directory_others_may_write_is_refused_unchanged(place: Place) ->
 
 def test_on_a_host_the_directories_are_roots() -> None:
     # Place exists for these tests; the scripts every host runs hold root to it.
-    assert GUARD == guard(0) and '[ "$cs_u" != 0 ]' in GUARD
-    assert "@OWNER@" not in GUARD
+    assert GUARD == guard(0) and GUARD.startswith("OWNER_UID=0\n")
     host = acquire_script(OURS.id, STALE)
-    assert "cs_dir /run/cargoship fix f" in host and "p=/run/cargoship/lock\n" in host
-    assert '[ "$cs_u" != 0 ]' in host
+    # The generated block: the values, nothing else, then the files as shipped.
+    block = host.splitlines()[:10]
+    assert host.splitlines()[10] == load("planner.facts", "guard.sh").splitlines()[0]
+    assert block == [
+        "OWNER_UID=0", "LOCK_DIR=/run/cargoship", "STATE_DIR=/var/lib/cargoship",
+        "LOCK_PATH=/run/cargoship/lock", "MUTEX=/run/cargoship/lock.mutex", "MUTEX_WAIT=10",
+        f"WANT='{{\"id\": \"{OURS.id}\", '", "UNSAFE=10", "WAIT_TIMEOUT=11", "STALE_AFTER=60"]

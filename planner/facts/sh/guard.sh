@@ -1,0 +1,63 @@
+# Root's alone: the checks of LOCK_DIR and STATE_DIR (planner/facts/lock.py says why).
+# Set by the generated block on top: OWNER_UID (0 on every host), and for cs_guard
+# LOCK_DIR and STATE_DIR.
+# shellcheck disable=SC2154  # OWNER_UID, LOCK_DIR, STATE_DIR: the generated block's
+
+# `cs_dir DIR check|fix|tighten f|fd`: returns 1 with a one-line reason in $why when DIR,
+# its parent or an entry of DIR is a link, is owned by anyone but OWNER_UID or is writable
+# by anyone but it; entries must be regular files (f) or files and directories (fd).
+# `fix` (the executor) creates DIR 0700 when absent and takes group and world access away
+# from DIR (and, for f, from its files); `tighten` does the same to a DIR that exists,
+# creating none; `check` (a plan) changes nothing. Octal in $(( )) is POSIX; stat -c is
+# GNU and busybox alike. No `local` (not POSIX): cs_ prefixes. An entry gone between the
+# listing and its look (`cs_gone`: a racing run's lock temp, renamed into place under the
+# mutex) has nothing left to judge.
+cs_gone() { [ ! -e "$1" ] && [ ! -L "$1" ]; }
+cs_own() {
+  if [ -L "$1" ]; then why="$1 is a symbolic link"; return 1; fi
+  case $2 in
+    d) [ -d "$1" ] || { why="$1 is not a directory"; return 1; };;
+    f) [ -f "$1" ] || { why="$1 is not a regular file"; return 1; };;
+    *) [ -f "$1" ] || [ -d "$1" ] || { why="$1 is neither a file nor a directory"; return 1; };;
+  esac
+  cs_s=$(stat -c '%u %a' -- "$1" 2>/dev/null) || { why="cannot stat $1"; return 1; }
+  cs_u=${cs_s% *}; cs_m=${cs_s#* }
+  if [ "$cs_u" != "$OWNER_UID" ]; then why="$1 is owned by uid $cs_u"; return 1; fi
+  if [ $((0$cs_m & 022)) -ne 0 ]; then why="$1 is mode 0$cs_m (writable by others)"; return 1; fi
+}
+cs_dir() {
+  why=
+  if ! cs_own "${1%/*}" d; then why="$why: refusing to use $1"; return 1; fi
+  if [ "$2" = fix ] && cs_gone "$1" && ! ( umask 077; mkdir -- "$1" 2>/dev/null ) &&
+      cs_gone "$1"; then  # made meanwhile by a racing run: judged below like any other
+    why="cannot create $1"; return 1
+  fi
+  [ -e "$1" ] || [ -L "$1" ] || return 0
+  if ! cs_own "$1" d; then why="$why: refusing to use it (it must be root's alone)"; return 1; fi
+  cs_dm=$cs_m
+  for cs_f in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+    cs_gone "$cs_f" && continue
+    if ! cs_own "$cs_f" "$3"; then
+      cs_gone "$cs_f" && continue
+      why="$why: refusing to use $1"; return 1
+    fi
+    if [ "$2" != check ] && [ "$3" = f ] && [ $((0$cs_m & 077)) -ne 0 ] &&
+        ! chmod go= -- "$cs_f" 2>/dev/null && ! cs_gone "$cs_f"; then
+      why="cannot make $cs_f root's alone"; return 1
+    fi
+  done
+  if [ "$2" != check ] && [ $((0$cs_dm & 077)) -ne 0 ]; then
+    chmod go= -- "$1" || { why="cannot make $1 root's alone"; return 1; }
+  fi
+  return 0
+}
+# `cs_guard check|fix`: LOCK_DIR and STATE_DIR checked (check), or also LOCK_DIR created
+# and both tightened (fix); 1 with the reason in $why when one is unsafe. Both are checked
+# before either is fixed: a refusal changes nothing. STATE_DIR is made when something is
+# kept there (a marker, a record): a lock taken by an apply that is then refused leaves
+# nothing behind.
+cs_guard() {
+  if ! cs_dir "$LOCK_DIR" check f || ! cs_dir "$STATE_DIR" check fd; then return 1; fi
+  [ "$1" = fix ] || return 0
+  if ! cs_dir "$LOCK_DIR" fix f || ! cs_dir "$STATE_DIR" tighten fd; then return 1; fi
+}
