@@ -17,7 +17,7 @@ from planner.config import ClusterConfig
 from planner.errors import Problem
 from planner.history import PlanHistory
 from planner.plan.model import HostRef
-from planner.render import json_escaped
+from planner.safetext import json_escaped
 
 if TYPE_CHECKING:  # the executor brings the Kubernetes client: imported only to apply
     from executor.apply import ApplyResult

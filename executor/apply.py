@@ -27,11 +27,11 @@ from typing import Any
 from planner import __version__
 from planner.context import PlanContext
 from planner.dryrun import dry_run
+from planner.facts.lock import whoami
 from planner.errors import CargoshipError
 from planner.hosts.batch import quote
 from planner.hosts.ssh import ConnectOptions
 from planner.phases import engine_config_sync
-from planner.phases.lock import whoami
 from planner.plan.build import build_plan
 from planner.plan.codec import plan_digest
 from planner.plan.desired import from_desired

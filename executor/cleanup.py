@@ -13,11 +13,11 @@ from __future__ import annotations
 from planner.facts.distro import LAYOUTS
 from planner.facts.interrupted import MARKER
 from planner.facts.lock import GUARD
+from planner.host_paths import RECORD_DIR
 from planner.hosts.batch import quote
 
 from .files import BACKUP_ROOT
 from .lock import BOUNDED_FLOCK, LOCK_DIR, MUTEX_PATH, MUTEX_WAIT
-from .records import RECORD_DIR
 from .remote import HostWriter
 
 

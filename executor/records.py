@@ -11,13 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from planner.host_paths import RECORD_DIR
 from planner.hosts.batch import quote
 from planner.localfiles import atomic_write
 
 from .files import write_file
 from .remote import HostWriter
-
-RECORD_DIR = "/var/lib/cargoship/applied"
 
 
 def record_path(plan_id: str) -> str:

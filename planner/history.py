@@ -18,10 +18,10 @@ from typing import Any
 from . import history_verify
 from .context import PlanContext
 from .facts.interrupted import INTERRUPTED
+from .host_paths import RECORD_DIR
 from .hosts.batch import Fact, FactParseError, Output
 from .plan.model import HostRef
 
-RECORD_DIR = "/var/lib/cargoship/applied"
 MAX_RECORDS = 500
 
 

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from planner.api_server import server_for
 from planner.config.model import ClusterConfig
 from planner.context import HostState, PlanContext
 from planner.desired.files import DesiredFile
 from planner.errors import CargoshipError
 from planner.kube import admin_kubeconfig_path, parse_admin, with_server
-from planner.phases.admin_access import server_for
 from planner.plan.model import Change, HostRef, Plan, Unassessed
 
 from ..remote import HostWriter

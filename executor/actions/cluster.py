@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from planner.phases.label_nodes import LABEL_PREFIX
-from planner.plan.actions import LABEL_NODE, MERGE_KUBECONFIG
+from planner.plan.actions import LABEL_NODE, LABEL_PREFIX, MERGE_KUBECONFIG
 from planner.plan.model import Change
 
 from ..cluster_steps import label_node, merge_kubeconfig

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from planner.api_server import host_address
 from planner.desired.files import desired_files
 from planner.facts.distro import LAYOUTS
-from planner.phases.admin_access import host_address
 from planner.plan.model import Change
 
 from ..drain import DrainOptions, NodeOps

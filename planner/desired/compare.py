@@ -17,6 +17,7 @@ import yaml
 
 from ..config.secrets import Secret
 from ..credentials import is_credential_key
+from ..facts.files import LiveFile
 from ..plan.model import KeyChange
 from ..safeyaml import YamlTooLarge, safe_load
 from .files import DesiredFile, dump_yaml
@@ -24,16 +25,6 @@ from .keys import key_changes
 
 SENSITIVE_KEYS = frozenset({"password", "auth", "identity_token", "token"})
 MASK, MASK_CHANGED = "***", "*** (changed)"
-
-
-@dataclass(frozen=True)
-class LiveFile:
-    path: str
-    exists: bool
-    content: bytes = b""
-    mode: int | None = None
-    owner: str | None = None  # "uid:gid", numeric: names can lie, ids are what the kernel checks
-    kind: str = "file"  # "file", or what else the path is ("symbolic link", "directory", ...)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from ..history import RECORD_DIR
+from ..host_paths import RECORD_DIR
 from ..hosts.batch import Fact, FactParseError, Output, quote
 from .bounds import capped, check_size
 

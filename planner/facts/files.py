@@ -14,10 +14,23 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from ..desired.compare import LiveFile
 from ..hosts.batch import Fact, FactParseError, Output, quote
 from .bounds import capped, check_size, decimal
+
+
+@dataclass(frozen=True)
+class LiveFile:
+    """A managed file as a host has it: what the desired file is compared against."""
+
+    path: str
+    exists: bool
+    content: bytes = b""
+    mode: int | None = None
+    owner: str | None = None  # "uid:gid", numeric: names can lie, ids are what the kernel checks
+    kind: str = "file"  # "file", or what else the path is ("symbolic link", "directory", ...)
+
 
 MAX_FILE_BYTES = 1 << 20
 # A directory listing's names: thousands of entries fit; a directory holding more is no

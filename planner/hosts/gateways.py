@@ -11,24 +11,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import paramiko
 
 from ..config.model import SshConfig
 from ..errors import ConnectError, HostError
-from .handshake import Peer, Sock, connect_failure, handshake
+from .handshake import DialSettings, Peer, Sock, connect_failure, handshake
 from .host_keys import DEFAULT_KNOWN_HOSTS, StrictPolicy
 from .ssh_config import Hop, Target
-
-if TYPE_CHECKING:
-    from .options import ConnectOptions
 
 
 class _Gateway:
     """One gateway's connection, opened once for every host behind it."""
 
-    def __init__(self, endpoint: str, opener: Callable[[ConnectOptions], paramiko.SSHClient],
+    def __init__(self, endpoint: str, opener: Callable[[DialSettings], paramiko.SSHClient],
                  ) -> None:
         self.endpoint = endpoint
         self._open = opener
@@ -38,7 +34,7 @@ class _Gateway:
         self._connected_once = False
         self._attempts = 0
 
-    def transport(self, label: str, options: ConnectOptions) -> paramiko.Transport:
+    def transport(self, label: str, options: DialSettings) -> paramiko.Transport:
         attempts = self._attempts
         with self._lock:
             transport = self._client.get_transport() if self._client is not None else None
@@ -75,7 +71,7 @@ class _Gateway:
 
 def _open_gateway(who: str, kind: str, target: Target, key_path: Path | None,
                   known_hosts: Path, sock: Callable[[], Sock | None],
-                  options: ConnectOptions) -> paramiko.SSHClient:
+                  options: DialSettings) -> paramiko.SSHClient:
     client = paramiko.SSHClient()
     # A gateway's key is checked exactly like a host's, never accepted unseen.
     client.set_missing_host_key_policy(StrictPolicy())
@@ -98,14 +94,14 @@ class Gateways:
         self._gateways: dict[Hashable, _Gateway] = {}
 
     def _gateway(self, key: Hashable, endpoint: str,
-                 opener: Callable[[ConnectOptions], paramiko.SSHClient]) -> _Gateway:
+                 opener: Callable[[DialSettings], paramiko.SSHClient]) -> _Gateway:
         with self._lock:
             gateway = self._gateways.get(key)
             if gateway is None:
                 gateway = self._gateways[key] = _Gateway(endpoint, opener)
             return gateway
 
-    def channel(self, label: str, ssh: SshConfig, options: ConnectOptions, host: str,
+    def channel(self, label: str, ssh: SshConfig, options: DialSettings, host: str,
                 port: int) -> paramiko.Channel:
         """A channel to `host`:`port` through the host's bastion: its SSH socket."""
         assert ssh.bastion is not None
@@ -116,7 +112,7 @@ class Gateways:
                str(known_hosts))
         endpoint = SshConfig(b.address, b.port).endpoint
 
-        def opener(options: ConnectOptions) -> paramiko.SSHClient:
+        def opener(options: DialSettings) -> paramiko.SSHClient:
             target = options.ssh_config.resolve(
                 b.address, b.port, user, (str(b.key_path),) if b.key_path else ())
             who = f"bastion {endpoint}"
@@ -129,7 +125,7 @@ class Gateways:
                         f"bastion {endpoint}", host, port, options)
 
     def through_jumps(self, label: str, name: str, hops: tuple[Hop, ...], known_hosts: Path,
-                      options: ConnectOptions, host: str, port: int) -> paramiko.Channel:
+                      options: DialSettings, host: str, port: int) -> paramiko.Channel:
         """A channel to `host`:`port` through ProxyJump hosts, visited in order; each
         hop's connection is shared by every host that goes through the same hops."""
         transport: paramiko.Transport | None = None
@@ -148,7 +144,7 @@ class Gateways:
                 return _forward(previous, who, target.endpoint, via, target.host,
                                 target.port, options)
 
-            def opener(options: ConnectOptions, target: Target = target, who: str = who,
+            def opener(options: DialSettings, target: Target = target, who: str = who,
                        sock: Callable[[], Sock | None] = sock) -> paramiko.SSHClient:
                 # No cluster.yaml key for a jump host: its IdentityFile, the agent, ~/.ssh.
                 return _open_gateway(who, "jump host", target, None, known_hosts, sock,
@@ -160,7 +156,7 @@ class Gateways:
         return _forward(transport, label, name, via, host, port, options)
 
     def socket_for(self, label: str, target: Target, known_hosts: Path,
-                   options: ConnectOptions) -> Sock | None:
+                   options: DialSettings) -> Sock | None:
         """The socket of a connection to `target` through its ProxyCommand or ProxyJump;
         None for a direct one (paramiko dials it)."""
         if target.proxy_jump:
@@ -178,7 +174,7 @@ class Gateways:
 
 
 def _forward(transport: paramiko.Transport, label: str, name: str, via: str, host: str,
-             port: int, options: ConnectOptions) -> paramiko.Channel:
+             port: int, options: DialSettings) -> paramiko.Channel:
     try:
         return transport.open_channel(
             "direct-tcpip", dest_addr=(host, port), src_addr=("", 0),

@@ -12,19 +12,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import paramiko
 
 from ..errors import ConnectError, HostKeyError
-from .host_keys import UnknownHostKey, fingerprint
-from .ssh_config import Target
+from .host_keys import KnownHostsFiles, UnknownHostKey, fingerprint
+from .ssh_config import SshConfigFiles, Target
 from .stalls import BoundedTransport, Stage, stalled
 
 if TYPE_CHECKING:
     from paramiko.transport import _SocketLike
-
-    from .options import ConnectOptions
 
 # What paramiko accepts as a connection's socket: a socket, a channel through a gateway,
 # or a ProxyCommand's pipes.
@@ -69,6 +67,21 @@ class PrivateKeys:
         if key is not None:
             kwargs["pkey"] = key
         return kwargs
+
+
+class DialSettings(Protocol):
+    """What a handshake and a gateway read of the run's settings (options.py's
+    ConnectOptions is one): said here, where they are used, so that the host layer's
+    modules import each other one way only."""
+
+    @property
+    def connect_timeout(self) -> float: ...
+    @property
+    def keys(self) -> PrivateKeys: ...
+    @property
+    def known_hosts(self) -> KnownHostsFiles: ...
+    @property
+    def ssh_config(self) -> SshConfigFiles: ...
 
 
 @dataclass(frozen=True)
@@ -122,7 +135,7 @@ def aead_first(sock: _SocketLike, /, *, gss_kex: bool, gss_deleg_creds: bool,
 
 
 def handshake(client: paramiko.SSHClient, target: Target, sock: Callable[[], Sock | None],
-              peer: Peer, options: ConnectOptions) -> paramiko.Transport:
+              peer: Peer, options: DialSettings) -> paramiko.Transport:
     """Connect and authenticate, or close everything and say in one line why not: a host
     key unknown or changed, credentials refused, or no connection at all. `sock` makes the
     connection's socket (None: paramiko dials `target` itself); its errors are the

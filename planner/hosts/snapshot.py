@@ -55,7 +55,7 @@ class SnapshotScript:
 
     def command(self, wait: int = 0) -> str:
         """`wait`: seconds to wait, before reading anything, for an engine restart still
-        changing the host's files (facts/lock.py SWAP_LOCK_PATH); then it reads anyway, and
+        changing the host's files (host_paths.py SWAP_LOCK_PATH); then it reads anyway, and
         the apply's drift check is what stands between such a read and a change."""
         script = self.user.script()
         if self.root.facts:
@@ -70,7 +70,7 @@ class SnapshotScript:
 
     @staticmethod
     def _wait_for_swap(wait: int) -> str:
-        from ..facts.lock import SWAP_LOCK_PATH
+        from ..host_paths import SWAP_LOCK_PATH
 
         lock = quote(SWAP_LOCK_PATH)
         # A regular file only: opening a FIFO someone put there would block. flock -n in a

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..api_server import server_for
 from ..context import HostState, PlanContext
 from ..desired.compare import file_digest
 from ..facts.files import files_fact
@@ -13,8 +14,6 @@ from ..hosts.batch import Fact
 from ..kube import (
     KubeconfigError,
     admin_kubeconfig_path,
-    api_server,
-    own_address,
     parse_admin,
     with_server,
 )
@@ -57,16 +56,3 @@ def read_admin_from(ctx: PlanContext, phase: str,
         return None
     server, source = server_for(ctx, host, admin)
     return with_server(admin, server), source
-
-
-def server_for(ctx: PlanContext, host: HostState, admin: dict[str, Any]) -> tuple[str, str]:
-    """The cluster's API server URL, read from this controller, and where it came from."""
-    sans = host.engine_settings.list_of("tls-san") if host.engine_settings else []
-    return api_server(admin, ctx.config.options.kubeconfig_server, sans, host_address(host))
-
-
-def host_address(host: HostState) -> str:
-    """The controller's own address for its own API server (covered by its certificate)."""
-    addresses = [a.address for a in host.network.addresses] if host.network else []
-    node_ips = host.engine_settings.list_of("node-ip") if host.engine_settings else []
-    return own_address(host.config.ssh.address, addresses, node_ips, host.private_address)

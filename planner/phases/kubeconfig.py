@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ..api_server import host_address
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import file_digest
 from ..desired.keys import key_changes
@@ -22,7 +23,7 @@ from ..hosts.batch import Fact
 from ..kube import admin_kubeconfig_path, masked, merge, named_entries
 from ..plan.actions import MERGE_KUBECONFIG
 from ..safeyaml import safe_load
-from .admin_access import admin_prefetch, first_controller, host_address, read_admin_from
+from .admin_access import admin_prefetch, first_controller, read_admin_from
 from .base import Phase, Resource
 
 

@@ -11,11 +11,9 @@ from typing import Any
 
 from ..context import HostState, PlanContext, PlannedChange
 from ..hosts.batch import Fact
-from ..plan.actions import LABEL_NODE
+from ..plan.actions import LABEL_NODE, LABEL_PREFIX
 from .admin_access import admin_prefetch, first_controller, read_admin
 from .base import Phase, Resource
-
-LABEL_PREFIX = "node-role.kubernetes.io/"
 
 
 class LabelNodes(Phase):

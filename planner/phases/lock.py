@@ -7,20 +7,13 @@ live run of someone else holds it (the plan can then already be out of date).
 
 from __future__ import annotations
 
-import getpass
-import shlex
-import socket
 from collections.abc import Sequence
 from typing import Any
 
 from ..context import HostState, PlanContext
-from ..facts.lock import LOCK, LOCK_PATH, LockState
+from ..facts.lock import LOCK, LOCK_PATH, LockState, unlock_command, whoami
 from ..hosts.batch import Fact
 from .base import Phase, Resource
-
-
-def whoami() -> str:
-    return f"{getpass.getuser()}@{socket.gethostname()}"
 
 
 class AcquireLock(Phase):
@@ -59,8 +52,3 @@ class AcquireLock(Phase):
         if writes:
             ctx.found(self.title, None, f"would lock {len(writes)} host(s) as {whoami()}")
         return writes
-
-
-def unlock_command(config_file: str, lock_id: str) -> str:
-    """The force-unlock command for a lock, as a user can paste it."""
-    return f"cargoship force-unlock -c {shlex.quote(config_file)} {shlex.quote(lock_id)}"

@@ -35,6 +35,8 @@ RECOVER = "recover"
 RESTORE_BACKUP = "restore-backup"
 MERGE_KUBECONFIG = "merge-kubeconfig"
 LABEL_NODE = "label-node"
+# The node label a label-node change sets: this prefix, then the host's profile, "=true".
+LABEL_PREFIX = "node-role.kubernetes.io/"
 
 ACTIONS: dict[str, ActionSpec] = {a.name: a for a in (
     ActionSpec(WRITE_FILE, "host", True, True, ("before", "after"),

@@ -23,7 +23,7 @@ import schemas
 from ..config.yamlio import format_path
 from ..errors import CargoshipError
 from ..localfiles import atomic_write
-from ..render import json_escaped
+from ..safetext import json_escaped
 from . import verify
 from .desired import config_form
 from .model import (

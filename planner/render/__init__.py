@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .safe import json_escaped, printable
+from ..safetext import json_escaped, printable
 
 if TYPE_CHECKING:
     from .groups import summary_line

@@ -8,8 +8,8 @@ in one line (`full`: one line each, with what they do). Then every secret's sour
 from __future__ import annotations
 
 from ..plan.model import Plan
+from ..safetext import md
 from .choices import HEADING, NOT_IN_PLAN, SECRETS_HEADING, Choice, choices, sources
-from .safe import md
 
 FLAG = "NOT the default"
 

@@ -8,6 +8,7 @@ shows Terraform's `~`); the unified diff only with `full`/`diff`.
 from __future__ import annotations
 
 from ..plan.model import NOT_READ, PhaseOutcome, Plan
+from ..safetext import fenced, md, printable
 from .apply_block import markdown_block
 from .choices import SecretNotes, secret_notes
 from .groups import (
@@ -27,7 +28,6 @@ from .groups import (
     summary_line,
     unassessed_line,
 )
-from .safe import fenced, md, printable
 from .text import PREFLIGHT, View
 
 _MD_SIGIL = {"+": "+", "-": "-", "~": "!"}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..plan.model import Change, HostRef, Plan
+from ..safetext import printable
 from .apply_block import text_block
 from .choices import SecretNotes, secret_notes
 from .groups import (
@@ -33,7 +34,6 @@ from .groups import (
     summary_line,
     unassessed_line,
 )
-from .safe import printable
 
 Style = Literal["add", "remove", "change", "hunk", "header", "problem", "warning"] | None
 Line = tuple[Style, str]

@@ -8,8 +8,9 @@ import yaml
 
 from planner.config.model import ClusterConfig, Engine, HostConfig, SshConfig
 from planner.config.secrets import Secret
-from planner.desired.compare import LiveFile, compare
+from planner.desired.compare import compare
 from planner.desired.files import desired_files
+from planner.facts.files import LiveFile
 
 SALT = b"salt"
 
