@@ -30,16 +30,14 @@ from cargoship.heartbeat import heartbeat
 from executor.errors import ApplyInterrupted
 from planner import __version__
 from planner.config import load_config
-from planner.connecting import begin
-from planner.context import PlanContext
 from planner.errors import CargoshipError, ConfigError
 from planner.hosts.ssh import ConnectOptions
 from planner.localfiles import LocalFileError, atomic_write
+from planner.make import make_plan
 from planner.render import printable
-from planner.startup import imports_done
 
 # What a plan needs only once its hosts' handshakes have begun is imported where it is used,
-# so that it loads while they run (planner/hosts/handshakes.py); other commands pay only
+# so that it loads while they run (planner/make.py); other commands pay only
 # for what they use too.
 if TYPE_CHECKING:
     from planner.dryrun import DryRunReport
@@ -363,25 +361,11 @@ def _dispatch(args: argparse.Namespace) -> int:
                              "apply in one run, or --dry-run to only report")
     options = ConnectOptions(connect_timeout=config.options.connect_timeout,
                              accept_new_host_keys=args.accept_new_host_keys)
-    ctx = PlanContext.create(config, options)
-    with heartbeat(sys.stderr, lambda: ctx.activity, enabled=not sys.stdout.isatty()):
-        begin(ctx)  # the handshakes run while the phases' code loads
-        try:
-            from planner.dryrun import dry_run
-            from planner.phases import engine_config_sync
-
-            phases = engine_config_sync()  # a broken plugin fails here
-            if ctx.startup is not None:
-                ctx.loaded = imports_done(ctx.startup)
-        except BaseException:
-            if ctx.handshakes is not None:
-                ctx.handshakes.close()
-            raise
-        report = dry_run(ctx, phases)
+    made = make_plan(config, options, watch=lambda activity: heartbeat(
+        sys.stderr, activity, enabled=not sys.stdout.isatty()))
     from planner.plan import codec
-    from planner.plan.build import build_plan
 
-    plan = build_plan(report)
+    plan, report = made.plan, made.report
     as_json = getattr(args, "json", False)
     if as_json:
         sys.stdout.write(codec.dumps(plan))

@@ -12,16 +12,11 @@ from cargoship import json_output
 from planner import history
 from planner.config import ClusterConfig, load_config
 from planner.config.secrets import Unresolved
-from planner.context import PlanContext
-from planner.dryrun import dry_run
 from planner.errors import CargoshipError, ConfigError
 from planner.facts.lock import LockState
 from planner.hosts.ssh import ConnectOptions
-from planner.phases import engine_config_sync
-from planner.phases.connect import Connect
-from planner.phases.disconnect import close_all
+from planner.make import connected, make_plan
 from planner.plan import codec
-from planner.plan.build import build_plan
 from planner.plan.desired import from_desired
 from planner.plan.model import HostRef
 from planner.render import printable
@@ -59,12 +54,8 @@ def history_command(path: Path, as_json: bool = False,
     if allowed_signers is not None and not allowed_signers.is_file():
         raise CargoshipError(f"{allowed_signers}: no such allowed-signers file")
     options = ConnectOptions(connect_timeout=config.options.connect_timeout)
-    ctx = PlanContext.create(config, options)
-    try:
-        Connect().run(ctx)
+    with connected(config, options) as ctx:
         entries = history.collect(ctx, _signature_check(allowed_signers))
-    finally:
-        close_all(ctx)
     pending, still, unread = _still_match(path, options)
     if as_json:
         problems = unread + [f"{ctx.label(p) or ''}: {p.text}" for p in ctx.problems]
@@ -134,7 +125,7 @@ def _still_match(path: Path, options: ConnectOptions) -> tuple[int | None, str, 
     except ConfigError as exc:
         return None, (f"Whether the hosts still match the desired config was not checked: "
                       f"{exc.problems[0]}"), [str(exc.problems[0])]
-    now = build_plan(dry_run(PlanContext.create(full, options), engine_config_sync()))
+    now = make_plan(full, options).plan
     if now.problems:
         return None, "Whether the hosts still match is unknown: some hosts could not be read.", \
             [str(n) for n in now.problems]

@@ -25,14 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from planner import __version__
-from planner.context import PlanContext
-from planner.dryrun import dry_run
-from planner.facts.lock import whoami
 from planner.errors import CargoshipError
+from planner.facts.lock import whoami
 from planner.hosts.batch import quote
 from planner.hosts.ssh import ConnectOptions
-from planner.phases import engine_config_sync
-from planner.plan.build import build_plan
+from planner.make import make_plan
 from planner.plan.codec import plan_digest
 from planner.plan.desired import from_desired
 from planner.plan.model import Change, HostRef, Plan, Signature
@@ -192,12 +189,11 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     # The drift check reads through the sessions held for the rollout: one connection
     # per host for the whole apply.
     held = {h.index: w for h, w in zip(config.hosts, writers, strict=True)}
-    ctx = PlanContext.create(config, options, held_sessions=lambda h: held[h.index].reader())
+    made = make_plan(config, options, salt=salt, applying=plan.plan_id,
+                     held_sessions=lambda h: held[h.index].reader())
+    ctx, fresh = made.ctx, made.plan
     keyed = {h.ref.key: w for h, w in zip(ctx.hosts, writers, strict=True)}
     earlier = _earlier_runs(plan, keyed)
-    ctx.salt = salt
-    ctx.applying = plan.plan_id
-    fresh = build_plan(dry_run(ctx, engine_config_sync()))
     if fresh.problems:
         raise ApplyRefused("the hosts no longer pass the preflight: " +
                            "; ".join(map(str, fresh.problems)))

@@ -1,97 +1,47 @@
-"""Turn what a dry run learned (PlanContext + phase records) into a Plan."""
+"""Assemble a Plan from what a finished dry run found, already in the plan's own terms
+(planner/make.py translates the run's records): the plan's identity, its desired state and
+the verdicts (applyable, complete) derived from the findings. Nothing here runs a phase or
+reads a host."""
 
 from __future__ import annotations
 
 import datetime
 import secrets
+from collections.abc import Sequence
 
 from .. import __version__
-from ..context import Finding, HostState, PlanContext
-from ..dryrun import DryRunReport
-from ..phases.base import DryRun
-from ..phases.lock import whoami
+from ..config.model import ClusterConfig
 from .desired import inline_secrets, to_desired
-from .model import (
-    Change,
-    HostIdentity,
-    HostRef,
-    Note,
-    Notice,
-    Outcome,
-    PhaseOutcome,
-    Plan,
-    Unassessed,
-)
+from .model import Change, HostIdentity, Notice, PhaseOutcome, Plan, Unassessed
 
 
-def build_plan(report: DryRunReport) -> Plan:
-    ctx = report.ctx
-    names = {h.config.index: h.ref for h in ctx.hosts}
-    inline = inline_secrets(ctx.config)
+def build_plan(config: ClusterConfig, salt: bytes, *, created_by: str,
+               hosts: Sequence[HostIdentity], phases: Sequence[PhaseOutcome],
+               changes: Sequence[Change], unassessed: Sequence[Unassessed],
+               warnings: Sequence[Notice], problems: Sequence[Notice],
+               seconds: float) -> Plan:
+    inline = inline_secrets(config)
     return Plan(
         plan_id=_uuid4_hex(),
         created_at=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
         + "Z",
-        created_by=whoami(),
+        created_by=created_by,
         cargoship_version=__version__,
-        config_digest=ctx.config.digest,
-        cluster=ctx.config.name,
-        desired=to_desired(ctx.config, ctx.salt),
-        hosts=tuple(_identity(ctx, h) for h in ctx.hosts),
-        phases=tuple(
-            PhaseOutcome(r.number, r.title, r.dry_run.value, _outcome(r.dry_run, r.outcome),
-                         tuple(Note(_host(names, f), f.text) for f in ctx.findings
-                               if f.phase == r.title))
-            for r in report.phases),
-        changes=tuple(Change(names[c.host] if c.host is not None else None, c.phase,
-                             c.action, c.target, c.before, c.after, c.diff, c.drain, c.restart,
-                             c.node, c.label, c.context, c.key_changes)
-                      for c in ctx.changes),
-        unassessed=tuple(Unassessed(u.phase, _host(names, u), u.text, u.action)
-                         for u in ctx.unassessed_items),
-        warnings=tuple(_notice(names, w) for w in ctx.warnings) + tuple(
+        config_digest=config.digest,
+        cluster=config.name,
+        desired=to_desired(config, salt),
+        hosts=tuple(hosts),
+        phases=tuple(phases),
+        changes=tuple(changes),
+        unassessed=tuple(unassessed),
+        warnings=tuple(warnings) + tuple(
             Notice(None, None, f"{path}: an inline secret can't be carried by a plan; use "
                    "fromEnv or fromFile to make this plan applyable") for path in inline),
-        problems=tuple(_notice(names, p) for p in ctx.problems),
-        salt=ctx.salt.hex(),
-        seconds=round(report.seconds, 3),
-        applyable=not ctx.problems and not inline,
-        complete=not ctx.problems and not ctx.unassessed_items,
-    )
-
-
-def _host(names: dict[int, HostRef], finding: Finding) -> HostRef | None:
-    return None if finding.host is None else names[finding.host]
-
-
-def _notice(names: dict[int, HostRef], finding: Finding) -> Notice:
-    return Notice(_host(names, finding), finding.phase, finding.text)
-
-
-def _outcome(dry_run: DryRun, outcome: str) -> Outcome:
-    if outcome == "skipped":
-        return "skipped"
-    if dry_run is not DryRun.REPORTED:
-        return "ran"
-    known: dict[str, Outcome] = {"planned": "planned", "no changes": "no changes",
-                                 "unassessed": "unassessed"}
-    return known.get(outcome, "reported")
-
-
-def _identity(ctx: PlanContext, host: HostState) -> HostIdentity:
-    cfg, ref = host.config, host.ref
-    return HostIdentity(
-        name=ref.name,
-        address=ref.address,
-        port=ref.port,
-        role=cfg.role,
-        profile=cfg.profile,
-        host_key=host.host_key,
-        os=host.os.pretty_name if host.os else None,
-        arch=host.kernel.machine if host.kernel else None,
-        engine_version=str(host.engine.version) if host.engine and host.engine.version
-        else None,
-        reads=dict(sorted(ctx.reads.get(cfg.index, {}).items())),
+        problems=tuple(problems),
+        salt=salt.hex(),
+        seconds=round(seconds, 3),
+        applyable=not problems and not inline,
+        complete=not problems and not unassessed,
     )
 
 
