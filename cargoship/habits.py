@@ -10,9 +10,11 @@ import errno
 import logging
 import os
 import re
+import sys
 from pathlib import Path
 
 from planner.errors import CargoshipError
+from planner.localfiles import LocalFileError
 
 DEFAULT_CONFIG = Path("cluster.yaml")
 CONFIG_ENV = "CARGOSHIP_CONFIG"
@@ -122,3 +124,19 @@ def check_writable(path: Path) -> None:
     os.unlink(probe)
     if path.exists() and not os.access(path, os.W_OK):
         raise refuse(os.strerror(errno.EACCES))
+
+
+def make_dir(path: Path) -> None:
+    """An output directory, with its parents: a failure said in one line."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LocalFileError(f"cannot create directory {path}: {exc.strerror or exc}") from None
+
+
+def to_devnull() -> None:
+    """Point stdout and stderr at /dev/null: their reader (a pipe, a terminal) is gone,
+    and neither a later line nor the interpreter's final flush may fail for that."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, sys.stderr.fileno())

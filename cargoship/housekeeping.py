@@ -48,6 +48,16 @@ def validate(path: Path) -> int:
     return 0
 
 
+def validate_json(path: Path) -> int:
+    try:
+        config = load_config(path, secrets=False, keys=False)  # offline, like validate
+    except ConfigError as exc:
+        json_output.emit(json_output.validate(path, None, list(exc.problems)))
+        raise
+    json_output.emit(json_output.validate(path, config, []))
+    return 0
+
+
 def history_command(path: Path, as_json: bool = False,
                     allowed_signers: Path | None = None) -> int:
     config = load_config(path, secrets=False)

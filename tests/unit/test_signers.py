@@ -1,5 +1,5 @@
 """Counting signers (planner/plan/signers.py) for both gates: `apply --require-signed-by`
-(cargoship/cli.py) and the controllers' signature policy (executor/policy.py). The
+(cargoship/apply_command.py) and the controllers' signature policy (executor/policy.py). The
 decision is tested on its own, without ssh-keygen; each gate is tested for using it and
 for its message, with verify() stubbed; one test signs for real."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cargoship import cli
+from cargoship import apply_command
 from executor import policy
 from planner.errors import CargoshipError
 from planner.plan import signing
@@ -124,13 +124,13 @@ def test_the_flag_gate_counts_principals(monkeypatch: pytest.MonkeyPatch, tmp_pa
     found = [c.signature for c in checks.values()]
     args = require_args(tmp_path, 2)
     with pytest.raises(CargoshipError) as refused:
-        cli._require_signatures(plan, args, found)
+        apply_command.require_signatures(plan, args, found)
     assert str(refused.value) == (
         f"plan {plan.plan_id} has 1 valid signature(s) from {args.require_signed_by}, 2 "
         f"required (looked in the plan and in {tmp_path}/*.cargoship-sig) "
         "(SHA256:b1: key SHA256:b1 is revoked; SHA256:x: does not verify against "
         "this plan's digest); nothing was changed")
-    assert cli._require_signatures(plan, require_args(tmp_path, 1), found) == ["alice"]
+    assert apply_command.require_signatures(plan, require_args(tmp_path, 1), found) == ["alice"]
     assert capsys.readouterr().out == "Signed by alice: accepted\n"
 
 
@@ -157,10 +157,10 @@ def test_signed_for_real_revoked_and_duplicate_keys(tmp_path: Path,
     with pytest.raises(CargoshipError, match=r"has 1 valid signature\(s\) from .*, 2 "
                                              r"required \(looked in the plan and in \S+\) "
                                              r"\(SHA256:\S+: key \S+ is revoked\)"):
-        cli._require_signatures(plan, args, signatures)
+        apply_command.require_signatures(plan, args, signatures)
     args.min_signatures = 1
-    assert cli._require_signatures(plan, args, signatures) == ["alice"]
+    assert apply_command.require_signatures(plan, args, signatures) == ["alice"]
     args.revoked_keys = None
     args.min_signatures = 2
-    assert cli._require_signatures(plan, args, signatures) == ["alice", "bob"]
+    assert apply_command.require_signatures(plan, args, signatures) == ["alice", "bob"]
     capsys.readouterr()
