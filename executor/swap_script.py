@@ -47,8 +47,11 @@ read-only, and the wait for it is bounded (swap_lock_wait): no local user can ho
 whoever else does cannot hold a restart forever.
 
 File content travels inside the script, which goes to `sh -s` on stdin (never a command
-line), as base64 here-documents. The token is random per script, so no probe output can
+line), as base64 in the generated block. The token is random per script, so no probe output can
 forge a line.
+
+The shell is executor/sh/swap.sh (after guard.sh, flock.sh and files.sh), shipped as it
+is; Python renders only the generated block of variables on top (SwapScript.values).
 
 The script comes in four parts, each run as soon as the host reads it (restart.Gate
 holds back the later ones). The head defines everything and stages each new file
@@ -72,26 +75,24 @@ from __future__ import annotations
 import base64
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from planner.facts.lock import GUARD, LOCK_DIR, LOCK_PATH, STALE_AFTER, SWAP_LOCK_PATH
-from planner.hosts.batch import quote
+from planner.facts.distro import LINE_BYTES
+from planner.facts.lock import HOST, STALE_AFTER, Place
+from planner.hosts.shell import load, variables
 
-from .files import (
-    Written,
-    backup_path,
-    commit_script,
-    remove_script,
-    restore_script,
-    restore_tree_script,
-    stage_script,
-    written,
-)
-from .lock import BOUNDED_FLOCK, UNSAFE, WAIT_TIMEOUT, check_lock_id
-from .readiness import EngineState, parse_probe, probe_script
-from .service import runit_dir, start_command, stop_command
+from . import files
+from .files import Written, backup_path, written
+from .lock import UNSAFE, WAIT_TIMEOUT, check_lock_id
+from .readiness import APISERVER_LOGS, EngineState, parse_probe
+from .service import ServiceError
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+INITS = ("systemd", "runit", "openrc")
+# The shell, as shipped: the guard's and the bounded flock's functions, the file steps',
+# then the restart's own (executor/sh/swap.sh).
+_FILES = (("planner.facts", "guard.sh"), ("executor", "flock.sh"), ("executor", "files.sh"),
+          ("executor", "swap.sh"))
 # The script's last line when its input ends right after it (render): everything before
 # it only defines. No lock id and no input to watch: only a caller that holds no host
 # lock sends it (tests, and the watch run again after a lost connection).
@@ -120,8 +121,43 @@ GONE, NOT_HELD = 7, 8
 SWAP_LOCK_SLACK = 30
 # The watcher of the input exits with this when the input ended.
 _INPUT_ENDED = 3
-_SWAP_LOCK = quote(SWAP_LOCK_PATH)
-_LOCK = quote(LOCK_PATH)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How often the script looks and how long it waits, in seconds. On a host always
+    TIMING: only the unit tests that run the script with stub init systems
+    (tests/unit/test_swap_script_sh.py) ask for shorter ones, so that every wait is over
+    in milliseconds."""
+
+    stop_tick: float = STOP_TICK
+    stop_fast_for: float = STOP_FAST_FOR
+    stop_slow_tick: float = STOP_SLOW_TICK
+    start_tick: float = START_TICK
+    run_tick: float = RUN_TICK
+    alive_every: float = ALIVE_EVERY
+    nudge_after: float = NUDGE_AFTER
+    clock_every: float = 1.0  # the watch reads the clock (a program) this often
+    look_every: float = 1.0  # runit: the probe at least this often, changed or not
+    min_watch: int = 1  # the watch's shortest deadline, whole seconds
+
+
+TIMING = Timing()
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where the script finds the init system's services and the tools it runs. On a host
+    always THERE; the unit tests put stub `systemctl`, `sv` and `rc-service` first on the
+    PATH and the services in a temporary directory."""
+
+    path: str = _PATH
+    runit_dirs: tuple[str, ...] = ("/etc/service", "/var/service", "/service")
+    initd: str = "/etc/init.d"
+    apiserver_logs: str = APISERVER_LOGS
+
+
+THERE = Where()
 
 
 def go_line(lock_id: str | None) -> str:
@@ -138,177 +174,74 @@ def finish(command: str) -> str:
     """A held script's last input, once its host is back: `command` (the in-progress
     marker's removal), then `cleared` with its exit code. The watch goes on meanwhile,
     until the executor stops reading."""
-    return f'( {command} ) </dev/null; say "$T cleared $?"\n'
+    return f"( {command} ) </dev/null; cleared $?\n"
 
 
 @dataclass(frozen=True)
 class Step:
-    """One change of a file, as a script run in its own subshell (set -eu)."""
+    """One change of a file: an operation of executor/sh/files.sh, run in its own
+    subshell (set -eu)."""
 
     verb: str  # what the progress note says: wrote, removed, restored
-    path: str
-    script: str  # with `stage`, run with the staged temp file's path in $tmp
-    content: bytes | None = None  # the stdin of `stage` if any, else of `script`
+    path: str  # the file (restore_tree: the backup directory)
+    op: str  # write (staged long before the stop), remove, restore, restore_tree
+    content: bytes | None = None  # a write's new content
     plan_id: str = ""
-    # Run long before the stop (before the host's turn, when the script is preloaded);
-    # prints the temp file `script` then puts in place.
-    stage: str | None = None
+    mode: int = 0o600
+    backup: str = ""  # restore: the backup to put back ("": the file did not exist)
+    place: Place = HOST
 
     def written(self, result: str) -> Written | None:
         """What a restore needs to undo this step, from the step's result word."""
         if self.verb == "wrote":
-            return written(self.path, self.plan_id, result.encode())
+            return written(self.path, self.plan_id, result.encode(), self.place)
         if self.verb == "removed":
-            return Written(self.path, backup_path(self.plan_id, self.path))
+            return Written(self.path, backup_path(self.plan_id, self.path, self.place))
         return None  # restores are not undone
 
-
-def write_step(path: str, content: bytes, *, mode: int, plan_id: str) -> Step:
-    return Step("wrote", path, commit_script(path, plan_id=plan_id), content, plan_id,
-                stage_script(path, mode=mode, plan_id=plan_id, source="base64 -d"))
-
-
-def remove_step(path: str, *, plan_id: str) -> Step:
-    return Step("removed", path, remove_script(path, plan_id=plan_id), plan_id=plan_id)
-
-
-def restore_step(item: Written) -> Step:
-    return Step("restored", item.path, restore_script(item))
+    def values(self, index: int) -> dict[str, str | int]:
+        content = base64.encodebytes(self.content).decode().rstrip("\n") \
+            if self.content is not None else ""
+        file = self.path if self.op != "restore_tree" else ""
+        backup = self.backup if self.op != "restore_tree" else self.path
+        return {f"OP_{index}": self.op, f"FILE_{index}": file,
+                f"MODE_{index}": f"{self.mode:04o}",
+                f"OWNER_{index}": f"{self.place.owner}:{self.place.group}",
+                f"PLAN_{index}": self.plan_id, f"BACKUP_{index}": backup,
+                f"CONTENT_{index}": content}
 
 
-def restore_tree_step(backup_dir: str) -> Step:
-    return Step("restored", backup_dir, restore_tree_script(backup_dir))
+def write_step(path: str, content: bytes, *, mode: int, plan_id: str,
+               place: Place = HOST) -> Step:
+    return Step("wrote", path, "write", content, plan_id, mode, place=place)
 
 
-def _look_lines(init: str) -> list[str]:
-    """Before the watch: the state of _probe_lines' quick look."""
-    return ["key=x; age=0"] if init == "runit" else []
+def remove_step(path: str, *, plan_id: str, place: Place = HOST) -> Step:
+    return Step("removed", path, "remove", plan_id=plan_id, place=place)
 
 
-def _probe_lines(init: str) -> list[str]:
-    """The watch's look at the engine: the probe at every tick; on runit the probe only when
-    supervise/ says something changed, or once a second. That look is shell builtins and
-    the service's `check`, where the probe runs `sv` and two subshells more: while a wave
-    of engines starts, every program a host runs slows the others sharing its CPUs."""
-    if init != "runit":
-        return ["  p=$(probe 2>/dev/null)"]
-    return [
-        "  k=; r=; read -r k 2>/dev/null < \"$sd/supervise/stat\"; "
-        "read -r r 2>/dev/null < \"$sd/supervise/pid\"; k=\"$k $r\"",
-        '  case "$k" in run*) if [ -x "$sd/check" ] && '
-        '(cd "$sd" && ./check) >/dev/null 2>&1; then k="$k ok"; fi;; esac',
-        "  age=$((age + tick))",
-        '  if [ "$k" != "$key" ] || [ $age -ge 100 ]; then '
-        "key=$k; age=0; p=$(probe 2>/dev/null); fi",
-    ]
+def restore_step(item: Written, place: Place = HOST) -> Step:
+    return Step("restored", item.path, "restore", backup=item.backup or "", place=place)
 
 
-def _stop_probe_lines(init: str) -> list[str]:
-    """The stop's look at the engine at each tick. On runit, runsv's supervise/stat (one
-    word, `down` once the service's process is gone) is read with a shell builtin, and the
-    probe (`sv` and two subshells) runs only once it says anything but `run` or `finish`:
-    eight engines stopping together, each host probing every 0.02 s, made each stop's
-    end show 0.03-0.18 s late on the lab's shared CPUs. `down` is what `sv status` would
-    say too (runsv writes both files at each change), so it needs no probe either. `p`
-    stays empty until the service is down or something unexpected needs a probe."""
-    if init != "runit":
-        return ["  p=$(probe 2>/dev/null)"]
-    return ['  k=; read -r k 2>/dev/null < "$sd/supervise/stat"',
-            '  case "$k" in down*) p="state runit down: $sd (supervise/stat: $k)";; '
-            'run*|finish*) p=;; *) p=$(probe 2>/dev/null);; esac']
+def restore_tree_step(backup_dir: str, place: Place = HOST) -> Step:
+    if place == HOST:
+        files.restore_tree_script(backup_dir)  # refuses what is not a backup directory
+    return Step("restored", backup_dir, "restore_tree", place=place)
 
 
-def stop_ticks(timeout: float) -> tuple[int, int]:
+def stop_ticks(timeout: float, timing: Timing = TIMING) -> tuple[int, int]:
     """(fast, all): how many looks at a stop are STOP_TICK apart, and how many in all
     until `timeout` seconds (the rest STOP_SLOW_TICK apart)."""
-    fast = max(1, min(round(STOP_FAST_FOR / STOP_TICK), round(timeout / STOP_TICK)))
-    return fast, fast + max(0, round((timeout - fast * STOP_TICK) / STOP_SLOW_TICK))
+    fast = max(1, min(round(timing.stop_fast_for / timing.stop_tick),
+                      round(timeout / timing.stop_tick)))
+    return fast, fast + max(0, round((timeout - fast * timing.stop_tick)
+                                     / timing.stop_slow_tick))
 
 
 def _centi(seconds: float) -> int:
     """Seconds as whole hundredths, at least one (a tick of 0 would spin)."""
     return max(1, round(seconds * 100))
-
-
-def _stopped_case() -> str:
-    """Shell patterns of a probe whose service is down (or gone), for every init system."""
-    return ('"state absent"*|"state systemd inactive"*|"state systemd failed"*|'
-            '"state runit down:"*|"state runit fail:"*|"state runit warning:"*|'
-            '"state openrc "*stopped*|"state openrc "*crashed*')
-
-
-def _running_case() -> str:
-    return '"state systemd active"*|"state runit run:"*|"state openrc "*started*'
-
-
-def _plainly_down_case() -> str:
-    """Down and not coming back by itself (runit says `want up` between restarts)."""
-    return '"state systemd inactive"*|"state runit down:"*|"state openrc "*stopped*'
-
-
-def _content(delimiter: str, content: bytes) -> str:
-    return f"<<'{delimiter}'\n" + base64.encodebytes(content).decode() + f"{delimiter}\n"
-
-
-def _stage_lines(index: int, step: Step, token: str) -> str:
-    """Stage the step's new content, its temp file's path kept in s<index>; a failure
-    ends the script before anything was stopped or changed (UNPREPARED)."""
-    assert step.stage is not None and step.content is not None
-    feed = _content(f"CS_{token}_{index}", step.content)
-    return f"s{index}=$( ( {step.stage}\n) {feed}) || exit {UNPREPARED}\n"
-
-
-def _step_lines(index: int, step: Step, token: str) -> str:
-    """The step in a subshell, its stdout (`backup`, a count) its result; the content,
-    if any, on its stdin from a here-document (or staged before: its temp file in $tmp)."""
-    if step.stage is not None:
-        run = f"r=$( ( tmp=$s{index}; {step.script}\n) </dev/null)\nrc=$?; s{index}=\n"
-    elif step.content is None:
-        run = f"r=$( ( {step.script}\n) </dev/null)\nrc=$?\n"
-    else:
-        feed = _content(f"CS_{token}_{index}", step.content)
-        run = f"r=$( ( {step.script}\n) {feed})\nrc=$?\n"
-    return (f"{run}if [ $rc -ne 0 ]; then exit $rc; fi\n"
-            f"set -- $r; say \"$T done {index} ${{1:-new}}\"\n")
-
-
-def _open_swap_lock_lines() -> list[str]:
-    """As the head runs (before the host's turn when preloaded, so that the checks cost
-    the stop nothing): the lock directory checked, changing nothing (a script cancelled
-    before GO leaves no trace), the script ending before anything was staged when it is
-    not root's alone; the swap lock opened on fd 9 if it is there (after the apply's
-    first restart of the host it is). Only GO's `swap` takes it (see `openlock`)."""
-    return [
-        f"if ! cs_dir {quote(LOCK_DIR)} check f; then "
-        f'echo "$why; nothing was stopped" >&2; exit {UNSAFE}; fi',
-        f"sl=; if [ -f {_SWAP_LOCK} ]; then exec 9<{_SWAP_LOCK}; sl=1; fi",
-    ]
-
-
-def _openlock_lines() -> list[str]:
-    """`openlock`: the swap lock on fd 9 unless the head opened it: the directory checked
-    and made root's alone, the file created root's alone if absent, opened read-only (an
-    flock needs no more)."""
-    return [
-        "openlock() {",
-        '  [ -z "$sl" ] || return 0',
-        f"  if ! cs_dir {quote(LOCK_DIR)} fix f; then "
-        f'echo "$why; nothing was stopped" >&2; return {UNSAFE}; fi',
-        f"  [ -e {_SWAP_LOCK} ] || ( umask 077; : >>{_SWAP_LOCK} )",
-        f"  exec 9<{_SWAP_LOCK}; sl=1",
-        "}",
-    ]
-
-
-def _unstage_lines(steps: tuple[Step, ...]) -> list[str]:
-    """The staged temp files go with the script, unless put in place (their s<i> then
-    empty): a script cancelled before its GO, or failed, leaves none behind."""
-    staged = [i for i, step in enumerate(steps) if step.stage is not None]
-    if not staged:
-        return ["unstage() { :; }"]
-    return [" ".join(f"s{i}=;" for i in staged),
-            "unstage() { " + " ".join(f'[ -z "$s{i}" ] || rm -f -- "$s{i}";'
-                                      for i in staged) + " }"]
 
 
 @dataclass(frozen=True)
@@ -320,12 +253,18 @@ class SwapScript:
     stop_timeout: float
     watch_seconds: float
     token: str = ""
+    place: Place = HOST
+    timing: Timing = field(default=TIMING)
+    where: Where = field(default=THERE)
 
     @classmethod
     def of(cls, init: str, service: str, controller: bool, steps: list[Step], *,
-           stop_timeout: float, watch_seconds: float) -> SwapScript:
+           stop_timeout: float, watch_seconds: float, place: Place = HOST,
+           timing: Timing = TIMING, where: Where = THERE) -> SwapScript:
+        if init not in INITS:
+            raise ServiceError(f"cannot restart {service}: unsupported init system {init!r}")
         return cls(init, service, controller, tuple(steps), stop_timeout, watch_seconds,
-                   "sw" + secrets.token_hex(10))
+                   "sw" + secrets.token_hex(10), place, timing, where)
 
     def render(self, *, swap: bool = True) -> str:
         """The whole restart in one go (no marker), or (swap=False) only the watch after
@@ -333,138 +272,48 @@ class SwapScript:
         return self.head(swap=swap) + (self.begin() if swap else "") + GO
 
     def begin(self, mark: str | None = None) -> str:
-        """The host's turn: set the marker (`mark`, a shell command) and say so, then
-        look at the engine as it is before anything happens to it (`before`: its process,
-        restart counts), while the node is cordoned and drained rather than after."""
+        """The host's turn: set the marker (`mark`, a shell command), then `turn`: say so
+        and look at the engine as it is before anything happens to it (`before`)."""
         lines = [f"( {mark} ) </dev/null || exit {UNPREPARED}"] if mark is not None else []
-        return "\n".join([*lines, 'say "$T marked"', "block before"]) + "\n"
+        return "\n".join([*lines, "turn"]) + "\n"
 
     def head(self, *, swap: bool = True) -> str:
-        """Definitions (`main` among them), then the staging of the new content: a host
-        that has run it has changed nothing a reader of its files sees."""
-        lines = [
-            f"export LC_ALL=C PATH={_PATH}",
-            f"T={self.token}",
-            "say() { printf '%s\\n' \"$*\" 2>/dev/null; }",
-            f"probe() {{\n{probe_script(self.init, self.service, self.controller)}\n}}",
-            'block() { p=$(probe 2>/dev/null); say "$T $1" && say "$p" && say "$T end"; }',
-        ]
-        if self.init == "runit":
-            # runit's service directory, for the quick looks of the stop and the watch:
-            # found once, as the head runs (before the host's turn when preloaded).
-            lines.append(f"sd={runit_dir(self.service)}")
-        if swap:
-            # A write that fails before GO (the `before` probe of a client that just died)
-            # ends the script as the end of its input does: removing what it staged.
-            lines += [*_unstage_lines(self.steps), "trap unstage EXIT",
-                      f"trap 'exit {UNPREPARED}' HUP INT TERM PIPE",
-                      *self._guard_lines(), *_open_swap_lock_lines()]
-            lines += [_stage_lines(i, step, self.token)
-                      for i, step in enumerate(self.steps) if step.stage is not None]
-            lines.append('say "$T staged"')
-        if swap:
-            lines += self._swap_lines()
-        lines += [
-            "watch() {",
-            f"end=$(( $(date +%s) + {max(1, round(self.watch_seconds))} ))",
-            # Times in hundredths of a second, so the shell's integer arithmetic can count
-            # them.
-            f"last=; quiet=0; down=0; clock=0; tick={_centi(START_TICK)}",
-            *_look_lines(self.init),
-            "while :; do",
-            *_probe_lines(self.init),
-            '  if [ "$p" != "$last" ]; then',
-            '    say "$T state" && say "$p" && say "$T end" || exit 0',
-            "    last=$p; quiet=0",
-            "  fi",
-            f'  case "$p" in {_running_case()}) tick={_centi(RUN_TICK)};; esac',
-            '  case "$p" in *"want up"*) down=0;; '
-            f"{_plainly_down_case()}) down=$((down + tick));; *) down=0;; esac",
-            f"  if [ $down -ge {NUDGE_AFTER * 100} ]; then "
-            f"{start_command(self.init, self.service)} >/dev/null 2>&1 9>&-; down=0; fi",
-            "  quiet=$((quiet + tick))",
-            f"  if [ $quiet -ge {ALIVE_EVERY * 100} ]; then say \"$T alive\" || exit 0; "
-            "quiet=0; fi",
-            # The clock once a second, not at every tick: `date` is a program, and while
-            # an engine starts every program the host runs slows it down.
-            "  clock=$((clock + tick))",
-            '  if [ $clock -ge 100 ]; then clock=0; '
-            'if [ "$(date +%s)" -ge "$end" ]; then say "$T deadline"; exit 0; fi; fi',
-            '  sleep "$((tick / 100)).$((tick / 10 % 10))$((tick % 10))"',
-            "done",
-            "}",
-            "main() { swap - && watch; }" if swap else "main() { watch; }",
-        ]
-        if swap:
-            lines += self._go_lines()
-        return "\n".join(lines) + "\n"
+        """The generated block, then the shell as shipped: definitions (`main` among
+        them), then the staging of the new content: a host that has run it has changed
+        nothing a reader of its files sees."""
+        return variables(self.values(swap=swap)) + "".join(
+            load(package, name) for package, name in _FILES)
 
-    def _swap_lines(self) -> list[str]:
-        """`swap ID`: the checks, then the stop, each file's commit and the start, under
-        the swap lock (opened by the head on fd 9)."""
-        svc = quote(self.service)
-        fast_stop_ticks, stop_ticks_in_all = stop_ticks(self.stop_timeout)
-        lines = [
-            "swap() {",
-            "trap '' HUP PIPE",  # a failed write returns an error: `say` is a check
-            # Before the stop, cargoship gone (its input ended: USR1 from the watcher)
-            # or told to: give up, removing what was staged (the EXIT trap).
-            f"trap 'exit {GONE}' INT TERM USR1",
-            # A blocking stop (systemctl waits for the unit, up to its TimeoutStopSec),
-            # a slow sync or the swap lock's wait says nothing for a while: something
-            # must, or the executor takes the silence for a lost connection. Gone with
-            # the script, and bounded all the same.
-            f"( i=0; while [ $i -lt {self._alive_for()} ] && sleep 1 >/dev/null; do "
-            "say \"$T alive\" || exit 0; i=$((i + 1)); done ) </dev/null 9<&- &",
-            "ka=$!",
-            "trap 'kill $ka 2>/dev/null; unwatch; unstage' EXIT",
-            # Until the start is asked for, the files are changing: a plan's snapshot
-            # waits for this lock (the keepalive and the watcher closed fd 9: neither may
-            # hold it on). Bounded: past it, a clear error and nothing stopped.
-            "openlock || exit $?",
-            f"cs_flock -x 9 {self.swap_lock_wait} || {{ echo 'timed out after "
-            f"{self.swap_lock_wait} s waiting for {SWAP_LOCK_PATH} (held by another "
-            f"process); nothing was stopped' >&2; exit {WAIT_TIMEOUT}; }}",
-            f'if ! held "$1"; then echo "$why; nothing was stopped" >&2; exit {NOT_HELD}; fi',
-            # The point of no return: only with the channel to cargoship open both ways.
-            f'say "$T go" || exit {GONE}',
-            f"unwatch || exit {GONE}",
-            "trap - INT TERM",
-            "trap : USR1",  # nobody sends it now; a command trap is not inherited
-            f"e=$({stop_command(self.init, self.service)} 9>&- 2>&1) || "
-            f"{{ echo \"stopping {svc} failed: $e\" >&2; exit {STOP_FAILED}; }}",
-            "n=0",
-            "while :; do",
-            *_stop_probe_lines(self.init),
-            f"  case \"$p\" in {_stopped_case()}) break;; esac",
-            "  n=$((n + 1))",
-            f"  if [ $n -ge {stop_ticks_in_all} ]; then",
-            "    [ -n \"$p\" ] || p=$(probe 2>/dev/null)",
-            f"    echo \"{svc} did not stop within {self.stop_timeout:g} s: "
-            "$(echo \"$p\" | head -n 1)\" >&2; exit " f"{STOP_FAILED}",
-            "  fi",
-            f"  if [ $n -lt {fast_stop_ticks} ]; then sleep {STOP_TICK}; "
-            f"else sleep {STOP_SLOW_TICK}; fi",
-            "done",
-            'say "$T stopped $(date +%s)"',
-        ]
-        lines += [_step_lines(i, step, self.token) for i, step in enumerate(self.steps)]
-        # Right before the start, a controller's API server pod logs are counted again
-        # (the old config's pod may have restarted once more while the engine stopped).
-        # A worker's probe has nothing the `before` one lacks: no probe, one program
-        # less between the last file and the start.
-        lines += ["block starting"] if self.controller else []
-        lines += [
-            # The engine must not inherit the lock (an openrc daemon would hold it on).
-            f"e=$({start_command(self.init, self.service)} 9>&- 2>&1) || "
-            f"{{ echo \"starting {svc} failed: $e\" >&2; exit {START_FAILED}; }}",
-            "flock -u 9 2>/dev/null; exec 9<&-",
-            'say "$T started"',
-            "kill $ka 2>/dev/null",
-            "trap - PIPE EXIT",  # its pid may be another process's by the script's end
-            "}",
-        ]
-        return lines
+    def values(self, *, swap: bool = True) -> dict[str, str | int]:
+        """The generated block: every value the script's shell reads (executor/sh/swap.sh
+        lists them)."""
+        t = self.timing
+        fast_stop_ticks, stop_ticks_in_all = stop_ticks(self.stop_timeout, t)
+        block: dict[str, str | int] = {
+            "T": self.token, "HOST_PATH": self.where.path, "INIT": self.init,
+            "SERVICE": self.service, "CONTROLLER": int(self.controller), "SWAP": int(swap),
+            "RUNIT_DIRS": " ".join(self.where.runit_dirs), "INITD": self.where.initd,
+            "APISERVER_LOGS": self.where.apiserver_logs, "LINE_BYTES": LINE_BYTES,
+            **self.place.values(), "LOCK_PATH": self.place.lock_path,
+            "SWAP_LOCK": f"{self.place.lock_dir}/swap.lock", "STALE_AFTER": STALE_AFTER,
+            **files.values(self.place),
+            "STOP_TICK": f"{t.stop_tick:g}", "STOP_SLOW_TICK": f"{t.stop_slow_tick:g}",
+            "STOP_FAST_TICKS": fast_stop_ticks, "STOP_TICKS": stop_ticks_in_all,
+            "STOP_TIMEOUT": f"{self.stop_timeout:g}",
+            "START_TICK": _centi(t.start_tick), "RUN_TICK": _centi(t.run_tick),
+            "NUDGE_AFTER": _centi(t.nudge_after), "ALIVE_EVERY": _centi(t.alive_every),
+            "CLOCK_EVERY": _centi(t.clock_every), "LOOK_EVERY": _centi(t.look_every),
+            "WATCH_SECONDS": max(t.min_watch, round(self.watch_seconds)),
+            "SWAP_LOCK_WAIT": self.swap_lock_wait, "ALIVE_FOR": self._alive_for(),
+            "UNPREPARED": UNPREPARED, "GONE": GONE, "NOT_HELD": NOT_HELD,
+            "STOP_FAILED": STOP_FAILED, "START_FAILED": START_FAILED, "UNSAFE": UNSAFE,
+            "WAIT_TIMEOUT": WAIT_TIMEOUT, "INPUT_ENDED": _INPUT_ENDED,
+            # The watch alone changes no file: no step, no content.
+            "STEPS": len(self.steps) if swap else 0,
+        }
+        for index, step in enumerate(self.steps if swap else ()):
+            block.update(step.values(index))
+        return block
 
     @property
     def swap_lock_wait(self) -> int:
@@ -476,54 +325,6 @@ class SwapScript:
         """A bound for the keepalive (killed at the start): longer than the executor
         waits for the whole script (restart.RemoteSwap's timeout)."""
         return self.swap_lock_wait + 2 * max(1, round(self.stop_timeout)) + 120
-
-    @staticmethod
-    def _guard_lines() -> list[str]:
-        """Definitions: the directory guard, `cs_flock`, `openlock`, `held ID` (the host
-        lock is still the apply's: its id, touched within STALE_AFTER) and `unwatch`."""
-        return [
-            GUARD + BOUNDED_FLOCK.rstrip("\n"),
-            *_openlock_lines(),
-            "held() {",
-            '  [ "$1" != - ] || return 0',
-            # How a lock file written with that id begins (lock.id_prefix), quoted by hand.
-            "  cs_w='{\"id\": \"'\"$1\"'\", '",
-            f'  if [ ! -f {_LOCK} ] || [ -L {_LOCK} ] || '
-            f'[ "$(head -c ${{#cs_w}} {_LOCK})" != "$cs_w" ]; then',
-            f'    why="{LOCK_PATH} no longer holds lock $1 (taken over or removed)"; return 1',
-            "  fi",
-            f"  cs_a=$(stat -c %Y {_LOCK} 2>/dev/null) || "
-            f'{{ why="{LOCK_PATH} is gone (removed)"; return 1; }}',
-            '  cs_a=$(( $(date +%s) - cs_a ))',
-            f'  [ "$cs_a" -le {STALE_AFTER} ] && return 0',
-            f'  why="lock $1 in {LOCK_PATH} was last touched $cs_a s ago (its apply is gone '
-            'or stuck)"; return 1',
-            "}",
-            # True unless the watcher of the input (go) saw it end: killed here, it has
-            # read nothing, and once it is reaped no signal of its can come any more.
-            "w=",
-            'unwatch() { [ -n "$w" ] || return 0; kill "$w" 2>/dev/null; wait "$w" 2>/dev/null; '
-            f'cs_r=$?; w=; [ "$cs_r" -ne {_INPUT_ENDED} ]; }}',
-        ]
-
-    @staticmethod
-    def _go_lines() -> list[str]:
-        """`go ID`: from GO on the shell runs `swap`, and does not read its input, so a
-        watcher does, on a copy of it (an asynchronous list's input is /dev/null unless
-        redirected): its end means cargoship is gone (USR1: swap gives up at once). After
-        GO, cargoship sends nothing until the host is back (`finish`), so the watcher
-        reads nothing but that end; `swap` kills it before the stop."""
-        return [
-            "go() {",
-            f"trap 'exit {GONE}' USR1",
-            "exec 8<&0",
-            "( exec 0<&8 8<&- 9<&-; IFS= read -r cs_l || { kill -USR1 $$ 2>/dev/null; "
-            f"exit {_INPUT_ENDED}; }} ) &",
-            "w=$!",
-            "exec 8<&-",
-            'swap "$1" </dev/null && { watch </dev/null & }',
-            "}",
-        ]
 
 
 # --- what the script says --------------------------------------------------------------

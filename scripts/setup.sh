@@ -12,7 +12,7 @@ export DEBIAN_FRONTEND=noninteractive
 # python3-yaml: the lab's stand-in engine runs on the system Python.
 # zsh/fish: the completion scripts are tested in the shells they are for.
 PACKAGES="openssh-server openssh-client runit iproute2 nftables iptables sudo faketime
-  libfaketime python3 python3-yaml python3-venv procps util-linux zsh fish"
+  libfaketime python3 python3-yaml python3-venv procps util-linux zsh fish shellcheck"
 # kubectl: a test runs it against the lab through the kubeconfig cargoship merges. Any
 # kubectl on PATH does; else Debian's own (package kubernetes-client).
 if ! command -v kubectl >/dev/null 2>&1; then PACKAGES="$PACKAGES kubernetes-client"; fi

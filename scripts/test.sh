@@ -8,6 +8,9 @@ RUN_TMP=$(mktemp -d /tmp/cargoship-test.XXXXXX)
 trap '.venv/bin/python -m tests.lab down --all --under "$RUN_TMP" >/dev/null 2>&1 || true; rm -rf "$RUN_TMP"' EXIT
 .venv/bin/ruff check .
 .venv/bin/mypy planner executor cargoship schemas
+# The shell every host runs, as the package ships it (planner/hosts/shell.py loads it):
+# POSIX sh, for hosts whose sh is dash or BusyBox's.
+find planner executor -name '*.sh' -path '*/sh/*' -print0 | xargs -0 shellcheck -s sh
 # Test files side by side (most lab time is waiting on hosts); one file's tests stay in one
 # worker, in order. CARGOSHIP_TEST_WORKERS=0 runs everything in this process.
 .venv/bin/python -m pytest -q --basetemp="$RUN_TMP/pytest" \

@@ -110,8 +110,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if self.ops is not None:", (R + "test_uncordon_only_ours.py",),
         "a rollback would put an operator's cordoned node back into service"),
     Mutation(
-        "lock: a fresh lock of another run is never taken over", "executor/lock.py",
-        "acquire_script", "-le {stale_seconds(stale_after)}", "-ge {stale_seconds(stale_after)}",
+        "lock: a fresh lock of another run is never taken over",
+        "executor/sh/lock_acquire.sh", "", '-le "$STALE_AFTER"', '-ge "$STALE_AFTER"',
         (U + "test_lock_script.py", E + "test_lock.py"),
         "two applies would change one host at once", unit=True),
     Mutation(
@@ -148,14 +148,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (U + "test_quoting.py", R + "test_hostile_values.py"),
         "a value in cluster.yaml could run commands as root on every host", unit=True),
     Mutation(
-        "file writes never follow a link", "executor/files.py", "_refuse_links",
-        "if [ -L {quote(path)} ] ||", "if false ||",
+        "file writes never follow a link", "executor/sh/files.sh", "",
+        'if [ -L "$cs_p" ] ||', "if false ||",
         (U + "test_write_refuses_links.py", R + "test_trust_files.py"),
         "a link planted between the drift check and the write would be written over",
         unit=True),
     Mutation(
-        "file writes end with the file's own mode (credentials 0600)", "executor/files.py",
-        "stage_script", "chmod {mode:04o}", "chmod 0644",
+        "file writes end with the file's own mode (credentials 0600)", "executor/sh/files.sh",
+        "", 'chmod "$2" "$tmp"', 'chmod 0644 "$tmp"',
         (R + "test_trust_files.py",),
         "registry credentials would be readable by every user of the host"),
     Mutation(

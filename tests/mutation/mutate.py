@@ -20,7 +20,8 @@ class Stale(Exception):
 class Mutation:
     rule: str        # the safety rule it breaks, as README/spec word it
     path: str        # repository-relative file
-    function: str    # qualified name of the function (or class) holding `find`
+    function: str    # qualified name of the function (or class) holding `find`; "": the
+    #                  whole file, for a file that is not Python
     find: str        # literal source text, searched within that function only
     replace: str
     tests: tuple[str, ...]  # pytest node ids (files or tests) that must kill it
@@ -47,6 +48,8 @@ def _span(tree: ast.Module, qualified: str) -> tuple[int, int]:
 
 def mutate(source: str, m: Mutation) -> str:
     """`source` with `m` applied; Stale when it does not apply exactly as written."""
+    if not m.path.endswith(".py"):
+        return _mutate_text(source, m)
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
@@ -65,4 +68,18 @@ def mutate(source: str, m: Mutation) -> str:
         ast.parse(changed)
     except SyntaxError as exc:
         raise Stale(f"{m.path} {m.function}: the mutated file does not parse: {exc}") from None
+    return changed
+
+
+def _mutate_text(source: str, m: Mutation) -> str:
+    """A file that is not Python: `find` in the whole file, exactly `count` times."""
+    if m.function:
+        raise Stale(f"{m.path}: functions are named only in Python files, not "
+                    f"{m.function!r}")
+    found = source.count(m.find)
+    if found != m.count:
+        raise Stale(f"{m.path}: {m.find!r} found {found} time(s), expected {m.count}")
+    changed = source.replace(m.find, m.replace)
+    if changed == source:
+        raise Stale(f"{m.path}: the replacement changes nothing")
     return changed

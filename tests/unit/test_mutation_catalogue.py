@@ -65,3 +65,13 @@ def test_code_that_moved_on_is_stale_never_silently_unmutated(function: str, fin
     replace = "return (" if said == "does not parse" else "z"
     with pytest.raises(Stale, match=said):
         mutate(SOURCE, Mutation("r", "f.py", function, find, replace, (), count=count))
+
+
+def test_a_shell_file_is_mutated_as_a_whole_by_the_same_rule() -> None:
+    text = 'if [ -L "$1" ]; then exit 3; fi\nchmod "$2" "$tmp"\n'
+    m = Mutation("r", "x.sh", "", 'chmod "$2"', "chmod 0644", ())
+    assert mutate(text, m) == text.replace('chmod "$2"', "chmod 0644")
+    with pytest.raises(Stale, match="found 0 time"):
+        mutate(text, Mutation("r", "x.sh", "", "chmod 0600", "chmod 0644", ()))
+    with pytest.raises(Stale, match="only in Python files"):
+        mutate(text, Mutation("r", "x.sh", "swap", 'chmod "$2"', "chmod 0644", ()))

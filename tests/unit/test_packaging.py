@@ -41,4 +41,16 @@ def test_non_editable_install_finds_its_schemas(tmp_path: Path) -> None:
         [str(env_dir / "bin" / "python"), "-c", "import schemas; print(schemas.__file__)"],
         capture_output=True, text=True, cwd=tmp_path, check=True).stdout
     assert str(env_dir) in location, f"schemas imported from {location}, not the install"
+    # The shell hosts run is package data: every file of the checkout is in the install.
+    shipped = sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("*/**/sh/*.sh"))
+    assert shipped
+    check = ("import sys; from planner.hosts.shell import load\n"
+             "for name in sys.argv[1:]:\n"
+             "    package, _, file = name.rpartition('/sh/')\n"
+             "    assert load(package.replace('/', '.'), file), name\n"
+             "import executor; print(executor.__file__)")
+    found = subprocess.run([str(env_dir / "bin" / "python"), "-c", check, *shipped],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert found.returncode == 0, found.stderr
+    assert str(env_dir) in found.stdout
     assert sys.version_info >= (3, 11)

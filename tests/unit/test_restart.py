@@ -64,15 +64,18 @@ def test_a_host_cannot_forge_lines_without_the_token() -> None:
     assert [type(e).__name__ for e in events] == ["Probed"]
 
 
-def test_script_puts_content_in_a_heredoc_and_only_the_watch_when_asked() -> None:
+def test_script_puts_content_in_base64_and_only_the_watch_when_asked() -> None:
     steps = [write_step("/etc/x.yaml", b"password: pw-1\n", mode=0o600, plan_id=PLAN),
              remove_step("/etc/y.yaml", plan_id=PLAN)]
     script = SwapScript.of("runit", "rke2-agent", False, steps, stop_timeout=10,
                            watch_seconds=20)
     full, watch = script.render(), script.render(swap=False)
-    assert "pw-1" not in full and "cGFzc3dvcmQ6IHB3LTEK" in full  # base64 in a heredoc
-    assert "sv down" in full and "sv up" in full
-    assert "sv down" not in watch and "cGFzc3dvcmQ" not in watch
+    # base64 in the generated block
+    assert "pw-1" not in full and "\nCONTENT_0=cGFzc3dvcmQ6IHB3LTEK\n" in full
+    assert "\nSWAP=1\n" in full and "\nSTEPS=2\n" in full
+    # The watch alone: no swap, no step, no content (test_swap_script_sh.py runs it: it
+    # never stops the engine).
+    assert "\nSWAP=0\n" in watch and "\nSTEPS=0\n" in watch and "cGFzc3dvcmQ" not in watch
     for text in (full, watch):  # POSIX sh parses it
         assert subprocess.run(["sh", "-n"], input=text.encode(), check=False).returncode == 0
     assert steps[0].written("backup") == Written("/etc/x.yaml",
@@ -169,25 +172,8 @@ def test_a_stop_is_probed_quickly_at_first_then_less_often_until_its_timeout() -
 
 
 
-@pytest.mark.parametrize("init", ["runit", "systemd", "openrc"])
-def test_only_a_controller_is_probed_right_before_its_start(init: str) -> None:
-    steps = [write_step("/etc/x.yaml", b"a: 1\n", mode=0o600, plan_id=PLAN)]
-    for controller in (True, False):
-        text = SwapScript.of(init, "rke2-server", controller, steps, stop_timeout=10,
-                             watch_seconds=20).render()
-        assert ("block starting" in text) == controller
-        assert text.count("block before") == 1
-        assert subprocess.run(["sh", "-n"], input=text.encode(), check=False).returncode == 0
-
-
-def test_the_stop_reads_runit_state_with_a_builtin_and_other_inits_probe() -> None:
-    for init in ("runit", "systemd"):
-        main = SwapScript.of(init, "rke2-agent", False, [], stop_timeout=10,
-                             watch_seconds=20).head().split("swap() {", 1)[1]
-        stop_loop = main.split("while :; do", 1)[1].split("done", 1)[0]
-        assert ('read -r k 2>/dev/null < "$sd/supervise/stat"' in stop_loop) == (
-            init == "runit")
-        assert "p=$(probe 2>/dev/null)" in stop_loop
+# Which probes the script runs, before the start and during the stop, it shows when it
+# runs: tests/unit/test_swap_script_sh.py.
 
 
 def test_a_gate_holds_the_input_open_after_go_for_one_last_chunk() -> None:

@@ -195,7 +195,8 @@ def held_check(lock: Path) -> str:
     """The swap script's `held`, reading `lock` in place of the host lock."""
     head = SwapScript.of("runit", "rke2-agent", False, [], stop_timeout=10,
                          watch_seconds=20).head()
-    return script_part(head, "held() {").replace(LOCK_PATH, str(lock))
+    assert f"\nLOCK_PATH={LOCK_PATH}\n" in head
+    return f"LOCK_PATH='{lock}'\nSTALE_AFTER={STALE_AFTER}\n" + script_part(head, "held() {")
 
 
 def test_the_go_line_carries_the_lock_id_the_host_checks(tmp_path: Path) -> None:
@@ -243,8 +244,8 @@ swap() {{
   echo "stopped for $1"
 }}
 """
-    script = (script_part(head, "w=\nunwatch()", "; }\n") + script_part(head, "\ngo() {")
-              + stand_in)
+    script = (f"GONE={GONE}\nINPUT_ENDED=3\n" + script_part(head, "w=\nunwatch()", "; }\n")
+              + script_part(head, "\ngo() {") + stand_in)
     proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -285,13 +286,14 @@ def test_a_write_that_fails_before_go_ends_the_script_removing_what_it_staged(
     head = SwapScript.of("runit", "rke2-agent", False,
                          [write_step("/etc/x.yaml", b"a: 1\n", mode=0o600, plan_id=PLAN)],
                          stop_timeout=10, watch_seconds=20).head()
-    found = re.search(r"^trap 'exit 6' HUP INT TERM PIPE$", head, re.M)
-    assert found
+    found = re.search(r"^ *(trap 'exit \"\$UNPREPARED\"' HUP INT TERM PIPE)$", head, re.M)
+    assert found and "\nUNPREPARED=6\n" in head
     staged = tmp_path / ".cargoship.XXXXXX"
     staged.write_text("secret")
-    script = (script_part(head, "say() {", "\n") + f"s0='{staged}'\n"
-              + script_part(head, "unstage() {", "\n") + "trap unstage EXIT\n"
-              + found.group(0) + "\nsleep 0.3\nsay \"$T before\"\necho not reached >&2\n")
+    script = ("T=t\nUNPREPARED=6\nSTEPS=1\n" + script_part(head, "say() {", "\n")
+              + f"s0='{staged}'\n" + script_part(head, "unstage() {")
+              + "trap unstage EXIT\n" + found.group(1)
+              + "\nsleep 0.3\nsay \"$T before\"\necho not reached >&2\n")
     proc = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
@@ -314,8 +316,11 @@ def test_every_host_wait_is_bounded_and_every_lock_file_opened_read_only() -> No
             assert re.match(r" (-n|-u) ", call), (name, call)
         assert not re.search(r"exec 9>", text), name  # opened read-only: exec 9<
         assert "umask 022" not in text and "0644" not in text and "0755" not in text, name
-    assert "cs_flock -x 9 40" in swap.head()  # stop_timeout + 30
-    assert re.search(r"while \[ \$i -lt \d+ \] && sleep 1", swap.head())  # the keepalive
+    assert 'cs_flock -x 9 "$SWAP_LOCK_WAIT"' in swap.head()
+    assert "\nSWAP_LOCK_WAIT=40\n" in swap.head()  # stop_timeout + 30
+    # the keepalive, bounded
+    assert re.search(r'while \[ \$i -lt "\$ALIVE_FOR" \] && sleep 1', swap.head())
+    assert re.search(r"\nALIVE_FOR=\d+\n", swap.head())
 
 
 class Host:

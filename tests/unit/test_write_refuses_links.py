@@ -1,4 +1,4 @@
-"""A write never goes through a link (executor/files.py): the guard every write, restore
+"""A write never goes through a link (executor/sh/files.sh): the guard every write, restore
 and removal script starts with, run by a real sh against real links. The drift check
 already refuses a link that was there when the plan was made; this guard is what stops
 one planted between the drift check and the write."""
@@ -10,12 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from executor.files import _refuse_links, commit_script, stage_script
+from executor import files
+from planner.hosts.batch import quote
+from planner.hosts.shell import load, variables
+
+FUNCTIONS = variables(files.values()) + load("executor", "files.sh")
 
 
 def guard(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["sh", "-c", f"set -eu\n{_refuse_links(str(path))}\necho passed"],
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        ["sh", "-c", f"{FUNCTIONS}set -eu\ncs_refuse_links {quote(str(path))}\necho passed"],
+        capture_output=True, text=True, check=False)
+
+
+def body(function: str) -> str:
+    """The text of one function of files.sh, as shipped."""
+    text = load("executor", "files.sh")
+    start = text.index(f"\n{function}() (")
+    return text[start:text.index("\n)\n", start)]
 
 
 @pytest.mark.parametrize("kind", ["link to a file", "dangling link", "link to a dir",
@@ -48,11 +60,9 @@ def test_a_regular_file_or_a_new_one_passes(exists: bool, tmp_path: Path) -> Non
 
 
 def test_the_guard_comes_before_anything_is_made_or_moved() -> None:
-    path = "/etc/rancher/rke2/registries.yaml"
-    stage = stage_script(path, mode=0o600, plan_id="p")
-    commit = commit_script(path, plan_id="p")
-    check = _refuse_links(path)
-    assert stage.index(check) < stage.index("mkdir") < stage.index("mktemp")
+    stage, commit = body("cs_stage"), body("cs_commit")
+    check = 'cs_refuse_links "$1"'
+    assert stage.index(check) < stage.index("cs_mkdir") < stage.index("mktemp")
     # Checked again right before the rename: the backup copy takes a moment.
-    assert commit.index(check) < commit.index("cp ") and \
-        commit.rindex(check) < commit.index("mv -f \"$tmp\"")
+    assert commit.index(check) < commit.index("cs_backup_copy") and \
+        commit.rindex(check) < commit.index("mv -f \"$tmp\" \"$1\"")

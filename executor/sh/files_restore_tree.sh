@@ -1,0 +1,2 @@
+# shellcheck disable=SC2154  # the generated block's variables
+cs_restore_tree "$BACKUP"
