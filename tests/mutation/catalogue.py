@@ -156,8 +156,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "file writes end with the file's own mode (credentials 0600)", "executor/sh/files.sh",
         "", 'chmod "$2" "$tmp"', 'chmod 0644 "$tmp"',
-        (R + "test_trust_files.py",),
-        "registry credentials would be readable by every user of the host"),
+        (U + "test_swap_script_sh.py", R + "test_trust_files.py"),
+        "registry credentials would be readable by every user of the host", unit=True),
     Mutation(
         "the controllers' signature policy is enforced whatever the flags",
         "executor/apply.py", "_policy", "rules = policy.agreed(found)", "rules = None",
