@@ -41,10 +41,10 @@ from planner.facts.lock import (
     TOUCH_EVERY,
     LockState,
     Place,
-    guard_lines,
     unlock_command,
 )
-from planner.hosts.batch import Output, quote
+from planner.hosts.batch import Output
+from planner.hosts.shell import load, variables
 from planner.hosts.ssh import CommandResult
 
 from .remote import HostWriter
@@ -59,9 +59,6 @@ MUTEX_WAIT = 10
 # Exit codes of a host script: LOCK_DIR or STATE_DIR is not root's alone (refused, nothing
 # changed); a bounded wait for an flock ran out.
 UNSAFE, WAIT_TIMEOUT = 10, 11
-# sbin directories are missing from a non-root user's PATH on several distros, and sudo
-# may keep that PATH.
-_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _ID_RE = re.compile(r"[0-9a-f]{1,64}")
 
 
@@ -131,64 +128,31 @@ def stale_seconds(stale_after: float) -> int:
     return math.floor(stale_after)
 
 
-# `cs_flock -x|-s FD SECONDS`: an flock on an open FD whose wait is bounded, returning 1
-# once SECONDS have passed without it. Not `flock -w`: BusyBox's flock (Alpine) has no -w,
-# only -n, so this tries -n every 0.05 s; it also lets a trapped signal end the wait
-# within 0.05 s (a foreground flock holds a trap back until it returns).
-BOUNDED_FLOCK = r"""cs_flock() {
-  cs_t=0
-  until flock -n "$1" "$2"; do
-    [ "$cs_t" -lt $(($3 * 20)) ] || return 1
-    sleep 0.05; cs_t=$((cs_t + 1))
-  done
-}
-"""
+# `cs_flock -x|-s FD SECONDS`, an flock whose wait is bounded (BusyBox's flock has no -w):
+# executor/sh/flock.sh.
+BOUNDED_FLOCK = load("executor", "flock.sh")
 
 
-def mutex_lines(on_timeout: str, mutex: str = MUTEX_PATH) -> str:
-    """Shell lines taking the mutex on fd 9 (held until the script exits), in a LOCK_DIR
-    already checked: opened read-only (an flock needs no more), its wait bounded;
-    `on_timeout` runs when it ran out."""
-    m = quote(mutex)
-    return (f"{BOUNDED_FLOCK}[ -e {m} ] || : >>{m}\nexec 9<{m}\n"
-            f"if ! cs_flock -x 9 {MUTEX_WAIT}; then {on_timeout}; fi\n")
-
-
-def _script_for(lock_id: str, place: Place = HOST) -> str:
-    """The common head of every lock script: the directories checked (created and made
-    root's alone if need be), the mutex, `ours`. `place`: HOST on every host (another only
-    for the unit tests that run these scripts locally)."""
-    prefix = id_prefix(lock_id)
-    mutex = place.lock_path + ".mutex"
-    # Root's umask may be anything: whatever is created here is root's alone.
-    # `head -c` counts bytes; the prefix is ASCII, so bytes are characters.
-    refuse = f'echo "$why; nothing was changed" >&2; exit {UNSAFE}'
-    timeout = (f"echo 'timed out after {MUTEX_WAIT} s waiting for {mutex}; nothing was "
-               f"changed' >&2; exit {WAIT_TIMEOUT}")
-    return (f"set -eu\nexport LC_ALL=C PATH={_PATH}\numask 077\n"
-            + guard_lines("fix", refuse, place) + mutex_lines(timeout, mutex) +
-            f"p={quote(place.lock_path)}\nwant={quote(prefix)}\n"
-            f"ours() {{ [ -f \"$p\" ] && [ \"$(head -c {len(prefix)} \"$p\")\" = \"$want\" ]; }}\n")
+def _script_for(lock_id: str, part: str, values: dict[str, str | int],
+                place: Place = HOST) -> str:
+    """A lock script: the directories checked (created and made root's alone if need be),
+    the mutex, `ours` (executor/sh/lock.sh), then `part`. `place`: HOST on every host
+    (another only for the unit tests that run these scripts locally)."""
+    block = variables({**place.values(), "LOCK_PATH": place.lock_path,
+                       "MUTEX": place.lock_path + ".mutex", "MUTEX_WAIT": MUTEX_WAIT,
+                       "WANT": id_prefix(lock_id), "UNSAFE": UNSAFE,
+                       "WAIT_TIMEOUT": WAIT_TIMEOUT, **values})
+    return (block + load("planner.facts", "guard.sh") + load("executor", "flock.sh")
+            + load("executor", "lock.sh") + load("executor", part))
 
 
 def acquire_script(lock_id: str, stale_after: float, place: Place = HOST) -> str:
     """Prints `ours`, `new`, or `held`/`stale` followed by a LOCK-fact listing of the
     existing lock; creates or replaces the lock (content from stdin) unless `held`: held
-    while its age (host clock, whole seconds) is at most `stale_after`."""
-    return _script_for(lock_id, place) + (
-        'if ours; then touch -c "$p"; echo ours; exit 0; fi\n'
-        'if [ -f "$p" ]; then\n'
-        '  mt=$(stat -c %Y "$p"); now=$(date +%s)\n'
-        f'  if [ $((now - mt)) -le {stale_seconds(stale_after)} ]; then v=held; else v=stale; fi\n'
-        '  echo "$v"; echo "lock $mt $now"\n'
-        "  head -c 4096 \"$p\" | base64 | tr -d '\\n'; echo\n"
-        '  if [ "$v" = held ]; then exit 0; fi\n'
-        'else echo new; fi\n'
-        # Temp file in the same directory, then rename: readers see old or new, never half.
-        't=$(mktemp "$p.XXXXXX")\n'
-        "trap 'rm -f \"$t\"' EXIT\n"
-        'cat >"$t"\nchmod 0600 "$t"\nmv -f "$t" "$p"\n'
-    )
+    while its age (host clock, whole seconds) is at most `stale_after`
+    (executor/sh/lock_acquire.sh)."""
+    return _script_for(lock_id, "lock_acquire.sh",
+                       {"STALE_AFTER": stale_seconds(stale_after)}, place)
 
 
 def parse_acquire(out: str) -> tuple[str, LockState | None]:
@@ -269,7 +233,8 @@ def _parse_result(label: str, stdout: bytes) -> tuple[str, LockState | None]:
 
 
 def _if_ours(lock_id: str, action: str) -> str:
-    return _script_for(lock_id) + f"if ours; then {action}; echo yes; else echo no; fi\n"
+    """`yes` after `action` (touch, remove) if the lock is still `lock_id`'s, else `no`."""
+    return _script_for(lock_id, "lock_if_ours.sh", {"ACTION": action})
 
 
 def _yes(host: HostWriter, script: str, timeout: float | None = None) -> bool:
@@ -282,19 +247,19 @@ def _yes(host: HostWriter, script: str, timeout: float | None = None) -> bool:
 def touch(host: HostWriter, info: LockInfo, timeout: float | None = None) -> bool:
     """Refresh the lock's mtime if it is still ours; False if another run took it over.
     `timeout` bounds the round trip (CommandTimeout after it)."""
-    return _yes(host, _if_ours(info.id, 'touch -c "$p"'), timeout)
+    return _yes(host, _if_ours(info.id, "touch"), timeout)
 
 
 def release(host: HostWriter, info: LockInfo) -> bool:
     """Remove the lock if it is still ours; False if it is gone or someone else's."""
     _forget(host, info.id)
-    return _yes(host, _if_ours(info.id, 'rm -f "$p"'))
+    return _yes(host, _if_ours(info.id, "remove"))
 
 
 def force_unlock(host: HostWriter, lock_id: str) -> bool:
     """Remove the lock of a crashed run, only if its id is `lock_id`."""
     _forget(host, lock_id)
-    return _yes(host, _if_ours(lock_id, 'rm -f "$p"'))
+    return _yes(host, _if_ours(lock_id, "remove"))
 
 
 def _forget(host: HostWriter, lock_id: str) -> None:
@@ -439,5 +404,5 @@ class LockSet:
 
 __all__ = ["BOUNDED_FLOCK", "LOCK_DIR", "MUTEX_PATH", "MUTEX_WAIT", "UNSAFE", "WAIT_TIMEOUT",
            "LockHeld", "LockInfo", "LockSet", "acquire", "acquire_script", "check_lock_id",
-           "force_unlock", "held_lock_id", "id_prefix", "mutex_lines", "new_lock_info",
+           "force_unlock", "held_lock_id", "id_prefix", "new_lock_info",
            "parse_acquire", "release", "stale_seconds", "touch"]

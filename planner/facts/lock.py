@@ -31,6 +31,7 @@ from ..host_paths import LOCK_PATH as LOCK_PATH
 from ..host_paths import STATE_DIR as STATE_DIR
 from ..host_paths import SWAP_LOCK_PATH as SWAP_LOCK_PATH
 from ..hosts.batch import Fact, FactParseError, Output, quote
+from ..hosts.shell import load, script, variables
 from .bounds import check_size
 
 TOUCH_EVERY = 30
@@ -41,62 +42,14 @@ STALE_AFTER = 60
 # change. STATE_DIR holds the in-progress marker, the apply records and the backups
 # (planner.facts.interrupted, executor.records, executor.files).
 
-# `cs_dir DIR check|fix f|fd`: returns 1 with a one-line reason in $why when DIR, its
-# parent or an entry of DIR is a link, is owned by anyone but root or is writable by
-# anyone but root; entries must be regular files (f) or files and directories (fd).
-# `fix` (the executor) creates DIR 0700 when absent and takes group and world access away
-# from DIR (and, for f, from its files); `tighten` does the same to a DIR that exists,
-# creating none; `check` (a plan) changes nothing. Octal in $(( ))
-# is POSIX; stat -c is GNU and busybox alike. No `local` (not POSIX): cs_ prefixes. An
-# entry gone between the listing and its look (`cs_gone`: a racing run's lock temp,
-# renamed into place under the mutex) has nothing left to judge.
-_GUARD = r"""cs_gone() { [ ! -e "$1" ] && [ ! -L "$1" ]; }
-cs_own() {
-  if [ -L "$1" ]; then why="$1 is a symbolic link"; return 1; fi
-  case $2 in
-    d) [ -d "$1" ] || { why="$1 is not a directory"; return 1; };;
-    f) [ -f "$1" ] || { why="$1 is not a regular file"; return 1; };;
-    *) [ -f "$1" ] || [ -d "$1" ] || { why="$1 is neither a file nor a directory"; return 1; };;
-  esac
-  cs_s=$(stat -c '%u %a' -- "$1" 2>/dev/null) || { why="cannot stat $1"; return 1; }
-  cs_u=${cs_s% *}; cs_m=${cs_s#* }
-  if [ "$cs_u" != @OWNER@ ]; then why="$1 is owned by uid $cs_u"; return 1; fi
-  if [ $((0$cs_m & 022)) -ne 0 ]; then why="$1 is mode 0$cs_m (writable by others)"; return 1; fi
-}
-cs_dir() {
-  why=
-  if ! cs_own "${1%/*}" d; then why="$why: refusing to use $1"; return 1; fi
-  if [ "$2" = fix ] && cs_gone "$1" && ! ( umask 077; mkdir -- "$1" 2>/dev/null ) &&
-      cs_gone "$1"; then  # made meanwhile by a racing run: judged below like any other
-    why="cannot create $1"; return 1
-  fi
-  [ -e "$1" ] || [ -L "$1" ] || return 0
-  if ! cs_own "$1" d; then why="$why: refusing to use it (it must be root's alone)"; return 1; fi
-  cs_dm=$cs_m
-  for cs_f in "$1"/* "$1"/.[!.]* "$1"/..?*; do
-    cs_gone "$cs_f" && continue
-    if ! cs_own "$cs_f" "$3"; then
-      cs_gone "$cs_f" && continue
-      why="$why: refusing to use $1"; return 1
-    fi
-    if [ "$2" != check ] && [ "$3" = f ] && [ $((0$cs_m & 077)) -ne 0 ] &&
-        ! chmod go= -- "$cs_f" 2>/dev/null && ! cs_gone "$cs_f"; then
-      why="cannot make $cs_f root's alone"; return 1
-    fi
-  done
-  if [ "$2" != check ] && [ $((0$cs_dm & 077)) -ne 0 ]; then
-    chmod go= -- "$1" || { why="cannot make $1 root's alone"; return 1; }
-  fi
-  return 0
-}
-"""
+# The checks themselves (`cs_dir`, `cs_guard`) are shell: planner/facts/sh/guard.sh.
 
 
 def guard(owner: int = 0) -> str:
-    """GUARD, holding the directories to being `owner`'s alone. Root on every host: only
-    Place (a temporary directory, for the unit tests that run the lock scripts as the
-    user running them) asks for another."""
-    return _GUARD.replace("@OWNER@", str(int(owner)))
+    """The guard's functions, holding the directories to being `owner`'s alone. Root on
+    every host: only Place (a temporary directory, for the unit tests that run the lock
+    scripts as the user running them) asks for another."""
+    return variables({"OWNER_UID": int(owner)}) + load("planner.facts", "guard.sh")
 
 
 GUARD = guard()
@@ -112,26 +65,19 @@ class Place:
     lock_dir: str = LOCK_DIR
     state_dir: str = STATE_DIR
     owner: int = 0  # uid
+    group: int = 0  # gid: what the executor's writes give their backup directories
 
     @property
     def lock_path(self) -> str:
         return f"{self.lock_dir}/lock"
 
+    def values(self) -> dict[str, str | int]:
+        """The generated block's share of a script that runs the guard (cs_guard)."""
+        return {"OWNER_UID": self.owner, "LOCK_DIR": self.lock_dir,
+                "STATE_DIR": self.state_dir}
+
 
 HOST = Place()
-
-
-def guard_lines(mode: str, fail: str, place: Place = HOST) -> str:
-    """Shell lines checking (mode "check") or also creating and tightening ("fix")
-    LOCK_DIR and STATE_DIR; `fail` runs, with the reason in $why, when one is unsafe.
-    Both are checked before either is fixed: a refusal changes nothing."""
-    lock_dir, state_dir = quote(place.lock_dir), quote(place.state_dir)
-    calls = [f"! cs_dir {d} check {kind}" for d, kind in ((lock_dir, "f"), (state_dir, "fd"))]
-    if mode == "fix":
-        # STATE_DIR is made when something is kept there (a marker, a record): a lock taken
-        # by an apply that is then refused leaves nothing behind.
-        calls += [f"! cs_dir {lock_dir} fix f", f"! cs_dir {state_dir} tighten fd"]
-    return guard(place.owner) + f"if {' || '.join(calls)}; then {fail}; fi\n"
 
 
 @dataclass(frozen=True)
@@ -190,11 +136,10 @@ def _parse(out: Output) -> LockState:
 
 def _look() -> str:
     """The lock as root sees it, after the same checks as the executor's (changing
-    nothing): `unsafe <why>`, `none`, or `lock <mtime> <now>` and its content."""
-    return (guard_lines("check", 'echo "unsafe $why"; exit 0') +
-            f"p={quote(LOCK_PATH)}\n"
-            'if [ -f "$p" ]; then echo "lock $(stat -c %Y "$p") $(date +%s)"; '
-            'head -c 4096 "$p" | base64 -w0; echo; else echo none; fi\n')
+    nothing): `unsafe <why>`, `none`, or `lock <mtime> <now>` and its content
+    (planner/facts/sh/lock_look.sh)."""
+    return script("planner.facts", ("guard.sh", "lock_look.sh"),
+                  {**HOST.values(), "LOCK_PATH": HOST.lock_path})
 
 
 # The plan reads the lock as the SSH user (phases/lock.py), and only root may look into
