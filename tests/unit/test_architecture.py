@@ -1,27 +1,137 @@
-"""Structural rules: the planner never imports the executor, and reads hosts only."""
+"""The layers of ARCHITECTURE.md, held for every module: no import runs back up a layer,
+no import loop (TYPE_CHECKING and function-level imports included), the executor and the
+command line never reach into a phase module, and the planner reads hosts only."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("planner", "executor", "cargoship", "schemas")
+
+# Bottom first: a module may import its own layer and the layers below, never above.
+# A module's layer is that of the longest prefix naming it (ARCHITECTURE.md says why).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base", ("planner", "planner.errors", "planner.safeyaml", "planner.safetext",
+              "planner.credentials", "planner.startup", "planner.kube_bounds",
+              "planner.history_verify", "planner.localfiles", "planner.host_paths",
+              "schemas")),
+    ("config", ("planner.config",)),
+    ("hosts", ("planner.hosts",)),
+    ("facts", ("planner.facts",)),
+    ("plan data", ("planner.plan.model", "planner.plan.hostref", "planner.plan.actions")),
+    ("desired", ("planner.desired", "planner.kube", "planner.configurers")),
+    ("plan file", ("planner.plan",)),
+    ("context", ("planner.context", "planner.render", "planner.api_server")),
+    ("phases", ("planner.phases", "planner.history", "planner.connecting")),
+    ("runner", ("planner.dryrun", "planner.make")),
+    ("executor", ("executor",)),
+    ("cli", ("cargoship",)),
+)
 
 
-def _imports(package: str) -> set[tuple[str, str]]:
-    found = set()
-    for path in (ROOT / package).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                found |= {(str(path.relative_to(ROOT)), a.name) for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                found.add((str(path.relative_to(ROOT)), node.module))
-    return found
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+
+def _known(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str) -> Iterator[str]:
+    """Every project module `module` imports, wherever the import statement is."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - (node.level - 1)] \
+                if node.level else []
+            start = ".".join([*base, *([node.module] if node.module else [])])
+            names = [start, *(f"{start}.{a.name}" for a in node.names)]
+        else:
+            continue
+        for name in names:
+            found = _known(name)
+            if found and found != module:
+                yield found
+
+
+EDGES = {m: set(_imports(m)) for m in MODULES}
+
+
+def layer(module: str) -> int:
+    best = max(((len(p), i) for i, (_, prefixes) in enumerate(LAYERS) for p in prefixes
+                if module == p or module.startswith(p + ".")), default=None)
+    assert best is not None, f"{module} is in no layer: add it to LAYERS and ARCHITECTURE.md"
+    return best[1]
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in MODULES:
+        layer(module)
+
+
+def test_no_import_runs_back_up_a_layer() -> None:
+    up = sorted(f"{m} ({LAYERS[layer(m)][0]}) imports {t} ({LAYERS[layer(t)][0]})"
+                for m, targets in EDGES.items() for t in targets if layer(t) > layer(m))
+    assert not up
+
+
+def test_no_import_loop() -> None:
+    # Tarjan's strongly connected components over the module graph.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    loops: list[list[str]] = []
+
+    def visit(m: str) -> None:
+        index[m] = low[m] = len(index)
+        stack.append(m)
+        for t in EDGES[m]:
+            if t not in index:
+                visit(t)
+                low[m] = min(low[m], low[t])
+            elif t in stack:
+                low[m] = min(low[m], index[t])
+        if low[m] == index[m]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == m:
+                    break
+            if len(component) > 1:
+                loops.append(sorted(component))
+
+    for module in sorted(MODULES):
+        if module not in index:
+            visit(module)
+    assert not loops
+
+
+def test_phase_modules_are_the_planners_alone() -> None:
+    # What the executor or the command line needs from planning lives in the layer it
+    # belongs to; only the runner (planner.make) composes the phases.
+    reach = sorted(f"{m} imports {t}" for m, targets in EDGES.items()
+                   if m.split(".")[0] in ("executor", "cargoship")
+                   for t in targets if t.startswith("planner.phases"))
+    assert not reach
 
 
 def test_planner_never_imports_executor_or_cli() -> None:
-    bad = {(f, m) for f, m in _imports("planner") if m.split(".")[0] in ("executor", "cargoship")}
-    assert not bad, f"planner imports executor/cli: {sorted(bad)}"
+    bad = sorted(f"{m} imports {t}" for m, targets in EDGES.items() if m.startswith("planner")
+                 for t in targets if t.split(".")[0] in ("executor", "cargoship"))
+    assert not bad
 
 
 def test_host_reader_offers_no_way_to_write() -> None:
