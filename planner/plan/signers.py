@@ -1,7 +1,7 @@
 """Counting signers: how many people, not signatures, vouched for a plan.
 
 Both gates count the same way: `apply --require-signed-by` against --min-signatures
-(cargoship/cli.py), and the controllers' signature policy (executor/policy.py). A
+(cargoship/apply_command.py), and the controllers' signature policy (executor/policy.py). A
 principal counts once however many of their signatures a plan carries (two keys of one
 person, or one signature embedded and detached too); a signature counts only when it
 verified against the allowed signers, so a revoked key or a signature over another digest
