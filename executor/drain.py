@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import urllib3
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from planner.errors import CargoshipError
 from planner.kube_bounds import HOLD, AnswerRefused
