@@ -27,6 +27,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from planner.errors import CargoshipError
+from planner.kube import raw_get
 from planner.kube_bounds import HOLD, AnswerRefused
 
 from . import api_shape
@@ -253,10 +254,8 @@ class NodeOps:
             try:
                 # HOLD: handed over unread (kube_bounds), so each answer keeps its
                 # connection until all have come.
-                response = client.call_api(
-                    "/version", "GET", auth_settings=["BearerToken"], _preload_content=False,
-                    header_params={HOLD: "1"}, _return_http_data_only=True,
-                    _request_timeout=REQUEST_TIMEOUT)
+                response = raw_get(client, "/version", headers={HOLD: "1"},
+                                   timeout=REQUEST_TIMEOUT)
             except (ApiException, *_UNREACHABLE) as exc:
                 together.abort()
                 log.debug("opening an API connection ahead failed: %s", exc)

@@ -39,7 +39,7 @@ from typing import Any
 from planner.errors import CargoshipError
 from planner.facts.distro import parse_service_state, status_snippet
 from planner.hosts.batch import quote
-from planner.kube import official_client
+from planner.kube import official_client, raw_get
 from planner.kube_bounds import AnswerRefused
 
 from .remote import HostWriter
@@ -177,10 +177,8 @@ def readyz_probe(admin: dict[str, Any], address: str) -> Callable[[], tuple[bool
         try:
             if not client:
                 client.append(official_client(point_at(admin, address)).api_client)
-            response = client[0].call_api(
-                "/readyz", "GET", query_params=[("verbose", "true")],
-                auth_settings=["BearerToken"], _preload_content=False,
-                _return_http_data_only=True, _request_timeout=READYZ_TIMEOUT)
+            response = raw_get(client[0], "/readyz", query=[("verbose", "true")],
+                               timeout=READYZ_TIMEOUT)
             body = response.data.decode("utf-8", "replace")
         except kubernetes.client.ApiException as exc:
             failed = [ln for ln in str(exc.body or "").splitlines() if ln.startswith("[-]")]
