@@ -38,8 +38,7 @@ log = logging.getLogger("cargoship.executor")
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # Bounds every single API request, in all (planner/kube_bounds.py): without it a stalled
-# connection blocks forever and no drain or readiness timeout could fire. An int: the
-# official client takes a float `_request_timeout` for no timeout at all.
+# connection blocks forever and no drain or readiness timeout could fire.
 REQUEST_TIMEOUT = 10
 # Cordon re-reads the node after a conflicting update; this many in a row is not a race.
 CONFLICT_RETRIES = 5

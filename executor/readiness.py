@@ -51,7 +51,7 @@ APISERVER_LOGS = "/var/log/pods/kube-system_kube-apiserver-*/kube-apiserver"
 CRASH_RESTARTS = 2
 LOG_LINES = 6
 POLL_CAP = 1.0
-READYZ_TIMEOUT = 5  # an int: the official client ignores a float
+READYZ_TIMEOUT = 5
 
 
 class NotBackError(CargoshipError):
