@@ -32,7 +32,8 @@ ApiFactory = Callable[[dict[str, Any]], "CoreV1Api"]
 
 
 def official_client(kubeconfig: dict[str, Any]) -> CoreV1Api:
-    # Imported here: the client takes ~0.4 s to import and most plans never call the API.
+    # Imported here: the client is slow to import and to build (tests/bench/FINDINGS.md,
+    # "kubernetes client 37") and most plans never call the API.
     import kubernetes
 
     configuration = kubernetes.client.Configuration()
