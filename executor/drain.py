@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import urllib3
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from planner.errors import CargoshipError
+from planner.kube import raw_get
 from planner.kube_bounds import HOLD, AnswerRefused
 
 from . import api_shape
@@ -37,8 +38,7 @@ log = logging.getLogger("cargoship.executor")
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # Bounds every single API request, in all (planner/kube_bounds.py): without it a stalled
-# connection blocks forever and no drain or readiness timeout could fire. An int: the
-# official client takes a float `_request_timeout` for no timeout at all.
+# connection blocks forever and no drain or readiness timeout could fire.
 REQUEST_TIMEOUT = 10
 # Cordon re-reads the node after a conflicting update; this many in a row is not a race.
 CONFLICT_RETRIES = 5
@@ -234,10 +234,8 @@ class NodeOps:
             try:
                 # HOLD: handed over unread (kube_bounds), so each answer keeps its
                 # connection until all have come.
-                response = client.call_api(
-                    "/version", "GET", auth_settings=["BearerToken"], _preload_content=False,
-                    header_params={HOLD: "1"}, _return_http_data_only=True,
-                    _request_timeout=REQUEST_TIMEOUT)
+                response = raw_get(client, "/version", headers={HOLD: "1"},
+                                   timeout=REQUEST_TIMEOUT)
             except (ApiException, *_UNREACHABLE) as exc:
                 together.abort()
                 log.debug("opening an API connection ahead failed: %s", exc)

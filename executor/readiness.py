@@ -39,7 +39,7 @@ from typing import Any
 from planner.errors import CargoshipError
 from planner.facts.distro import parse_service_state, status_snippet
 from planner.hosts.batch import quote
-from planner.kube import official_client
+from planner.kube import official_client, raw_get
 from planner.kube_bounds import AnswerRefused
 
 from .remote import HostWriter
@@ -53,7 +53,7 @@ LOG_LINES = 8  # shown per log, the newest
 LOG_READ = 200  # read per log, then those from before the restart left out
 LOG_WIDTH = 220  # characters shown of one log line
 POLL_CAP = 1.0
-READYZ_TIMEOUT = 5  # an int: the official client ignores a float
+READYZ_TIMEOUT = 5
 
 
 class NotBackError(CargoshipError):
@@ -220,10 +220,8 @@ def readyz_probe(admin: dict[str, Any], address: str) -> Callable[[], tuple[bool
         try:
             if not client:
                 client.append(official_client(point_at(admin, address)).api_client)
-            response = client[0].call_api(
-                "/readyz", "GET", query_params=[("verbose", "true")],
-                auth_settings=["BearerToken"], _preload_content=False,
-                _return_http_data_only=True, _request_timeout=READYZ_TIMEOUT)
+            response = raw_get(client[0], "/readyz", query=[("verbose", "true")],
+                               timeout=READYZ_TIMEOUT)
             body = response.data.decode("utf-8", "replace")
         except kubernetes.client.ApiException as exc:
             failed = [ln for ln in str(exc.body or "").splitlines() if ln.startswith("[-]")]

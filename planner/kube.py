@@ -32,12 +32,13 @@ ApiFactory = Callable[[dict[str, Any]], "CoreV1Api"]
 
 
 def official_client(kubeconfig: dict[str, Any]) -> CoreV1Api:
-    # Imported here: the client takes ~0.4 s to import and most plans never call the API.
+    # Imported here: the client is slow to import and to build (tests/bench/FINDINGS.md,
+    # "kubernetes client 37") and most plans never call the API.
     import kubernetes
 
     configuration = kubernetes.client.Configuration()
-    kubernetes.config.load_kube_config_from_dict(kubeconfig,
-                                                 client_configuration=configuration)
+    kubernetes.config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+        kubeconfig, client_configuration=configuration)
     # No silent re-tries inside the client (each logs a warning and takes the time of a
     # request): every caller polls with its own deadline, an API restarting included.
     configuration.retries = 0
@@ -49,6 +50,28 @@ def official_client(kubeconfig: dict[str, Any]) -> CoreV1Api:
     api_client = kubernetes.client.ApiClient(configuration)
     api_client.rest_client.pool_manager = bounded_pool(configuration)
     return kubernetes.client.CoreV1Api(api_client)
+
+
+def raw_get(api_client: Any, path: str, *, timeout: int | float,
+            query: list[tuple[str, str]] | None = None,
+            headers: dict[str, str] | None = None) -> Any:
+    """GET a path no typed method covers (/readyz, /version) with the client's credentials
+    and pool: urllib3's response, unread, as a typed method's with `_preload_content=False`;
+    an answer outside 2xx raises the client's ApiException, as the typed methods do.
+
+    Written against the client's generated-code API (major 37: `param_serialize`, then
+    `call_api` with the URL built; it raises nothing on a status), in this one place."""
+    from kubernetes.client.exceptions import ApiException
+
+    method, url, header_params, body, post_params = api_client.param_serialize(
+        "GET", path, query_params=query, header_params=dict(headers or {}),
+        auth_settings=["BearerToken"])
+    response = api_client.call_api(method, url, header_params, body, post_params,
+                                   _request_timeout=timeout)
+    if not 200 <= response.status <= 299:
+        response.read()  # the body, for the exception's message
+        raise ApiException.from_response(http_resp=response, body=None, data=None)
+    return response.response
 
 
 def bounded_pool(configuration: Any) -> BoundedPoolManager:

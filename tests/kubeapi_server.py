@@ -36,12 +36,16 @@ class Kube:
 
     def call(self, method: str, path: str, body: Any = None, content_type: str =
              "application/json", response_type: str | None = None) -> Any:
-        """A request the typed methods cannot make (other content types, unknown paths)."""
-        return self.api_client.call_api(
-            path, method, header_params={"Content-Type": content_type,
+        """A request the typed methods cannot make (other content types, unknown paths):
+        the answer as `response_type` (None: nothing), ApiException outside 2xx."""
+        request = self.api_client.param_serialize(
+            method, path, header_params={"Content-Type": content_type,
                                          "Accept": "application/json"},
-            body=body, response_type=response_type, auth_settings=["BearerToken"],
-            _return_http_data_only=True)
+            body=body, auth_settings=["BearerToken"])
+        response = self.api_client.call_api(*request)
+        response.read()
+        return self.api_client.response_deserialize(
+            response, {"2XX": response_type} if response_type else {}).data
 
 
 def connect(port: int, token: str = TOKEN) -> client.ApiClient:

@@ -47,8 +47,11 @@ class LabelNodes(Phase):
         if admin is None:
             return set()
         try:
-            nodes = {str(n.metadata.name): dict(n.metadata.labels or {})
-                     for n in ctx.kube_api(admin).list_node(_request_timeout=30).items}
+            nodes: dict[str, dict[str, str]] = {}
+            for node in ctx.kube_api(admin).list_node(_request_timeout=30).items:
+                if node.metadata is None:
+                    raise ValueError("a node without metadata")
+                nodes[str(node.metadata.name)] = dict(node.metadata.labels or {})
         except Exception as exc:  # noqa: BLE001 - API errors, a cut-off answer, a wrong shape
             ctx.problem(self.title, None, f"cannot list nodes through the Kubernetes API: "
                                           f"{_reason(exc)}")
@@ -76,4 +79,8 @@ def _reason(exc: Exception) -> str:
     status = getattr(exc, "status", None)
     if status is not None:
         return f"HTTP {status} {getattr(exc, 'reason', '')}"
-    return f"{type(exc).__name__}: {exc}"
+    # One line: the client (pydantic models) names each wrong field on lines of its own,
+    # each with a link to pydantic's documentation.
+    said = "; ".join(line.strip() for line in str(exc).splitlines()
+                     if line.strip() and not line.strip().startswith("For further information"))
+    return f"{type(exc).__name__}: {said[:300]}"

@@ -421,9 +421,10 @@ class Store:
             prev = self._view(PODS, pod)
             if grace > 0 and not pod["metadata"].get("deletionTimestamp"):
                 # Like a kubelet given a grace period: the pod stays listed, terminating,
-                # until it has shut down, then it is gone.
+                # until it has shut down, then it is gone. The field is an int64, as for
+                # real (a client with typed models refuses 1.0).
                 pod["metadata"].update(deletionTimestamp=rfc3339(time.time() + grace),
-                                       deletionGracePeriodSeconds=grace)
+                                       deletionGracePeriodSeconds=math.ceil(grace))
                 self._bump(pod)
                 self._record(PODS, "MODIFIED", self._view(PODS, pod), prev)
                 timer = threading.Timer(grace, self._terminated, (ns, name,

@@ -50,6 +50,13 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b'"' + b"a" * size + b'"')
             except OSError:
                 return
+        elif self.path.startswith("/readyz"):
+            body = (b"[-]etcd failed\n" if "fail" in self.path else b"[+]etcd ok\n") + \
+                self.path.encode() + b" " + self.headers.get("Authorization", "").encode()
+            self.send_response(500 if "fail" in self.path else 200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         else:
             body = b'{"ok": true}'
             self.send_response(200)
@@ -150,21 +157,22 @@ def test_a_watch_is_handed_over_streaming_under_the_same_deadline(server: str) -
     assert time.monotonic() - started < 4
 
 
-def test_the_official_client_passes_its_request_timeout_as_the_total(server: str) -> None:
-    from executor.drain import REQUEST_TIMEOUT
-    from executor.readiness import READYZ_TIMEOUT
+@pytest.mark.parametrize(("timeout", "total"), [(1, "1"), (1.5, "1.5"), ((0.5, 1), "1.5")])
+def test_the_official_client_passes_its_request_timeout_as_the_total(
+        server: str, timeout: float | tuple[float, float], total: str) -> None:
     from planner.kube import official_client
 
-    # The client takes a float `_request_timeout` for no timeout at all: ours are ints.
-    assert isinstance(REQUEST_TIMEOUT, int) and isinstance(READYZ_TIMEOUT, int)
+    # Every form the product passes: an int, a float (major 31 of the client dropped a float
+    # `_request_timeout` silently, for no timeout at all; 37 takes it), a (connect, read)
+    # pair (the watches), which adds up.
     api = official_client({
         "apiVersion": "v1", "kind": "Config", "current-context": "c",
         "clusters": [{"name": "c", "cluster": {"server": server + "/drip"}}],
         "users": [{"name": "c", "user": {"token": "t"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "c"}}]})
     started = time.monotonic()
-    with pytest.raises(AnswerTooSlow, match="within 1 s"):
-        api.read_node("x", _request_timeout=1)
+    with pytest.raises(AnswerTooSlow, match=rf"within {total} s"):
+        api.read_node("x", _request_timeout=timeout)
     assert time.monotonic() - started < 4
 
 
@@ -180,3 +188,24 @@ def test_a_held_answer_keeps_its_connection_until_it_is_read(server: str) -> Non
     for response in held:
         assert response.read(65536) == b'{"ok": true}'
         response.release_conn()
+
+
+def test_a_raw_get_has_the_clients_credentials_and_raises_as_its_typed_methods(
+        server: str) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from planner.kube import official_client, raw_get
+
+    api_client = official_client({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "c", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "c"}}]}).api_client
+    answer = raw_get(api_client, "/readyz", query=[("verbose", "true")], timeout=5)
+    assert answer.status == 200
+    assert answer.data == b"[+]etcd ok\n/readyz?verbose=true Bearer t"
+    with pytest.raises(ApiException) as failed:
+        raw_get(api_client, "/readyz-fail", timeout=5)
+    assert failed.value.status == 500 and failed.value.body.startswith("[-]etcd failed")
+    with pytest.raises(AnswerTooSlow, match="within 1 s"):
+        raw_get(api_client, "/drip", timeout=1)
