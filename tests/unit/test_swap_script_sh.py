@@ -13,7 +13,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -175,7 +175,7 @@ class Run:
 def run(host: Host, *, stop_timeout: float = 0.05, watch_seconds: float = 0,
         controller: bool = False, swap: bool = True, go: str = GO,
         until: Callable[[list[Event]], bool] | None = None, lock: str | None = None,
-        hold_input: bool = False) -> Run:
+        hold_input: bool = False, timing: Timing = QUICK) -> Run:
     """The script with one write, as a host gets it (`sh -s`, its input ending after GO),
     read as the executor reads it; with `until`, the reading stops once it holds, as the
     executor's does once the host is back. `hold_input`: the input stays open (the apply
@@ -184,7 +184,7 @@ def run(host: Host, *, stop_timeout: float = 0.05, watch_seconds: float = 0,
                            [write_step(str(host.target), b"new: 2\n", mode=0o640,
                                        plan_id=PLAN, place=host.place)],
                            stop_timeout=stop_timeout, watch_seconds=watch_seconds,
-                           place=host.place, timing=QUICK, where=host.where)
+                           place=host.place, timing=timing, where=host.where)
     text = script.head(swap=swap) + (script.begin() if swap else "") + go
     if lock is not None:
         Path(host.place.lock_dir).mkdir(mode=0o700, exist_ok=True)
@@ -220,12 +220,18 @@ def states(events: list[Event]) -> list[str]:
 def test_a_restart_stops_commits_starts_and_watches_until_its_deadline(host: Host) -> None:
     host.states(STOPPED[host.init], when="on-stop")
     host.states(RUNNING[host.init].format(pid=12), when="on-start")
-    done = run(host)
+    # The start is asked without waiting for it (a start can block forever), so the watch's
+    # first look may come before the init system has acted on it: `stopped` until then.
+    # Read until the service is seen running, as the executor does.
+    # No nudge meanwhile (a late start is the nudge test's): one start, however slow.
+    done = run(host, watch_seconds=60, until=lambda ev: "running" in states(ev),
+               timing=replace(QUICK, nudge_after=60))
     kinds = [type(e).__name__ for e in done.events]
     assert kinds[:6] == ["Staged", "Marked", "Probed", "Stopped", "StepDone", "Started"], \
         done.stderr
-    assert done.events[4] == StepDone(0, "backup") and kinds[-1] == "Deadline"
-    assert states(done.events)[0] == "running" and done.code == 0
+    assert done.events[4] == StepDone(0, "backup")
+    seen = states(done.events)
+    assert seen[-1] == "running" and set(seen[:-1]) <= {"stopped"}, seen
     assert host.target.read_text() == "new: 2\n" and host.target.stat().st_mode & 0o777 == 0o640
     backup = Path(host.place.state_dir) / "backups" / PLAN / str(host.target).lstrip("/")
     assert backup.read_text() == "old: 1\n"
