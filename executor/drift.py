@@ -101,11 +101,12 @@ def _differences(saved: Plan, fresh: Plan, *, finished: Set[HostKey] = frozenset
             elif target == APPLIED and old.reads.get(target) != new.reads.get(target):
                 newest = newest_of(new.reads.get(target))
                 found.append((old.ref, f"{SUPERSEDED}{newest or '(unknown)'}"))
-            elif target not in old.reads and key in incomplete:
-                # Not read when the plan was made because something on this host could not
-                # be assessed then: it can't have changed "since"; what the plan would do
-                # there is held below, with the changes. On a fully read host a new read
-                # (a file that appeared) is a change like any other.
+            elif target not in old.reads and key in incomplete and target.startswith("label:"):
+                # A node's labels are not read when the plan could not assess them (the
+                # node was due a restart): they can't have changed "since"; what the plan
+                # would do there is held below, with the changes. Any other new read (a
+                # file or a directory that appeared) is drift on any host, as is any new
+                # read on a host the plan read in full.
                 continue
             elif old.reads.get(target) != new.reads.get(target):
                 found.append((old.ref, f"{target} changed since the plan was made"))

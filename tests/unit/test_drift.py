@@ -286,6 +286,10 @@ def test_a_read_the_plan_could_not_make_is_not_claimed_as_changed() -> None:
     label = "label:node-role.kubernetes.io/edge"
     fresh = with_host(saved, 1, reads={**saved.hosts[1].reads, label: "absent"})
     assert differences(saved, fresh) == []
+    dropin = "/etc/rancher/rke2/config.yaml.d/99-late.yaml"
+    appeared = with_host(saved, 1, reads={**saved.hosts[1].reads, dropin: digest("9")})
+    assert differences(saved, appeared) == [
+        f"wrk-1 (10.0.0.2): {dropin} changed since the plan was made"]
     ctl = with_host(saved, 0, reads={**saved.hosts[0].reads, label: "absent"})
     assert differences(saved, ctl) == [
         f"ctl-1 (10.0.0.1): {label} changed since the plan was made"]
