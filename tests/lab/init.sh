@@ -26,7 +26,7 @@ mount --bind "$H/rancher-var" /var/lib/rancher
 mount --bind "$H/bin" /usr/local/bin
 mount --bind "$H/home" /home
 for d in /mnt /media /dev/shm; do [ -d "$d" ] && mount -t tmpfs -o mode=755 "lab-${d##*/}" "$d"; done
-chmod 1777 /dev/shm
+[ ! -d /dev/shm ] || chmod 1777 /dev/shm
 # Last: the host dir may itself live under /tmp.
 mount -t tmpfs -o mode=1777 lab-tmp /tmp
 mount -t tmpfs -o mode=755 lab-run /run
