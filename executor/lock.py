@@ -15,14 +15,12 @@ Freshness is measured on the host's clock only (file mtime against the host's
 
 from __future__ import annotations
 
-import getpass
 import json
 import logging
 import math
 import os
 import re
 import secrets
-import socket
 import threading
 import time
 import weakref
@@ -42,6 +40,7 @@ from planner.facts.lock import (
     LockState,
     Place,
     unlock_command,
+    whoami,
 )
 from planner.hosts.batch import Output
 from planner.hosts.shell import load, variables
@@ -81,18 +80,11 @@ class LockInfo:
 def new_lock_info(plan_id: str | None) -> LockInfo:
     return LockInfo(
         id=secrets.token_hex(6),
-        holder=f"{_local_user()}@{socket.gethostname()}",
+        holder=whoami(),
         pid=os.getpid(),
         plan_id=plan_id,
         since=datetime.now(UTC).replace(microsecond=0).isoformat(),
     )
-
-
-def _local_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry and no USER variable (some containers)
-        return str(os.getuid())
 
 
 class LockHeld(CargoshipError):

@@ -20,6 +20,7 @@ import base64
 import binascii
 import getpass
 import json
+import os
 import shlex
 import socket
 from dataclasses import dataclass
@@ -157,7 +158,11 @@ LOCK: Fact[LockState] = Fact(
 
 def whoami() -> str:
     """Who takes a lock, as its holder is shown: user@machine."""
-    return f"{getpass.getuser()}@{socket.gethostname()}"
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no USER variable (some containers)
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
 
 
 def unlock_command(config_file: str, lock_id: str) -> str:

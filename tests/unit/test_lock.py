@@ -141,3 +141,18 @@ def test_lock_keeper_touches_every_host_in_parallel_despite_a_hung_one() -> None
         released.set()
         locks.release_all()
     assert not locks.lost()
+
+
+def test_a_user_without_a_passwd_entry_is_named_by_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Containers run as a uid with no passwd entry and no USER: the holder is still named,
+    # by plan (facts.lock.whoami) and by apply's lock alike, never a traceback.
+    import getpass
+
+    def nobody() -> str:
+        raise KeyError("getpwuid(): uid not found")
+
+    from planner.facts.lock import whoami
+
+    monkeypatch.setattr(getpass, "getuser", nobody)
+    assert whoami().startswith(f"{os.getuid()}@")
+    assert new_lock_info(None).holder == whoami()
