@@ -13,7 +13,7 @@ from planner import history
 from planner.config import ClusterConfig, load_config
 from planner.config.secrets import Unresolved
 from planner.errors import CargoshipError, ConfigError
-from planner.facts.lock import LockState
+from planner.facts.lock_holder import LockState
 from planner.hosts.ssh import ConnectOptions
 from planner.make import connected, make_plan
 from planner.plan import codec

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TextIO
 
-from executor.lock import LockHeld
+from executor.host_lock import LockHeld
 from planner.render import printable
 
 

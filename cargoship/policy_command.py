@@ -20,7 +20,7 @@ from executor.policy import (
 from executor.remote import HostWriter
 from planner.config import load_config
 from planner.errors import CargoshipError
-from planner.facts.lock import whoami
+from planner.facts.lock_holder import whoami
 from planner.hosts.ssh import ConnectOptions
 from planner.render import printable
 

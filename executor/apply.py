@@ -26,7 +26,7 @@ from typing import Any
 
 from planner import __version__
 from planner.errors import CargoshipError
-from planner.facts.lock import whoami
+from planner.facts.lock_holder import whoami
 from planner.hosts.batch import quote
 from planner.hosts.ssh import ConnectOptions
 from planner.make import make_plan
@@ -42,7 +42,7 @@ from .cleanup import remove_temps
 from .connect import connect_all, pinned_keys
 from .drift import HostKey, change_key, refusal
 from .errors import ApplyInterrupted
-from .lock import LockHeld, LockSet, new_lock_info
+from .host_lock import LockHeld, LockSet, new_lock_info
 from .remote import HostWriter
 from .replay import Earlier, judge
 from .rollout import HostJob, HostOutcome

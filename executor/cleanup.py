@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from planner.facts.distro import LAYOUTS
 from planner.facts.interrupted import MARKER
-from planner.facts.lock import GUARD
+from planner.facts.lock_holder import GUARD
 from planner.host_paths import RECORD_DIR
 from planner.hosts.batch import quote
 
-from .files import BACKUP_ROOT
-from .lock import BOUNDED_FLOCK, LOCK_DIR, MUTEX_PATH, MUTEX_WAIT
+from .file_writes import BACKUP_ROOT
+from .host_lock import BOUNDED_FLOCK, LOCK_DIR, MUTEX_PATH, MUTEX_WAIT
 from .remote import HostWriter
 
 

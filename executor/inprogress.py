@@ -10,10 +10,10 @@ import json
 import posixpath
 
 from planner.facts.interrupted import MARKER
-from planner.facts.lock import GUARD, STATE_DIR
+from planner.facts.lock_holder import GUARD, STATE_DIR
 from planner.hosts.batch import quote
 
-from .lock import UNSAFE
+from .host_lock import UNSAFE
 from .remote import HostWriter
 
 assert posixpath.dirname(MARKER) == STATE_DIR, "the marker lives in the checked directory"
@@ -27,7 +27,7 @@ def mark_script(plan_id: str, step: str = "in progress", backups: str | None = N
     failed.
 
     The marker decides what the next plan does to the host (a drain and a restart), so its
-    directory must be root's alone: checked first (planner.facts.lock.GUARD), created 0700
+    directory must be root's alone: checked first (planner.facts.lock_holder.GUARD), created 0700
     when absent, refused (nothing written) when anyone else could have put or changed
     anything there."""
     since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

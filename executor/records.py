@@ -15,7 +15,7 @@ from planner.host_paths import RECORD_DIR
 from planner.hosts.batch import quote
 from planner.localfiles import atomic_write
 
-from .files import write_file
+from .file_writes import write_file
 from .remote import HostWriter
 
 

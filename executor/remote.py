@@ -5,7 +5,7 @@ A dropped SSH connection in the middle of a rollout must not strand a host half-
 writer that knows how to dial its host again (`redial`) reconnects when a command loses its
 connection or gets no answer, and runs the command again. That is safe because every
 script the executor runs is idempotent: running it twice leaves the host as running it
-once does (files.py keeps the first backup; lock scripts recognise their own lock; `sv up`
+once does (file_writes.py keeps the first backup; lock scripts recognise their own lock; `sv up`
 and `sv down` are idempotent). A reconnection checks the host key exactly as the first
 connection did.
 """

@@ -27,8 +27,8 @@ from planner.hosts.ssh import ABANDONED
 
 from . import api_shape
 from .api_shape import ApiShapeError
-from .files import Written
-from .lock import UNSAFE, WAIT_TIMEOUT, held_lock_id
+from .file_writes import Written
+from .host_lock import UNSAFE, WAIT_TIMEOUT, held_lock_id
 from .polling import pause
 from .readiness import POLL_CAP, Waiter
 from .remote import MAX_RERUNS, HostWriter
@@ -70,7 +70,7 @@ class NothingStopped(CommandError):
     stopped and no file changed: the host needs no rollback."""
 
 
-# swap_script.py / lock.py: the exits that end a script before its stop.
+# swap_script.py / host_lock.py: the exits that end a script before its stop.
 NOTHING_STOPPED = frozenset({GONE, NOT_HELD, UNSAFE, WAIT_TIMEOUT})
 
 

@@ -25,12 +25,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from planner.desired.files import DesiredFile
+from planner.desired.engine_files import DesiredFile
 from planner.errors import CargoshipError
 
 from . import inprogress, node_identity
 from .drain import DrainOptions, NodeOps
-from .files import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
+from .file_writes import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
 from .remote import HostWriter
 from .restart import CANCEL_WAIT, NothingStopped, Restart
 from .swap_script import Step, remove_step, restore_step, restore_tree_step, write_step

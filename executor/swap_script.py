@@ -29,7 +29,7 @@ arrives during its restart back-off).
 
 A script whose cargoship is gone does nothing: it stops the engine only while its apply
 is alive and holds the host lock. Right before the stop (the point of no return) it checks
-that the host lock (planner.facts.lock.LOCK_PATH) still holds the lock id its GO line
+that the host lock (planner.facts.lock_holder.LOCK_PATH) still holds the lock id its GO line
 carries and was touched within STALE_AFTER (the lock keeper touches it every 30 s), that a
 line to the executor still writes (stdout: the SSH channel is open), and that its input
 has not ended (stdin: a killed apply's connection closes, and a watcher reading the input
@@ -40,9 +40,9 @@ started on whatever files were written, never stopped for good, and the in-progr
 marker tells the next plan to recover the host.
 
 From before the stop until the start is asked for, the script holds an exclusive flock on
-planner.facts.lock.SWAP_LOCK_PATH, which a plan's snapshot waits for: a plan made while a
+planner.facts.lock_holder.SWAP_LOCK_PATH, which a plan's snapshot waits for: a plan made while a
 dead client's script is still finishing its change reads the files once it is done. The
-lock file is root's alone (its directory checked first: planner.facts.lock.GUARD), opened
+lock file is root's alone (its directory checked first: planner.facts.lock_holder.GUARD), opened
 read-only, and the wait for it is bounded (swap_lock_wait): no local user can hold it, and
 whoever else does cannot hold a restart forever.
 
@@ -55,7 +55,7 @@ is; Python renders only the generated block of variables on top (SwapScript.valu
 
 The script comes in four parts, each run as soon as the host reads it (restart.Gate
 holds back the later ones). The head defines everything and stages each new file
-(files.stage_script: the content in a temp file beside its target, on disk, with its
+(file_writes.stage_script: the content in a temp file beside its target, on disk, with its
 mode; the backup directory ready), then says `staged`: sent ahead of the host's turn, it
 has the host's sudo, shell and staging done by then. At its turn, `begin` sets the
 in-progress marker, says `marked` and probes the engine (`before`). Its GO line
@@ -78,12 +78,12 @@ import secrets
 from dataclasses import dataclass, field
 
 from planner.facts.distro import LINE_BYTES
-from planner.facts.lock import HOST, STALE_AFTER, Place
+from planner.facts.lock_holder import HOST, STALE_AFTER, Place
 from planner.hosts.shell import load, variables
 
-from . import files
-from .files import Written, backup_path, written
-from .lock import UNSAFE, WAIT_TIMEOUT, check_lock_id
+from . import file_writes
+from .file_writes import Written, backup_path, written
+from .host_lock import UNSAFE, WAIT_TIMEOUT, check_lock_id
 from .readiness import APISERVER_LOGS, EngineState, parse_probe
 from .service import ServiceError
 
@@ -226,7 +226,7 @@ def restore_step(item: Written, place: Place = HOST) -> Step:
 
 def restore_tree_step(backup_dir: str, place: Place = HOST) -> Step:
     if place == HOST:
-        files.restore_tree_script(backup_dir)  # refuses what is not a backup directory
+        file_writes.restore_tree_script(backup_dir)  # refuses what is not a backup directory
     return Step("restored", backup_dir, "restore_tree", place=place)
 
 
@@ -296,7 +296,7 @@ class SwapScript:
             "APISERVER_LOGS": self.where.apiserver_logs, "LINE_BYTES": LINE_BYTES,
             **self.place.values(), "LOCK_PATH": self.place.lock_path,
             "SWAP_LOCK": f"{self.place.lock_dir}/swap.lock", "STALE_AFTER": STALE_AFTER,
-            **files.values(self.place),
+            **file_writes.values(self.place),
             "STOP_TICK": f"{t.stop_tick:g}", "STOP_SLOW_TICK": f"{t.stop_slow_tick:g}",
             "STOP_FAST_TICKS": fast_stop_ticks, "STOP_TICKS": stop_ticks_in_all,
             "STOP_TIMEOUT": f"{self.stop_timeout:g}",

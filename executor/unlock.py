@@ -6,12 +6,12 @@ from collections.abc import Callable
 
 from planner.config.model import ClusterConfig
 from planner.errors import CargoshipError
-from planner.facts.lock import LOCK, LockState
+from planner.facts.lock_holder import LOCK, LockState
 from planner.hosts.pool import parallel
 from planner.hosts.ssh import ConnectOptions
 
 from .connect import connect_all
-from .lock import check_lock_id, force_unlock
+from .host_lock import check_lock_id, force_unlock
 from .remote import HostWriter
 
 

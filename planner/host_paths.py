@@ -1,5 +1,5 @@
 """Every place cargoship owns on a host, in one list: the planner reads them, the executor
-writes them, and each is named once. All are root's alone (see facts/lock.py GUARD)."""
+writes them, and each is named once. All are root's alone (see facts/lock_holder.py GUARD)."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ def _run(ctx: PlanContext) -> DryRunReport:
 
 def _plan_of(report: DryRunReport) -> Plan:
     """What the run found, in the plan's terms (hosts by reference, not by index)."""
-    from .facts.lock import whoami
+    from .facts.lock_holder import whoami
     from .plan.build import build_plan
     from .plan.model import Change, Note, PhaseOutcome, Unassessed
 

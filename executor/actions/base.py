@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 from planner.api_server import server_for
 from planner.config.model import ClusterConfig
 from planner.context import HostState, PlanContext
-from planner.desired.files import DesiredFile
+from planner.desired.engine_files import DesiredFile
 from planner.errors import CargoshipError
 from planner.kube import admin_kubeconfig_path, parse_admin, with_server
 from planner.plan.model import Change, HostRef, Plan, Unassessed

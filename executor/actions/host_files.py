@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from planner.desired.files import DesiredFile
+from planner.desired.engine_files import DesiredFile
 from planner.facts.interrupted import BACKUPS as BACKUP_DIR
 from planner.plan.actions import (
     DELETE_FILE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from planner.api_server import host_address
-from planner.desired.files import desired_files
+from planner.desired.engine_files import desired_files
 from planner.facts.distro import LAYOUTS
 from planner.plan.model import Change
 

@@ -1,5 +1,5 @@
 # Atomic file writes on a host, with the previous content kept as a backup: the functions
-# of executor/files.py's scripts and of the restart script's steps (its docstring says
+# of executor/file_writes.py's scripts and of the restart script's steps (its docstring says
 # why each step is as it is). Each runs in its own subshell, with set -eu: a failure
 # removes its temp file and leaves the target as it was.
 # Set by the generated block on top: BACKUP_ROOT, RECORD_PREFIX, KEEP_BACKUPS,

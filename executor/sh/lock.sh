@@ -1,4 +1,4 @@
-# The common head of every lock script (executor/lock.py): the directories checked
+# The common head of every lock script (executor/host_lock.py): the directories checked
 # (created and made root's alone if need be), the mutex, `ours`. After guard.sh and
 # flock.sh; the generated block on top sets LOCK_PATH, MUTEX, MUTEX_WAIT, WANT (how a lock
 # file written with this run's id begins: lock.id_prefix), UNSAFE and WAIT_TIMEOUT.

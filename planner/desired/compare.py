@@ -17,10 +17,10 @@ import yaml
 
 from ..config.secrets import Secret
 from ..credentials import is_credential_key
-from ..facts.files import LiveFile
+from ..facts.file_reads import LiveFile
 from ..plan.model import KeyChange
 from ..safeyaml import YamlTooLarge, safe_load
-from .files import DesiredFile, dump_yaml
+from .engine_files import DesiredFile, dump_yaml
 from .keys import key_changes
 
 SENSITIVE_KEYS = frozenset({"password", "auth", "identity_token", "token"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .acquire_lock import AcquireLock
 from .base import DryRun, Phase, PhaseNotRunnable
 from .connect import Connect
 from .detect_os import DetectOs
@@ -10,7 +11,6 @@ from .distro_facts import GatherDistroFacts
 from .host_facts import GatherHostFacts
 from .kubeconfig import UpdateKubeconfig
 from .label_nodes import LabelNodes
-from .lock import AcquireLock
 from .plugins import plugin_phases
 from .release_lock import ReleaseLock
 from .sync_controllers import SyncControllers

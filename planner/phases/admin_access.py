@@ -9,7 +9,7 @@ from typing import Any
 from ..api_server import server_for
 from ..context import HostState, PlanContext
 from ..desired.compare import file_digest
-from ..facts.files import files_fact
+from ..facts.file_reads import files_fact
 from ..hosts.batch import Fact
 from ..kube import (
     KubeconfigError,

@@ -12,12 +12,12 @@ from typing import Any, ClassVar
 
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import FileChange, compare, deletion, file_digest
+from ..desired.engine_files import OWNED_PREFIX, DesiredFile, desired_files, is_owned, owned_paths
 from ..desired.engine_merge import overridden
-from ..desired.files import OWNED_PREFIX, DesiredFile, desired_files, is_owned, owned_paths
 from ..facts.applied import APPLIED
 from ..facts.applied import TARGET as APPLIED_TARGET
 from ..facts.distro import LAYOUTS
-from ..facts.files import LiveFile, files_fact
+from ..facts.file_reads import LiveFile, files_fact
 from ..facts.interrupted import INTERRUPTED, MARKER, Interrupted
 from ..facts.manifests import DEFAULT_NAMESPACE, ForeignManifests, foreign_charts_fact
 from ..hosts.batch import Fact

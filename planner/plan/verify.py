@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config.model import ClusterConfig, Engine
 from ..desired.compare import deletion, shown_desired, shown_structure
-from ..desired.files import DesiredFile, desired_files
+from ..desired.engine_files import DesiredFile, desired_files
 from ..desired.keys import leaves
 from .actions import DELETE_FILE, DELETE_FILE_IN_PLACE, WRITE_FILE, WRITE_FILE_IN_PLACE
 from .desired import stand_in_secrets

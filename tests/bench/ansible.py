@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from planner.config import load_config
-from planner.desired.files import desired_files, owned_paths
+from planner.desired.engine_files import desired_files, owned_paths
 from planner.facts.distro import LAYOUTS
 
 from .fleet import Fleet

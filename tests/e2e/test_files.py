@@ -1,4 +1,4 @@
-"""Atomic writes with backups on real lab hosts (executor/files.py)."""
+"""Atomic writes with backups on real lab hosts (executor/file_writes.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.files import restore_file, write_file
+from executor.file_writes import restore_file, write_file
 from executor.remote import HostWriter
 from planner.config.model import SshConfig
 from planner.errors import CommandError

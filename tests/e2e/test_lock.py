@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from executor.lock import (
+from executor.host_lock import (
     LockHeld,
     LockInfo,
     LockSet,
@@ -23,7 +23,7 @@ from executor.lock import (
 )
 from executor.remote import HostWriter
 from planner.config.model import SshConfig
-from planner.facts.lock import LOCK, LOCK_PATH
+from planner.facts.lock_holder import LOCK, LOCK_PATH
 from planner.hosts.ssh import ConnectOptions, open_session
 from tests.lab import HostSpec, Lab
 

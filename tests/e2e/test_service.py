@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.lock import UNSAFE
+from executor.host_lock import UNSAFE
 from executor.readiness import EngineState
 from executor.remote import HostWriter
 from executor.restart import Gate, Message, RemoteSwap, Restart
@@ -301,7 +301,7 @@ def test_a_starting_engine_is_watched_without_sv_at_every_tick(lab_factory) -> N
 
 def test_the_files_change_under_the_swap_lock(lab_factory) -> None:
     """From before the stop until the start was asked for, the script holds the swap lock
-    that a plan's snapshot waits for (planner/facts/lock.py); the engine does not inherit
+    that a plan's snapshot waits for (planner/facts/lock_holder.py); the engine does not inherit
     it."""
     lab = lab_factory([HostSpec("wrk-1", "worker")])
     slow_sv = Path(lab.host("wrk-1").dir, "bin", "sv")  # a stop that takes its time

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from planner.config import load_config
-from planner.desired.files import desired_files
+from planner.desired.engine_files import desired_files
 
 from .lab import Lab
 

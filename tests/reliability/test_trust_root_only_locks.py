@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.lock import WAIT_TIMEOUT
+from executor.host_lock import WAIT_TIMEOUT
 from executor.swap_script import OutputReader, Stopped, SwapScript, write_step
 from tests.e2e.cli import cargoship
 from tests.e2e.test_files import writer

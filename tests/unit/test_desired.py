@@ -9,8 +9,8 @@ import yaml
 from planner.config.model import ClusterConfig, Engine, HostConfig, SshConfig
 from planner.config.secrets import Secret
 from planner.desired.compare import compare
-from planner.desired.files import desired_files
-from planner.facts.files import LiveFile
+from planner.desired.engine_files import desired_files
+from planner.facts.file_reads import LiveFile
 
 SALT = b"salt"
 

@@ -37,7 +37,7 @@ from planner.facts.applied import APPLIED
 from planner.facts.distro import LAYOUTS, engine_fact, parse_service_state
 from planner.facts.engine_config import engine_config_fact
 from planner.facts.engine_version import EngineVersion, VersionError, parse_version_output
-from planner.facts.files import files_fact
+from planner.facts.file_reads import files_fact
 from planner.facts.firewall import FIREWALL_SCRIPT, FirewallParseError, engine_ports
 from planner.facts.firewall.firewalld import parse_firewalld
 from planner.facts.firewall.iptables import parse_iptables_save
@@ -45,7 +45,7 @@ from planner.facts.firewall.nft import parse_nft_ruleset
 from planner.facts.firewall.parse import parse_firewall
 from planner.facts.firewall.ufw import parse_ufw
 from planner.facts.interrupted import INTERRUPTED
-from planner.facts.lock import LOCK
+from planner.facts.lock_holder import LOCK
 from planner.facts.manifests import foreign_charts_fact
 from planner.facts.network import HOSTNAME, NETWORK
 from planner.facts.os_release import INIT_SYSTEM, KERNEL, OS_RELEASE

@@ -20,7 +20,7 @@ def test_a_corrupt_marker_still_means_interrupted() -> None:
 
 
 def test_a_marker_names_only_backup_directories_of_cargoships_own() -> None:
-    from executor.files import BACKUP_ROOT
+    from executor.file_writes import BACKUP_ROOT
     from planner.facts.interrupted import BACKUPS, _parse
     from planner.hosts.batch import Output
 

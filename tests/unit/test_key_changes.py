@@ -6,7 +6,7 @@ import yaml
 
 from planner.config.secrets import Secret
 from planner.desired.compare import LiveFile, compare
-from planner.desired.files import desired_files
+from planner.desired.engine_files import desired_files
 from planner.desired.keys import format_path, key_changes
 from planner.plan.model import KeyChange
 from tests.unit.test_desired import REGISTRIES, SALT, config

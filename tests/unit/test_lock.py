@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from executor.lock import (
+from executor.host_lock import (
     LockHeld,
     LockInfo,
     LockSet,
@@ -27,7 +27,7 @@ from executor.lock import (
     stale_seconds,
 )
 from planner.errors import CargoshipError
-from planner.facts.lock import STALE_AFTER, LockState
+from planner.facts.lock_holder import STALE_AFTER, LockState
 
 
 def listing(verdict: str, content: str, mtime: int = 1000, now: int = 1042) -> str:
@@ -145,13 +145,13 @@ def test_lock_keeper_touches_every_host_in_parallel_despite_a_hung_one() -> None
 
 def test_a_user_without_a_passwd_entry_is_named_by_uid(monkeypatch: pytest.MonkeyPatch) -> None:
     # Containers run as a uid with no passwd entry and no USER: the holder is still named,
-    # by plan (facts.lock.whoami) and by apply's lock alike, never a traceback.
+    # by plan (facts.lock_holder.whoami) and by apply's lock alike, never a traceback.
     import getpass
 
     def nobody() -> str:
         raise KeyError("getpwuid(): uid not found")
 
-    from planner.facts.lock import whoami
+    from planner.facts.lock_holder import whoami
 
     monkeypatch.setattr(getpass, "getuser", nobody)
     assert whoami().startswith(f"{os.getuid()}@")

@@ -1,6 +1,6 @@
-"""The lock's acquire decision, run for real: executor.lock.acquire_script, exactly the
+"""The lock's acquire decision, run for real: executor.host_lock.acquire_script, exactly the
 script a host runs but for its place (a temporary directory, and the user running the
-tests instead of root: planner.facts.lock.Place), run with sh. Each verdict (new, ours,
+tests instead of root: planner.facts.lock_holder.Place), run with sh. Each verdict (new, ours,
 held, stale, and the boundary between the last two) in milliseconds, without a lab;
 tests/e2e/test_locking.py stays the end-to-end proof on lab hosts."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from executor.lock import UNSAFE, LockInfo, acquire_script, parse_acquire
-from planner.facts.lock import GUARD, Place, guard
+from executor.host_lock import UNSAFE, LockInfo, acquire_script, parse_acquire
+from planner.facts.lock_holder import GUARD, Place, guard
 from planner.hosts.shell import load
 
 STALE = 60

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from planner.config.model import ClusterConfig, Engine
 from planner.desired.compare import shown_desired
-from planner.desired.files import desired_files
+from planner.desired.engine_files import desired_files
 from planner.plan.model import Change, HostIdentity, HostRef, KeyChange, PhaseOutcome
 from planner.render import COMMENT_LIMIT, View, render_markdown, split_markdown
 from tests.unit.test_plan_codec import sample_plan

@@ -10,7 +10,7 @@ import pytest
 from planner.config import load_config
 from planner.config.model import ClusterConfig, Engine, HostConfig, SshConfig
 from planner.config.secrets import Secret
-from planner.desired.files import desired_files
+from planner.desired.engine_files import desired_files
 from planner.plan.desired import DesiredStateError, from_desired, inline_secrets, to_desired
 
 CONFIG = """\

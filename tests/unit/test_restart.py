@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from executor.files import Written
+from executor.file_writes import Written
 from executor.readiness import CrashLoopError, NotBackError, Waiter, parse_probe
 from executor.restart import Gate, Message, NodeVersion, Restart, ScriptEnded, ScriptFailed
 from executor.swap_script import (

@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 
 from executor.cleanup import temp_cleanup_script
-from executor.inprogress import mark_script
-from executor.lock import (
+from executor.host_lock import (
     BOUNDED_FLOCK,
     UNSAFE,
     LockInfo,
@@ -30,10 +29,11 @@ from executor.lock import (
     release,
     touch,
 )
+from executor.inprogress import mark_script
 from executor.restart import Gate
 from executor.swap_script import GONE, HELD_GO, SwapScript, go_line, write_step
 from planner.errors import CargoshipError, CommandError
-from planner.facts.lock import GUARD, LOCK, LOCK_PATH, STALE_AFTER
+from planner.facts.lock_holder import GUARD, LOCK, LOCK_PATH, STALE_AFTER
 from planner.hosts.batch import FactParseError, Output
 
 PLAN = "0123456789abcdef0123456789abcdef"

@@ -36,7 +36,7 @@ from executor.swap_script import (
     go_line,
     write_step,
 )
-from planner.facts.lock import Place
+from planner.facts.lock_holder import Place
 
 PLAN = "c" * 32
 SERVICE = "rke2-server"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from executor import files
+from executor import file_writes as files
 from planner.hosts.batch import quote
 from planner.hosts.shell import load, variables
 

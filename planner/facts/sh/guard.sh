@@ -1,4 +1,4 @@
-# Root's alone: the checks of LOCK_DIR and STATE_DIR (planner/facts/lock.py says why).
+# Root's alone: the checks of LOCK_DIR and STATE_DIR (planner/facts/lock_holder.py says why).
 # Set by the generated block on top: OWNER_UID (0 on every host), and for cs_guard
 # LOCK_DIR and STATE_DIR.
 # shellcheck disable=SC2154  # OWNER_UID, LOCK_DIR, STATE_DIR: the generated block's

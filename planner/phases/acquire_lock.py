@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..context import HostState, PlanContext
-from ..facts.lock import LOCK, LOCK_PATH, LockState, unlock_command, whoami
+from ..facts.lock_holder import LOCK, LOCK_PATH, LockState, unlock_command, whoami
 from ..hosts.batch import Fact
 from .base import Phase, Resource
 
@@ -30,7 +30,7 @@ class AcquireLock(Phase):
         live: dict[str, tuple[LockState, list[HostState]]] = {}
         # Read as the SSH user: Validate hosts has not checked sudo yet at this point. The
         # lock's directory is root's alone (0700), so the fact itself reads through
-        # `sudo -n` where it can (facts/lock.py).
+        # `sudo -n` where it can (facts/lock_holder.py).
         for host, (state,) in ctx.gather(self.title, lambda _: [LOCK], hosts=hosts):
             writes.add((host.config.index, "lock"))
             if state.live:

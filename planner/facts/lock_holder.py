@@ -41,7 +41,7 @@ STALE_AFTER = 60
 # before it stops the engine until it has asked for the start: the files are changing. A
 # host snapshot waits for it (shared), so a plan never reads a host halfway through a
 # change. STATE_DIR holds the in-progress marker, the apply records and the backups
-# (planner.facts.interrupted, executor.records, executor.files).
+# (planner.facts.interrupted, executor.records, executor.file_writes).
 
 # The checks themselves (`cs_dir`, `cs_guard`) are shell: planner/facts/sh/guard.sh.
 
@@ -116,7 +116,7 @@ def _parse(out: Output) -> LockState:
     if lines[:1] == ["none"]:
         return LockState(None, 0.0)
     if lines and lines[0].startswith("unsafe "):
-        # A problem of the host, not a lock: an apply would refuse it (executor.lock).
+        # A problem of the host, not a lock: an apply would refuse it (executor.host_lock).
         raise FactParseError(lines[0].removeprefix("unsafe ")[:300])
     head = lines[0].split() if lines else []
     if len(head) != 3 or head[0] != "lock" or len(lines) < 2:
@@ -143,7 +143,7 @@ def _look() -> str:
                   {**HOST.values(), "LOCK_PATH": HOST.lock_path})
 
 
-# The plan reads the lock as the SSH user (phases/lock.py), and only root may look into
+# The plan reads the lock as the SSH user (phases/acquire_lock.py), and only root may look into
 # LOCK_DIR: a non-root user looks through `sudo -n`. Without passwordless sudo it looks
 # as itself (LOCK_DIR's own owner and mode are visible to anyone; its lock is not, so the
 # answer is `none`), and Validate hosts says that sudo is missing.

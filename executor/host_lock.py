@@ -1,8 +1,8 @@
 """The exclusive host lock, as the executor takes, keeps and releases it.
 
-The lock is one JSON file per host (planner.facts.lock.LOCK_PATH), root's alone like
+The lock is one JSON file per host (planner.facts.lock_holder.LOCK_PATH), root's alone like
 everything in its directory (0600 in a 0700 directory, checked before every use:
-planner.facts.lock.GUARD). Every check-then-change happens in ONE remote script, inside an
+planner.facts.lock_holder.GUARD). Every check-then-change happens in ONE remote script, inside an
 `flock` on a separate mutex file in the same directory: two runs racing for a host are
 serialised by the host's kernel, so exactly one of them creates (or takes over) the lock.
 Nobody else can open the mutex, so nobody else can hold it; the wait for it is bounded
@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 
 from planner.errors import CargoshipError, CommandError
-from planner.facts.lock import (
+from planner.facts.lock_holder import (
     HOST,
     LOCK,
     LOCK_DIR,

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.facts.interrupted import BACKUPS
-from planner.facts.lock import HOST, Place
+from planner.facts.lock_holder import HOST, Place
 from planner.hosts.shell import script
 
 from .remote import HostWriter
