@@ -76,7 +76,7 @@ def signature_policy_command(config_path: Path, allowed: Path | None, minimum: i
     finally:
         for writer in writers:
             writer.close()
-        options.gateways.close()
+        options.close()
 
 
 def _new_policy(allowed: Path, minimum: int) -> Policy:

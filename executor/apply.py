@@ -159,7 +159,7 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
     finally:
         for writer in writers:
             writer.close()
-        options.gateways.close()
+        options.close()
 
 
 def _policy(plan: Plan, config: Any, writers: list[HostWriter],

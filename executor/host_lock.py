@@ -268,10 +268,10 @@ class LockSet:
     then LockHeld.
 
     The toucher shares each host's SSH session with the phases: every command runs on its
-    own SSH channel, and paramiko multiplexes channels across threads. It touches all hosts
-    at once, each in its own thread and bounded by `touch_deadline` (a quarter of the stale
-    window by default): one hung host can delay nobody else's touch, and a host whose last
-    touch is still out gets no second one on top.
+    own SSH channel, and a session runs several at once (planner/hosts/wire.py). It
+    touches all hosts at once, each in its own thread and bounded by `touch_deadline` (a
+    quarter of the stale window by default): one hung host can delay nobody else's touch,
+    and a host whose last touch is still out gets no second one on top.
     """
 
     def __init__(self, hosts: Sequence[HostWriter], info: LockInfo, *,

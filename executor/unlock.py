@@ -45,4 +45,4 @@ def force_unlock_all(config: ClusterConfig, lock_id: str,
     finally:
         for writer in writers:
             writer.close()
-        options.gateways.close()
+        options.close()

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .facts.os_release import Kernel, OsRelease
     from .facts.system import Privilege
     from .hosts.batch import Fact
-    from .hosts.handshakes import Handshakes
+    from .hosts.early import EarlySessions
     from .hosts.reader import HostReader
     from .hosts.ssh import ConnectOptions
     from .kube import ApiFactory
@@ -173,7 +173,7 @@ class PlanContext:
     startup: Startup | None = None
     loaded: Startup | None = None
     # The hosts' handshakes once begun (connecting.begin), until phase 1 takes them.
-    handshakes: Handshakes | None = None
+    handshakes: EarlySessions | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod

@@ -1,72 +1,40 @@
-"""One SSH handshake (a host's, a bastion's or a jump host's): credentials, and one line
-saying why it failed when it did."""
+"""One SSH handshake over libssh2 (a host's, a bastion's or a jump host's): the key
+exchange, the host key checked before any credential is offered, authentication, and one
+line saying why it failed when it did. Every rule of a handshake is here, once.
+
+Credentials are tried in the order OpenSSH's client (and paramiko before it) tries them:
+cluster.yaml's key first, then the ssh-agent's keys, then ~/.ssh/config's IdentityFile
+entries, then (only when cluster.yaml names no key) ~/.ssh/id_*. A key file that needs a
+passphrase is left to the agent: cargoship never asks for one.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import errno
+import logging
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from functools import partial
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Protocol
 
 import paramiko
+from ssh2 import exceptions as ssh2_errors
+from ssh2.session import LIBSSH2_METHOD_HOSTKEY
 
 from ..errors import ConnectError, HostKeyError
-from .host_keys import KnownHostsFiles, UnknownHostKey, fingerprint
+from .host_keys import AcceptNewPolicy, KnownHostsFiles, fingerprint, known_hosts_name
 from .ssh_config import SshConfigFiles, Target
-from .stalls import BoundedTransport, Stage, stalled
+from .stalls import HandshakeWatch, Stage, stalled
+from .wire import EAGAIN, Wire
 
-if TYPE_CHECKING:
-    from paramiko.transport import _SocketLike
+log = logging.getLogger("cargoship.planner")
 
-# What paramiko accepts as a connection's socket: a socket, a channel through a gateway,
-# or a ProxyCommand's pipes.
-Sock = socket.socket | paramiko.Channel | paramiko.ProxyCommand
-
-
-@dataclass
-class PrivateKeys:
-    """The run's key files, each parsed once (paramiko otherwise parses a key file per
-    connection, once per key class it tries)."""
-
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _parsed: dict[str, paramiko.PKey | None] = field(default_factory=dict, repr=False)
-
-    def parsed(self, path: Path) -> paramiko.PKey | None:
-        """None where paramiko's own handling is needed: a key with a passphrase or a
-        certificate beside it, or one it cannot read here."""
-        with self._lock:
-            if str(path) not in self._parsed:
-                key: paramiko.PKey | None = None
-                if not Path(f"{path}-cert.pub").exists():
-                    try:
-                        key = paramiko.PKey.from_path(path)
-                    except (OSError, paramiko.SSHException, ValueError, TypeError):
-                        key = None
-                self._parsed[str(path)] = key
-            return self._parsed[str(path)]
-
-    def auth_kwargs(self, key_path: Path | None, identity_files: tuple[str, ...],
-                    ) -> dict[str, Any]:
-        """SSHClient.connect's credentials: `identity_files` are cluster.yaml's key (first,
-        when given) and ssh_config's IdentityFile entries."""
-        kwargs: dict[str, Any] = {"allow_agent": True}
-        if identity_files:
-            kwargs["key_filename"] = list(identity_files)
-        if key_path is None:
-            kwargs["look_for_keys"] = True
-            return kwargs
-        # An explicit key is tried first; the agent stays available as a fallback.
-        kwargs["look_for_keys"] = False
-        key = self.parsed(key_path.expanduser())
-        if key is not None:
-            kwargs["pkey"] = key
-        return kwargs
+_DEFAULT_KEYS = ("~/.ssh/id_rsa", "~/.ssh/id_ecdsa", "~/.ssh/id_ed25519")
 
 
 class DialSettings(Protocol):
@@ -77,7 +45,9 @@ class DialSettings(Protocol):
     @property
     def connect_timeout(self) -> float: ...
     @property
-    def keys(self) -> PrivateKeys: ...
+    def accept_new_host_keys(self) -> bool: ...
+    @property
+    def known_hosts_lock(self) -> threading.Lock: ...
     @property
     def known_hosts(self) -> KnownHostsFiles: ...
     @property
@@ -117,93 +87,222 @@ def changed_key(peer: Peer, expected: str, presented: str) -> HostKeyError:
                                     f"possible man-in-the-middle{peer.changed_hint}")
 
 
-def aead_first(sock: _SocketLike, /, *, gss_kex: bool, gss_deleg_creds: bool,
-               disabled_algorithms: Mapping[str, Iterable[str]] | None,
-               timeout: float) -> paramiko.Transport:
-    """A Transport that prefers AES-GCM: its integrity check is part of the cipher (C, in
-    cryptography), where paramiko's default AES-CTR + HMAC checks every packet's MAC byte
-    by byte in Python, most of a plan's client CPU after the key exchange. Servers without
-    GCM (OpenSSH before 6.2) still get the default ciphers, in their default order. Its
-    handshake has one deadline, `timeout` from now (stalls.py)."""
-    del gss_kex, gss_deleg_creds  # cargoship never asks for GSS-API key exchange
-    transport = BoundedTransport(sock, timeout=timeout, disabled_algorithms=disabled_algorithms)
-    options = transport.get_security_options()
-    ciphers = tuple(options.ciphers)
-    preferred = tuple(c for c in ciphers if c.endswith("-gcm@openssh.com"))
-    options.ciphers = preferred + tuple(c for c in ciphers if c not in preferred)
-    return transport
+@dataclass(frozen=True)
+class Checks:
+    """How this handshake judges the host key: `pinned`, the only fingerprint accepted
+    (apply: the plan's); `accept_new`, record a key known_hosts lacks (never a changed
+    one; never for a gateway)."""
+
+    pinned: str | None = None
+    accept_new: bool = False
 
 
-def handshake(client: paramiko.SSHClient, target: Target, sock: Callable[[], Sock | None],
-              peer: Peer, options: DialSettings) -> paramiko.Transport:
-    """Connect and authenticate, or close everything and say in one line why not: a host
-    key unknown or changed, credentials refused, or no connection at all. `sock` makes the
-    connection's socket (None: paramiko dials `target` itself); its errors are the
-    connection's."""
+async def shake(wire: Wire, target: Target, peer: Peer, options: DialSettings,
+                checks: Checks, proxied: bool = False) -> str:
+    """Key exchange, host key, authentication on `wire`'s connected socket, within the
+    connect timeout; the host key's fingerprint. One-line HostError otherwise.
+    `proxied`: the socket is a ProxyCommand's, whose silence is the command's stall."""
     timeout = options.connect_timeout
-    opened: Sock | None = None
+    watch = HandshakeWatch()
+    name = known_hosts_name(target.host, target.port)
     try:
-        opened = sock()
-        # The TCP connection (when paramiko dials) and then the handshake each get the
-        # connect timeout, as on libssh2; unrounded, as the messages say it.
-        client.connect(target.host, target.port, target.user, sock=opened, timeout=timeout,
-                       transport_factory=partial(aead_first, timeout=timeout),
-                       **options.keys.auth_kwargs(peer.key_path, target.identity_files))
-    except UnknownHostKey as exc:
-        _close(client, opened)
-        raise unknown_key(peer, fingerprint(exc.key)) from None
-    except paramiko.BadHostKeyException as exc:
-        _close(client, opened)
-        raise changed_key(peer, fingerprint(exc.expected_key), fingerprint(exc.key)) from None
-    except paramiko.AuthenticationException as exc:
-        # Out of time with no answer (paramiko's "Authentication timeout."), not a key
-        # refused, however late the refusal came.
-        stage = _stalled_at(client, opened) if "timeout" in str(exc).lower() else None
-        _close(client, opened)
-        if stage is not None:
-            raise ConnectError(peer.label, stalled(peer.name, stage, timeout)) from None
-        raise ConnectError(peer.label, auth_failure(f"{target.user}@{peer.name}",
-                                                    peer.key_path)) from None
-    except (paramiko.SSHException, OSError, EOFError) as exc:
-        stage = _stalled_at(client, opened)
-        _close(client, opened)
-        if stage is not None:
-            raise ConnectError(peer.label, stalled(peer.name, stage, timeout)) from None
+        known = options.known_hosts.lookup(peer.known_hosts, name) or {} \
+            if peer.known_hosts.exists() else {}
+    except (OSError, paramiko.SSHException) as exc:
+        raise ConnectError(peer.label, f"cannot read known_hosts {peer.known_hosts}: "
+                                       f"{exc}") from None
+    try:
+        async with asyncio.timeout(timeout):
+            presented = await _exchange(wire, watch, peer, known, checks.pinned)
+            _judge(peer, name, known, presented, checks, options)
+            watch.kex_done = True
+            await _authenticate(wire, target, peer)
+    except TimeoutError:
+        stage: Stage = watch.stage(wire.sock)
+        if proxied and stage == "banner":
+            stage = "proxy"
+        raise ConnectError(peer.label, stalled(peer.name, stage, timeout)) from None
+    except (OSError, EOFError) as exc:
         raise ConnectError(peer.label, f"cannot connect to {peer.name}: "
                                        f"{connect_failure(exc, timeout)}") from None
-    except BaseException:
-        _close(client, opened)
+    except Exception as exc:
+        if isinstance(exc, ssh2_errors.SSH2Error):
+            raise ConnectError(peer.label, f"cannot connect to {peer.name}: "
+                                           f"{ssh2_failure(exc, timeout)}") from None
         raise
-    transport = client.get_transport()
-    assert transport is not None
-    set_nodelay(transport)
-    return transport
+    return fingerprint(presented)
 
 
-def _stalled_at(client: paramiko.SSHClient, sock: Sock | None) -> Stage | None:
-    """Where the handshake ran out of time once connected (a transport exists only then;
-    a gateway's channel opens only once the gateway has connected); None when it did not,
-    or failed for another reason. A ProxyCommand's pipe says nothing of whether the
-    command itself got through: no banner there is the command's "proxy" stage."""
-    transport = client.get_transport()
-    stage = transport.stage() if isinstance(transport, BoundedTransport) else None
-    return "proxy" if stage == "banner" and isinstance(sock, paramiko.ProxyCommand) else stage
+async def _exchange(wire: Wire, watch: HandshakeWatch, peer: Peer,
+                    known: dict[str, paramiko.PKey], pinned: str | None) -> paramiko.PKey:
+    """The key exchange; the key the host presented."""
+    session, sock = wire.session, wire.sock
+    first = next((k for k, key in known.items() if fingerprint(key) == pinned), None) \
+        if pinned else next(iter(known), None)
+    session.method_pref(LIBSSH2_METHOD_HOSTKEY, ",".join(host_key_order(first)))
+    while True:
+        watch.look(sock)  # before libssh2 reads what came
+        if session.handshake(sock) != EAGAIN:
+            break
+        await wire.wait()
+    blob, _ = session.hostkey()
+    presented = _host_key(blob)
+    if presented is None:
+        raise ConnectError(peer.label, f"cannot connect to {peer.name}: the host presented a "
+                                       "host key that cannot be read")
+    return presented
 
 
-def _close(client: paramiko.SSHClient, sock: Sock | None) -> None:
-    client.close()
-    if sock is not None:
+def _judge(peer: Peer, name: str, known: dict[str, paramiko.PKey], presented: paramiko.PKey,
+           checks: Checks, options: DialSettings) -> None:
+    """Refuse a host key that is not the pinned one, changed, or unknown (unless accepted)."""
+    shown = fingerprint(presented)
+    if checks.pinned is not None and shown != checks.pinned:
+        raise HostKeyError(peer.label, f"host key is {shown}, the plan was made against "
+                                       f"{checks.pinned}: refusing (re-plan if the host was "
+                                       "rebuilt)")
+    expected = known.get(presented.get_name())
+    if expected is None:
+        if not checks.accept_new:
+            raise unknown_key(peer, shown)
+        AcceptNewPolicy(peer.known_hosts, options.known_hosts_lock).record(name, presented)
+    elif expected.asbytes() != presented.asbytes():
+        raise changed_key(peer, fingerprint(expected), shown)
+
+
+async def _authenticate(wire: Wire, target: Target, peer: Peer) -> None:
+    session = wire.session
+    user = target.user
+    for key in _key_files(peer.key_path, target.identity_files):
+        if key is None:
+            if await _agent(wire, user):
+                return
+            continue
+        cert = Path(f"{key}-cert.pub")
         try:
-            sock.close()  # a channel, or a ProxyCommand's process, made before any transport
-        except (OSError, paramiko.SSHException):
+            if cert.exists():
+                try:
+                    await wire.call(session.userauth_publickey_fromfile, user, str(key), "",
+                                    str(cert))
+                    return
+                except ssh2_errors.SSH2Error as exc:
+                    if not _refused(exc):
+                        raise
+            await wire.call(session.userauth_publickey_fromfile, user, str(key))
+            return
+        except ssh2_errors.SSH2Error as exc:
+            if not _refused(exc):
+                raise
+            log.debug("%s: key %s refused (%s)", peer.label, key, type(exc).__name__)
+    raise ConnectError(peer.label, auth_failure(f"{user}@{peer.name}", peer.key_path))
+
+
+def _key_files(key_path: Path | None, identity_files: tuple[str, ...],
+               ) -> Iterator[Path | None]:
+    """Each key file to offer, in order; None where the agent's keys come."""
+    seen: set[Path] = set()
+
+    def usable(text: str | Path) -> Path | None:
+        path = Path(text).expanduser()
+        if path in seen or not path.is_file() or _encrypted(path):
+            return None
+        seen.add(path)
+        return path
+
+    if key_path is not None and (path := usable(key_path)) is not None:
+        yield path
+    yield None
+    for text in identity_files:
+        if (path := usable(text)) is not None:
+            yield path
+    if key_path is None:
+        for text in _DEFAULT_KEYS:
+            if (path := usable(text)) is not None:
+                yield path
+
+
+async def _agent(wire: Wire, user: str) -> bool:
+    """Whether one of the ssh-agent's keys was accepted (False: no agent, or none was)."""
+    if not os.environ.get("SSH_AUTH_SOCK"):
+        return False
+    session = wire.session
+    try:
+        agent = session.agent_init()
+        agent.connect()
+        agent.list_identities()
+        identities = agent.get_identities()
+    except ssh2_errors.SSH2Error as exc:
+        log.debug("ssh-agent unavailable: %s", type(exc).__name__)
+        return False
+    try:
+        for identity in identities:
+            try:
+                await wire.call(agent.userauth, user, identity)
+                return True
+            except ssh2_errors.SSH2Error as exc:
+                if not _refused(exc):
+                    raise
+        return False
+    finally:
+        try:
+            agent.disconnect()
+        except ssh2_errors.SSH2Error:
             pass
+
+
+def host_key_order(first: str | None) -> list[str]:
+    """Host key algorithms in OpenSSH's preference, the type known_hosts has first for
+    the host moved to the front (as OpenSSH does), so the key a host presents is the one
+    known_hosts holds when it holds one."""
+    order = list(HOST_KEY_ORDER)
+    if first is not None:
+        wanted = ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"] if first == "ssh-rsa" else [first]
+        order = wanted + [kind for kind in order if kind not in wanted]
+    return [kind for kind in order if kind in HOST_KEY_ORDER]
+
+
+# libssh2 1.11's host key algorithms without certificates (cargoship never asks for one),
+# in the order a plan has recorded fingerprints in since its first release.
+HOST_KEY_ORDER = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
+                  "ecdsa-sha2-nistp521", "rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")
+
+
+def _host_key(blob: bytes) -> paramiko.PKey | None:
+    """The key a host presented, from its wire blob (which starts with its type's name)."""
+    size = int.from_bytes(blob[:4], "big")
+    try:
+        return paramiko.PKey.from_type_string(blob[4:4 + size].decode("ascii"), blob)
+    except Exception:  # noqa: BLE001 - the key classes raise several kinds
+        return None
+
+
+def _refused(exc: BaseException) -> bool:
+    return isinstance(exc, (ssh2_errors.AuthenticationError, ssh2_errors.PublicKeyError,
+                            ssh2_errors.PublickeyUnverifiedError,
+                            ssh2_errors.PublicKeyInitError, ssh2_errors.FileError,
+                            ssh2_errors.MethodNoneError,
+                            ssh2_errors.AgentAuthenticationError))
+
+
+def ssh2_name(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def ssh2_failure(exc: BaseException, timeout: float) -> str:
+    """Why a libssh2 call failed during a handshake, in the words connect_failure uses."""
+    if isinstance(exc, ssh2_errors.Timeout):
+        return connect_failure(TimeoutError(), timeout)
+    if isinstance(exc, (ssh2_errors.SocketDisconnectError, ssh2_errors.SocketRecvError,
+                        ssh2_errors.BannerRecvError)):
+        return "the host closed the connection during the SSH handshake"
+    if isinstance(exc, (ssh2_errors.KexFailureError, ssh2_errors.KeyExchangeError,
+                        ssh2_errors.MethodNotSupported, ssh2_errors.AlgoUnsupportedError)):
+        return "no key exchange, cipher or host key algorithm in common with the host"
+    return f"SSH handshake failed ({ssh2_name(exc)})"
 
 
 def connect_failure(exc: BaseException, timeout: float) -> str:
     """Why a TCP/SSH connection failed, in words that tell the usual causes apart."""
-    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError) and exc.errors:
-        # paramiko's wrapper when every address failed: the first address's reason.
-        exc = next(iter(exc.errors.values()))
     if isinstance(exc, (TimeoutError, socket.timeout)):
         return (f"timed out after {timeout:g}s (host down, or a firewall dropping port "
                 "22's packets; options.ssh.connectTimeoutSeconds)")
@@ -235,7 +334,7 @@ def auth_failure(who: str, key_path: Path | None) -> str:
 
 def _encrypted(key: Path) -> bool:
     """Whether a private key file needs a passphrase (PEM or OpenSSH format), read from its
-    header: paramiko's own errors for this differ by key type and version."""
+    header."""
     try:
         text = key.read_text(errors="replace")[:65536]
     except OSError:
@@ -254,18 +353,3 @@ def _encrypted(key: Path) -> bool:
         return False
     size = int.from_bytes(raw[len(magic):len(magic) + 4], "big")
     return raw[len(magic) + 4:len(magic) + 4 + size] != b"none"
-
-
-# paramiko's transport thread wakes every 0.1 s (its socket timeout) to look for a close:
-# with hundreds of sessions open, 10 wake-ups a second each cost more CPU than the plan's
-# own reads while it waits on the network. Closing does not wait for that wake-up (it
-# closes the socket and returns), so once a session is up, once a second is plenty.
-IDLE_WAKEUP = 1.0
-
-
-def set_nodelay(transport: paramiko.Transport) -> None:
-    # Without TCP_NODELAY, Nagle + delayed ACK add ~40 ms to every small exec round trip.
-    sock = transport.sock
-    if isinstance(sock, socket.socket):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.settimeout(IDLE_WAKEUP)

@@ -36,27 +36,12 @@ def known_hosts_name(address: str, port: int) -> str:
     return address if port == 22 else f"[{address}]:{port}"
 
 
-class UnknownHostKey(Exception):
-    def __init__(self, key: paramiko.PKey) -> None:
-        self.key = key
-
-
-class StrictPolicy(paramiko.MissingHostKeyPolicy):
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
-                         key: paramiko.PKey) -> None:
-        raise UnknownHostKey(key)
-
-
-class AcceptNewPolicy(paramiko.MissingHostKeyPolicy):
+class AcceptNewPolicy:
     """Like OpenSSH's StrictHostKeyChecking=accept-new: record unseen keys, never changed ones."""
 
     def __init__(self, path: Path, lock: threading.Lock) -> None:
         self.path = path
         self.lock = lock
-
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str,
-                         key: paramiko.PKey) -> None:
-        self.record(hostname, key)
 
     def record(self, hostname: str, key: paramiko.PKey) -> None:
         line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
@@ -156,24 +141,3 @@ class KnownHostsFiles:
                 cached = (version, _Index(path.read_text(errors="replace")))
                 self._parsed[str(path)] = cached
         return cached[1].lookup(name)
-
-    def trust(self, client: paramiko.SSHClient, path: Path, host: str, port: int) -> None:
-        """Give the client the keys known_hosts has for this host: exactly what
-        SSHClient.load_host_keys would have let it check (hashed entries included)."""
-        name = known_hosts_name(host, port)
-        for key_type, key in (self.lookup(path, name) or {}).items():
-            client.get_host_keys().add(name, key_type, key)
-
-
-def pin(client: paramiko.SSHClient, name: str, pinned: str) -> bool:
-    """Keep only the known_hosts key with the pinned fingerprint for this host; paramiko then
-    refuses any other key at key exchange, before authentication."""
-    keys = client.get_host_keys()
-    kept = [(kind, key) for kind, key in (keys.lookup(name) or {}).items()
-            if fingerprint(key) == pinned]
-    if not kept:
-        return False
-    keys.clear()
-    for kind, key in kept:
-        keys.add(name, kind, key)
-    return True

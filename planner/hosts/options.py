@@ -1,5 +1,5 @@
-"""What every connection of one run shares: settings, and the run's parsed files and
-gateway connections (held here, per run, rather than in module globals)."""
+"""What every connection of one run shares: settings, and the run's parsed files, gateway
+connections and event loop (held here, per run, rather than in module globals)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import threading
 from dataclasses import dataclass, field
 
 from .gateways import Gateways
-from .handshake import PrivateKeys
 from .host_keys import KnownHostsFiles
-from .reach import Dialled
+from .loop import SshLoop
 from .ssh_config import SshConfigFiles
-from .ssh_loop import SshLoop
 
 
 @dataclass(frozen=True)
@@ -23,11 +21,13 @@ class ConnectOptions:
     # The run's bastion and jump host connections; whoever closes the run's hosts closes
     # these.
     gateways: Gateways = field(default_factory=Gateways)
-    # TCP connections to directly reached hosts, all opened at once (reach.py).
-    dialled: Dialled = field(default_factory=Dialled)
-    # ~/.ssh/config, known_hosts files and key files: each parsed once per run.
+    # ~/.ssh/config and known_hosts files: each parsed once per run.
     ssh_config: SshConfigFiles = field(default_factory=SshConfigFiles)
     known_hosts: KnownHostsFiles = field(default_factory=KnownHostsFiles)
-    keys: PrivateKeys = field(default_factory=PrivateKeys)
-    # The plan's libssh2 handshakes and reads (libssh2.py), in one thread once started.
+    # Every connection, handshake and command of the run, in one thread (loop.py).
     loop: SshLoop = field(default_factory=SshLoop)
+
+    def close(self) -> None:
+        """The run's gateways, then its loop (which ends whatever still runs there)."""
+        self.gateways.close()
+        self.loop.close()

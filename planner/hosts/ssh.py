@@ -1,42 +1,48 @@
-"""SSH sessions to hosts: paramiko directly, with ~/.ssh/config resolved by ssh_config.py.
+"""SSH sessions to hosts, for plan and apply alike: libssh2 (ssh2-python) on the run's one
+event loop (loop.py), with ~/.ssh/config resolved by ssh_config.py.
 
-A session is one SSHClient; commands run on channels of its transport. Host keys are
-checked by host_keys.py's policies (never paramiko's accept-anything default), gateways
-(bastions, ProxyJump, ProxyCommand) are gateways.py's, and a handshake's failure is
-explained by handshake.py.
+A session is one libssh2 connection; each command runs on a channel of its own, and
+several may run at once (wire.py). Where the connection goes is ssh_config.py's, gateways
+(bastions, ProxyJump, ProxyCommand) are gateways.py's, and the handshake, host key and
+credential rules are handshake.py's. Sessions are used from plain threads: run() hands
+the loop a coroutine and waits for it.
 """
 
 from __future__ import annotations
 
-import threading
+import asyncio
+import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-import paramiko
+from ssh2 import exceptions as ssh2_errors
+from ssh2.session import Session as Ssh2Session
 
 from ..config.model import SshConfig
 from ..errors import CommandError, CommandTimeout, ConnectError, ConnectionLost, HostKeyError
-from .handshake import Sock, connect_failure, handshake, host_peer
-from .host_keys import (
-    DEFAULT_KNOWN_HOSTS,
-    AcceptNewPolicy,
-    StrictPolicy,
-    fingerprint,
-    known_hosts_name,
-    pin,
-)
+from .dial import dial
+from .handshake import Checks, connect_failure, host_peer, shake, ssh2_name
+from .host_keys import DEFAULT_KNOWN_HOSTS, fingerprint, known_hosts_name
+from .loop import LoopClosed, SshLoop
 from .options import ConnectOptions
 from .ssh_config import Target
+from .wire import EAGAIN, Wire
 
 __all__ = ["ABANDONED", "CommandResult", "ConnectOptions", "OnStdout", "Session", "SshSession",
-           "direct_endpoint", "open_session"]
+           "open_session"]
+
+log = logging.getLogger("cargoship.planner")
 
 MAX_OUTPUT = 16 << 20  # bytes per command; a host that sends more is lying or broken
 # The exit code of a command whose output the caller stopped reading (run's on_stdout).
 ABANDONED = -2
 OnStdout = Callable[[bytes], bool]
+Hold = Callable[[], "bytes | None"]
+_CHUNK = 65536
+_IDLE = 0.2  # a command silent this long asks on_stdout (with b"") whether to go on
 
 
 @dataclass(frozen=True)
@@ -47,8 +53,7 @@ class CommandResult:
 
 
 class Session(Protocol):
-    """What the host layer's users need of a session: SshSession here, or a plan's
-    libssh2 session (libssh2.py), which has no `hold`."""
+    """What the host layer's users need of a session (SshSession; fakes in tests)."""
 
     label: str
     user: str
@@ -57,158 +62,241 @@ class Session(Protocol):
     round_trips: int
 
     def run(self, command: str, timeout: float, stdin: bytes | None = None,
-            on_stdout: OnStdout | None = None,
-            hold: Callable[[], bytes | None] | None = None) -> CommandResult: ...
+            on_stdout: OnStdout | None = None, hold: Hold | None = None) -> CommandResult: ...
 
     def close(self) -> None: ...
 
 
 class SshSession:
-    """One open SSH connection. Thread-safe for sequential use by one phase at a time."""
+    """One open SSH connection. Any thread may run commands on it, several at once."""
 
-    def __init__(self, label: str, client: paramiko.SSHClient, target: Target,
-                 host_key: paramiko.PKey) -> None:
+    def __init__(self, label: str, wire: Wire, target: Target, host_key_fingerprint: str,
+                 loop: SshLoop) -> None:
         self.label = label
-        self._client = client
         # As resolved through ~/.ssh/config: what was really used.
         self.user: str = target.user
         self.endpoint = f"{target.host}:{target.port}"
-        self.host_key_fingerprint = fingerprint(host_key)
+        self.host_key_fingerprint = host_key_fingerprint
         self.round_trips = 0
+        self._wire = wire
+        self._loop = loop
+        self._closed = False
 
     def run(self, command: str, timeout: float, stdin: bytes | None = None,
-            on_stdout: OnStdout | None = None,
-            hold: Callable[[], bytes | None] | None = None) -> CommandResult:
+            on_stdout: OnStdout | None = None, hold: Hold | None = None) -> CommandResult:
         """Run one command. Data such as file content goes through `stdin`, never the
         command line, which other users of the host can read in the process list.
-        `on_stdout` is handed stdout as it arrives; when it returns False the command is
-        abandoned (its channel closed) and the result has exit code ABANDONED.
-        `hold`, when given, is called in a thread of its own once `stdin` is sent, again
-        and again until it returns None; it may block, and what it returns is sent as it
-        comes. Then stdin is closed and `timeout` counts from there. Output is read (and
-        handed to `on_stdout`) meanwhile, so a held command can say how far it got."""
-        transport = self._client.get_transport()
-        if transport is None or not transport.is_active():
+        `on_stdout` is handed stdout as it arrives (and b"" after each 0.2 s of silence);
+        when it returns False the command is abandoned (its channel closed) and the
+        result has exit code ABANDONED. `hold`, when given, is called in a thread of its
+        own once `stdin` is sent, again and again until it returns None; it may block,
+        and what it returns is sent as it comes. Then stdin is closed and `timeout`
+        counts from there. Output is read (and handed to `on_stdout`) meanwhile, so a
+        held command can say how far it got."""
+        try:
+            return self._loop.call(self._command(command, timeout, stdin, on_stdout, hold))
+        except LoopClosed:
+            raise ConnectionLost(self.label, "SSH connection lost: the run's SSH "
+                                             "connections were closed") from None
+
+    def submit(self, command: str, timeout: float) -> Future[CommandResult]:
+        """run() without waiting (no stdin): the command's result or its one-line error."""
+        return self._loop.submit(self._command(command, timeout, None, None, None))
+
+    async def _command(self, command: str, timeout: float, stdin: bytes | None,
+                       on_stdout: OnStdout | None, hold: Hold | None) -> CommandResult:
+        if self._closed:
             raise ConnectionLost(self.label, "SSH connection is closed")
         self.round_trips += 1
         try:
-            channel = transport.open_session(timeout=timeout)
-            try:
-                channel.exec_command(command)
-                _send(channel, transport, stdin)
-                if hold is None:
-                    if not channel.closed:
-                        channel.shutdown_write()
-                    return _collect(self.label, channel, timeout, on_stdout)
-                released = _Release(channel, transport, hold)
-                return _collect(self.label, channel, timeout, on_stdout, released)
-            finally:
-                channel.close()
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise ConnectionLost(self.label,
-                                 f"SSH connection lost: {exc or type(exc).__name__}") from None
+            return await _Exec(self.label, self._wire, timeout, on_stdout).run(
+                command, stdin, hold)
+        except CommandError:
+            if self._wire.jammed:
+                self._abandon()  # no command could open a channel on it for a while
+            raise
+        except OSError as exc:
+            self._abandon()
+            raise ConnectionLost(self.label, f"SSH connection lost: {exc}") from None
+        except ssh2_errors.SSH2Error as exc:
+            self._abandon()
+            raise ConnectionLost(self.label, f"SSH connection lost: {ssh2_name(exc)}") from None
 
     def close(self) -> None:
-        self._client.close()
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._loop.call(_goodbye(self._wire))
+        except Exception as exc:  # noqa: BLE001 - closing a connection that may be gone
+            log.debug("%s: closing: %s", self.label, exc)
+            self._wire.close()
+            self._wire.sock.close()
+
+    def _abandon(self) -> None:
+        """Close without a goodbye: the session may be mid-call, or its peer gone."""
+        self._closed = True
+        self._wire.close()
+        self._wire.sock.close()
 
 
-def _send(channel: paramiko.Channel, transport: paramiko.Transport,
-          data: bytes | None) -> None:
-    if not data:
-        return
+async def _goodbye(wire: Wire) -> None:
     try:
-        channel.sendall(data)
-    except OSError:
-        # The command ended without reading all of its input (a lock found held, a
-        # refusal): the channel is closed, the connection is not. Its exit status and
-        # output say what happened.
-        if not transport.is_active():
-            raise
+        async with asyncio.timeout(1):
+            await wire.call(wire.session.disconnect)
+    except (TimeoutError, ssh2_errors.SSH2Error, OSError):
+        pass  # a goodbye nobody hears changes nothing
+    finally:
+        wire.close()
+        wire.sock.close()
 
 
-class _Release:
-    """The rest of a held command's stdin, sent from a thread of its own as `hold` returns
-    it, while the command's output is read; `at` is when stdin was closed (the timeout's
-    start)."""
+class _Exec:
+    """One command on its own channel: stdin sent, stdout and stderr read side by side (a
+    command filling one cannot stall on the other), every wait bounded by its deadline."""
 
-    def __init__(self, channel: paramiko.Channel, transport: paramiko.Transport,
-                 hold: Callable[[], bytes | None]) -> None:
-        self.at: float | None = None
-        self._channel, self._transport, self._hold = channel, transport, hold
-        threading.Thread(target=self._run, name="cargoship-hold", daemon=True).start()
+    def __init__(self, label: str, wire: Wire, timeout: float,
+                 on_stdout: OnStdout | None) -> None:
+        self.label, self.wire, self.timeout, self.on_stdout = label, wire, timeout, on_stdout
+        self.released: float | None = None  # when stdin was closed: the timeout's start
+        self.started = time.monotonic()
 
-    def _run(self) -> None:
+    def deadline(self, held: bool) -> float:
+        if not held:
+            return self.started + self.timeout
+        return float("inf") if self.released is None else self.released + self.timeout
+
+    def timed_out(self) -> CommandTimeout:
+        return CommandTimeout(self.label, f"remote command timed out after {self.timeout:g}s")
+
+    async def run(self, command: str, stdin: bytes | None, hold: Hold | None) -> CommandResult:
+        wire = self.wire
+        held = hold is not None
         try:
-            while (data := self._hold()) is not None and not self._channel.closed:
-                _send(self._channel, self._transport, data)
-            if not self._channel.closed:
-                self._channel.shutdown_write()
-        except (paramiko.SSHException, OSError, EOFError):
-            pass  # the reading side hears of a connection that is gone
-        finally:
-            self.at = time.monotonic()
-
-
-def _collect(label: str, channel: paramiko.Channel, timeout: float,
-             on_stdout: OnStdout | None = None,
-             released: _Release | None = None) -> CommandResult:
-    """Read stdout and stderr until the command's EOF, then wait for its exit status.
-
-    Waits block (on the channel until data or EOF, then an event for the exit status):
-    once EOF has arrived the channel stays readable, so polling select() past it spun
-    until the exit status came, ~80 wake-ups per command fighting the transport thread
-    for the GIL (~4 ms CPU per command, most of a plan's CPU with hundreds of hosts).
-    """
-    start = time.monotonic()
-    out, err = bytearray(), bytearray()
-
-    def deadline() -> float:
-        # A held command has all the time it is held: its timeout counts from the release.
-        if released is None:
-            return start + timeout
-        return float("inf") if released.at is None else released.at + timeout
-
-    def take(data: bytes) -> bool:
-        out.extend(data)
-        return on_stdout is None or on_stdout(data)
-
-    while True:
-        # EOF first: everything sent before it is in the buffers drained just below.
-        eof = channel.eof_received or channel.closed
-        keep = True
-        while channel.recv_ready():
-            keep = take(channel.recv(65536)) and keep
-        if not keep:
-            return CommandResult(ABANDONED, bytes(out), bytes(err))
-        while channel.recv_stderr_ready():
-            err += channel.recv_stderr(65536)
-        if len(out) + len(err) > MAX_OUTPUT:
-            raise CommandError(label, f"remote output exceeded {MAX_OUTPUT >> 20} MiB")
-        if eof:
-            break
-        remaining = deadline() - time.monotonic()
-        if remaining <= 0:
-            raise CommandTimeout(label, f"remote command timed out after {timeout:g}s")
-        # Blocks until stdout data or EOF (no OS pipe per channel, as select() needs);
-        # stderr alone does not wake it, so it is drained at least every 0.2 s.
-        channel.settimeout(min(remaining, 0.2))
-        try:
-            if not take(channel.recv(65536)):
-                return CommandResult(ABANDONED, bytes(out), bytes(err))
+            channel = await wire.open(wire.session.open_session, timeout=self.timeout)
+            async with asyncio.timeout_at(_loop_time(self.deadline(False))):
+                await wire.call(channel.execute, command)
+                if stdin:
+                    await self.send(channel, stdin)
         except TimeoutError:
-            # No output for a while: the caller may have stopped listening meanwhile.
-            if not take(b""):
-                return CommandResult(ABANDONED, bytes(out), bytes(err))
-    # The exit status follows EOF (or the channel closed without one: status -1).
-    if not channel.status_event.wait(max(0.0, min(deadline(), time.monotonic() + timeout)
-                                          - time.monotonic())):
-        raise CommandTimeout(label, f"remote command timed out after {timeout:g}s")
-    status = channel.recv_exit_status()
-    if status == -1:
-        # paramiko's value when the channel closed without an exit status: the server side
-        # went away mid-command, so whether the command ran (in full) is unknown.
-        raise ConnectionLost(label, "SSH connection lost before the command finished")
-    return CommandResult(status, bytes(out), bytes(err))
+            raise self.timed_out() from None
+        holding: asyncio.Task[None] | None = None
+        try:
+            if hold is None:
+                await self.end_input(channel)
+            else:
+                holding = asyncio.create_task(self.hold(channel, hold))
+            return await self.collect(channel, held)
+        finally:
+            if holding is not None:
+                holding.cancel()
+            if not channel.eof():
+                _close_channel(channel)
+
+    async def send(self, channel: Any, data: bytes) -> None:
+        """Write `data` to the command's stdin. A command that ended without reading all
+        of it (a lock found held, a refusal) closed its channel: its exit status and
+        output say what happened."""
+        view = memoryview(data)
+        while view:
+            try:
+                code, sent = channel.write(bytes(view[:_CHUNK]))
+            except (ssh2_errors.ChannelError, ssh2_errors.ChannelClosedError,
+                    ssh2_errors.ChannelEOFSentError):
+                return
+            self.wire.nudge()
+            view = view[sent:]
+            if code == EAGAIN:
+                await self.wire.wait(ready=lambda: channel.window_write() > 0)
+
+    async def end_input(self, channel: Any) -> None:
+        try:
+            await self.wire.call(channel.send_eof)
+        except (ssh2_errors.ChannelError, ssh2_errors.ChannelClosedError,
+                ssh2_errors.ChannelEOFSentError):
+            pass  # the command closed its side first
+        self.released = time.monotonic()
+
+    async def hold(self, channel: Any, hold: Hold) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while (data := await loop.run_in_executor(None, hold)) is not None:
+                if channel.eof():
+                    break
+                await self.send(channel, data)
+            await self.end_input(channel)
+        finally:
+            if self.released is None:
+                self.released = time.monotonic()
+
+    async def collect(self, channel: Any, held: bool) -> CommandResult:
+        """Read stdout and stderr until the command's EOF, then its exit status."""
+        wire = self.wire
+        loop = asyncio.get_running_loop()
+        out, err = bytearray(), bytearray()
+        quiet_since = time.monotonic()
+
+        def queued() -> bool:
+            return bool(channel.poll_channel_read(0) or channel.poll_channel_read(1)
+                        or channel.eof())
+
+        while True:
+            got = False
+            for read, into in ((channel.read, out), (channel.read_stderr, err)):
+                size, data = read(_CHUNK)
+                if size > 0:
+                    got = True
+                    into += data
+                    if into is out and self.on_stdout is not None and \
+                            not await loop.run_in_executor(None, self.on_stdout, data):
+                        return CommandResult(ABANDONED, bytes(out), bytes(err))
+                elif size < 0 and size != EAGAIN:
+                    raise ConnectionLost(self.label,
+                                         f"SSH connection lost (libssh2 error {size})")
+            wire.nudge()
+            if len(out) + len(err) > MAX_OUTPUT:
+                raise CommandError(self.label,
+                                   f"remote output exceeded {MAX_OUTPUT >> 20} MiB")
+            now = time.monotonic()
+            if got:
+                quiet_since = now
+                continue
+            if channel.eof():
+                break
+            if self.on_stdout is not None and now - quiet_since >= _IDLE:
+                quiet_since = now
+                # No output for a while: the caller may have stopped listening meanwhile.
+                if not await loop.run_in_executor(None, self.on_stdout, b""):
+                    return CommandResult(ABANDONED, bytes(out), bytes(err))
+            left = self.deadline(held) - now
+            if left <= 0:
+                raise self.timed_out()
+            await wire.wait(ready=queued, at_most=min(left, _IDLE))
+        try:
+            async with asyncio.timeout(max(0.0, min(self.deadline(held) - time.monotonic(),
+                                                    self.timeout))):
+                await wire.call(channel.wait_closed)
+        except TimeoutError:
+            raise self.timed_out() from None
+        _, signal, _, _ = channel.get_exit_signal()
+        if signal:
+            # The command was killed (or the server side of it went away) mid-command:
+            # whether it ran (in full) is unknown.
+            raise ConnectionLost(self.label, "SSH connection lost before the command finished")
+        return CommandResult(channel.get_exit_status(), bytes(out), bytes(err))
+
+
+def _close_channel(channel: Any) -> None:
+    try:
+        channel.close()  # non-blocking: what is not sent now goes with the next call
+    except ssh2_errors.SSH2Error:
+        pass
+
+
+def _loop_time(monotonic_deadline: float) -> float:
+    """A time.monotonic() deadline on the running loop's clock."""
+    loop = asyncio.get_running_loop()
+    return loop.time() + (monotonic_deadline - time.monotonic())
 
 
 def resolve_target(ssh: SshConfig, options: ConnectOptions) -> Target:
@@ -216,49 +304,64 @@ def resolve_target(ssh: SshConfig, options: ConnectOptions) -> Target:
                                       (str(ssh.key_path),) if ssh.key_path else ())
 
 
-def direct_endpoint(ssh: SshConfig, options: ConnectOptions) -> tuple[str, int] | None:
-    """Where a host's TCP connection goes, as ~/.ssh/config resolves it; None when it goes
-    through a bastion or a ProxyJump/ProxyCommand (those dial for themselves)."""
-    if ssh.bastion is not None:
-        return None
+async def connect(label: str, ssh: SshConfig, options: ConnectOptions,
+                  pinned: str | None = None,
+                  handshakes: asyncio.Semaphore | None = None) -> SshSession:
+    """A session to a cluster host, on the run's loop. The TCP connection (or the gateway
+    channel) is made at once; the handshake waits for `handshakes` when given."""
+    known_hosts = (ssh.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
     target = resolve_target(ssh, options)
-    return (target.host, target.port) if target.direct else None
+    if pinned is not None and not _pinnable(options, known_hosts, target, pinned):
+        raise HostKeyError(label, f"{known_hosts} has no key for {ssh.endpoint} matching the "
+                                  f"one the plan was made against {pinned}: refusing before "
+                                  "connecting (re-plan if the host was rebuilt)")
+    sock, proxied = await _socket(label, ssh, target, options)
+    try:
+        session = Ssh2Session()
+        session.set_blocking(False)
+        wire = Wire(session, sock)
+        peer = host_peer(label, ssh.endpoint, known_hosts, ssh.key_path)
+        checks = Checks(pinned, options.accept_new_host_keys and pinned is None)
+        if handshakes is None:
+            shown = await shake(wire, target, peer, options, checks, proxied)
+        else:
+            async with handshakes:
+                shown = await shake(wire, target, peer, options, checks, proxied)
+    except BaseException:
+        sock.close()
+        raise
+    log.debug("%s: connected, host key %s", label, shown)
+    return SshSession(label, wire, target, shown, options.loop)
+
+
+async def _socket(label: str, ssh: SshConfig, target: Target,
+                  options: ConnectOptions) -> tuple[Any, bool]:
+    """The connection's socket, and whether it is a ProxyCommand's."""
+    if ssh.bastion is not None:
+        return await options.gateways.bastion(label, ssh, options, target.host,
+                                              target.port), False
+    if not target.direct:
+        return await options.gateways.socket_for(label, target, (
+            ssh.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser(), options)
+    try:
+        return await dial(target.host, target.port, options.connect_timeout), False
+    except OSError as exc:
+        raise ConnectError(label, f"cannot connect to {ssh.endpoint}: "
+                                  f"{connect_failure(exc, options.connect_timeout)}") from None
+
+
+def _pinnable(options: ConnectOptions, known_hosts: Any, target: Target, pinned: str) -> bool:
+    if not known_hosts.exists():
+        return False
+    keys = options.known_hosts.lookup(known_hosts, known_hosts_name(target.host, target.port))
+    return any(fingerprint(key) == pinned for key in (keys or {}).values())
 
 
 def open_session(label: str, ssh: SshConfig, options: ConnectOptions,
                  pinned: str | None = None) -> SshSession:
     """`pinned`: the only host key fingerprint to accept (apply: the plan's), checked
     before authenticating, so a host presenting any other key never sees a login."""
-    known_hosts = (ssh.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
-    target = resolve_target(ssh, options)
-    client = paramiko.SSHClient()
-    if known_hosts.exists():
-        try:
-            # The name paramiko looks up: the host as resolved through ~/.ssh/config.
-            options.known_hosts.trust(client, known_hosts, target.host, target.port)
-        except (OSError, paramiko.SSHException) as exc:
-            raise ConnectError(label, f"cannot read known_hosts {known_hosts}: {exc}") from None
-    if pinned is not None and not pin(client, known_hosts_name(target.host, target.port),
-                                      pinned):
-        raise HostKeyError(label, f"{known_hosts} has no key for {ssh.endpoint} matching the "
-                                  f"one the plan was made against {pinned}: refusing before "
-                                  "connecting (re-plan if the host was rebuilt)")
-    client.set_missing_host_key_policy(
-        AcceptNewPolicy(known_hosts, options.known_hosts_lock)
-        if options.accept_new_host_keys else StrictPolicy()
-    )
-
-    def sock() -> Sock | None:
-        if ssh.bastion is not None:
-            return options.gateways.channel(label, ssh, options, target.host, target.port)
-        if not target.direct:
-            return options.gateways.socket_for(label, target, known_hosts, options)
-        dialled = options.dialled.take((target.host, target.port), options.connect_timeout + 5)
-        if isinstance(dialled, OSError):
-            raise ConnectError(label, f"cannot connect to {ssh.endpoint}: "
-                                      f"{connect_failure(dialled, options.connect_timeout)}")
-        return dialled
-
-    peer = host_peer(label, ssh.endpoint, known_hosts, ssh.key_path)
-    transport = handshake(client, target, sock, peer, options)
-    return SshSession(label, client, target, transport.get_remote_server_key())
+    try:
+        return options.loop.call(connect(label, ssh, options, pinned))
+    except LoopClosed:
+        raise ConnectError(label, "the run's SSH connections were closed") from None

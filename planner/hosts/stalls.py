@@ -6,22 +6,15 @@ tarpit, something other than sshd on the port) used to be reported as a connect 
 at the wrong thing. A handshake that stalls is now named by its stage: no banner, a
 banner but no key exchange, or a key exchange but no answer to authentication.
 
-Either client gives the whole handshake one deadline, the connect timeout counted from the
-TCP connection: libssh2's on the SSH loop (libssh2.py), paramiko's in BoundedTransport.
+The whole handshake has one deadline, the connect timeout counted from the TCP connection
+(handshake.py).
 """
 
 from __future__ import annotations
 
 import socket
 import sys
-import time
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Literal
-
-import paramiko
-
-if TYPE_CHECKING:
-    from paramiko.transport import _SocketLike
+from typing import Literal
 
 Stage = Literal["banner", "proxy", "kex", "auth"]
 
@@ -99,45 +92,3 @@ def _bytes_received(sock: socket.socket) -> int:
     if len(info) < _BYTES_RECEIVED.stop:
         return 0  # a kernel older than 4.1
     return int.from_bytes(info[_BYTES_RECEIVED], sys.byteorder)  # native, as the kernel's
-
-
-class BoundedTransport(paramiko.Transport):
-    """A client Transport whose handshake (banner, key exchange and authentication) has one
-    deadline: `timeout` after it is made, on a connected socket.
-
-    paramiko gives each stage its own: the banner and the key exchange 15 s (which cut a
-    longer connect timeout short, with an EOF that read as a closed connection) and every
-    key tried 30 s to authenticate (so a server that stopped answering after the key
-    exchange took half a minute per key, then read as "authentication failed"). Here
-    start_client's wait, given the same timeout, ends a stalled banner or key exchange,
-    and authentication gets what is left of the deadline.
-    """
-
-    def __init__(self, sock: _SocketLike, *, timeout: float,
-                 disabled_algorithms: Mapping[str, Iterable[str]] | None = None) -> None:
-        self.deadline = time.monotonic() + timeout
-        super().__init__(sock, disabled_algorithms=disabled_algorithms)
-        # Past the deadline: start_client's wait ends first, and stage() says where.
-        self.banner_timeout = self.handshake_timeout = timeout + 2
-
-    @property
-    def auth_timeout(self) -> float:
-        """What is left of the deadline: AuthHandler reads it once per key it tries."""
-        return max(0.0, self.deadline - time.monotonic())
-
-    @auth_timeout.setter
-    def auth_timeout(self, value: float) -> None:
-        pass  # paramiko's 30 s per key: the deadline rules instead
-
-    def stage(self) -> Stage | None:
-        """Where the handshake stalled, if it ran out of time; None if it did not.
-        start_client's wait starts after the deadline's clock and ends at or after it,
-        but is timed on the wall clock, which may drift a little from this one: hence
-        the margin."""
-        if time.monotonic() < self.deadline - 0.05:
-            return None
-        if not self.remote_version:
-            return "banner"
-        if not self.initial_kex_done:
-            return "kex"
-        return None if self.is_authenticated() else "auth"

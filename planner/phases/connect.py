@@ -13,7 +13,7 @@ from ..context import HostState, PlanContext
 from ..errors import HostError
 from ..hosts.pool import parallel
 from ..hosts.reader import HostReader
-from ..hosts.ssh import Session, open_session
+from ..hosts.ssh import Session, SshSession, connect
 from .base import DryRun, Phase
 
 
@@ -75,10 +75,10 @@ class Connect(Phase):
 
     def _as_they_land(self, ctx: PlanContext, note: Callable[[str], None],
                       ) -> list[HostReader | Exception]:
-        """Each host's snapshot is sent as soon as its handshake lands: from the SSH loop's
-        thread for a libssh2 session, from a thread of its own for a paramiko one (which
-        can only wait for its command). This thread only collects, in config order, so a
-        fleet of libssh2 hosts needs no thread per host."""
+        """Each host's snapshot is sent as soon as its handshake lands, from the run's SSH
+        loop (a session that can only wait for its command, a test's, from a thread of
+        its own). This thread only collects, in config order, so a fleet needs no thread
+        per host."""
         assert ctx.handshakes is not None
         limit = ctx.config.options.host_concurrency
         blocking = ThreadPoolExecutor(max_workers=max(1, min(limit, len(ctx.hosts))),
@@ -90,9 +90,9 @@ class Connect(Phase):
                 lambda f: note("failed" if f.exception() is not None else "connected"))
             pending.append(ready)
             claimed = ctx.handshakes.claim(host.config.index)
-            if claimed is None:  # begun by nobody (or taken): dialled here, in a thread
-                claimed = blocking.submit(open_session, host.label, host.config.ssh,
-                                          ctx.connect_options)
+            if claimed is None:  # begun by nobody (or taken): begun here
+                claimed = ctx.connect_options.loop.submit(
+                    connect(host.label, host.config.ssh, ctx.connect_options))
             claimed.add_done_callback(partial(_landed, ctx, host, ready, blocking))
         results: list[HostReader | Exception] = []
         try:
@@ -110,7 +110,8 @@ class Connect(Phase):
 
 
 def _landed(ctx: PlanContext, host: HostState, ready: Future[HostReader],
-            blocking: ThreadPoolExecutor, claimed: Future[Session]) -> None:
+            blocking: ThreadPoolExecutor,
+            claimed: Future[SshSession] | Future[Session]) -> None:
     """A host's handshake ended: its reader, and its snapshot on the way (see above)."""
     try:
         session = claimed.result()

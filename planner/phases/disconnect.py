@@ -27,6 +27,4 @@ def close_all(ctx: PlanContext) -> None:
         ctx.handshakes.close()  # any phase 1 never took (it did not run, or was stopped)
     if ctx.held_sessions is None:
         # After the hosts: their connections run through these.
-        ctx.connect_options.gateways.close()
-        ctx.connect_options.dialled.close()
-        ctx.connect_options.loop.close()
+        ctx.connect_options.close()

@@ -1,7 +1,7 @@
 """A host that accepts the TCP connection and then stalls the SSH handshake is named by the
 stage it stalled at (no banner, banner but no key exchange, key exchange but no answer to
-authentication), over libssh2 and over paramiko, direct and behind a bastion, within the
-connect timeout; a TCP connect timeout and a refused connection keep their words.
+authentication), direct, behind a bastion and through a ProxyCommand, within the connect
+timeout; a TCP connect timeout and a refused connection keep their words.
 
 The stalling servers are tests/stalling_listener.py's, in this process, on 127.0.0.1."""
 
@@ -11,7 +11,6 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from pathlib import Path
 
 import paramiko
@@ -19,14 +18,12 @@ import pytest
 
 from planner.config.model import Bastion, SshConfig
 from planner.errors import ConnectError
-from planner.hosts.handshake import aead_first
-from planner.hosts.libssh2 import start_fast
-from planner.hosts.ssh import ConnectOptions, Session, open_session
+from planner.hosts.ssh import ConnectOptions, open_session
 from planner.hosts.ssh_config import SshConfigFiles
-from planner.hosts.stalls import BoundedTransport, HandshakeWatch
+from planner.hosts.stalls import HandshakeWatch
 from tests.stalling_listener import BANNER, StallingListener
+from tests.unit.test_dial import silent_listener
 from tests.unit.test_gateways import RELAY, SshServer, _keygen
-from tests.unit.test_reach import silent_listener
 
 TIMEOUT = 0.5
 NO_BANNER = (f"connected, but the SSH server sent no banner within {TIMEOUT:g}s (an "
@@ -86,17 +83,7 @@ def listen(keys: Keys) -> Iterator[Callable[[str], StallingListener]]:
 def options() -> Iterator[ConnectOptions]:
     made = ConnectOptions(connect_timeout=TIMEOUT)
     yield made
-    made.loop.close()
-    made.dialled.close()
-    made.gateways.close()
-
-
-def _over_libssh2(ssh: SshConfig, options: ConnectOptions) -> Future[Session | None]:
-    """A plan's way to a direct host: dialled ahead (reach.py), then libssh2."""
-    options.dialled.start([(ssh.address, ssh.port or 22)], options.connect_timeout)
-    started = start_fast("h", ssh, options)
-    assert started is not None, "not the libssh2 path"
-    return started
+    made.close()
 
 
 def _failure(connect: Callable[[], object]) -> tuple[str, float]:
@@ -107,23 +94,12 @@ def _failure(connect: Callable[[], object]) -> tuple[str, float]:
 
 
 @pytest.mark.parametrize("mode", sorted(STAGES))
-def test_libssh2_names_the_stage_the_host_stalled_at(mode: str, keys: Keys, listen,  # type: ignore[no-untyped-def]
-                                                      options: ConnectOptions) -> None:
-    listener = listen(mode)
-    message, elapsed = _failure(lambda: _over_libssh2(keys.ssh(listener.port),
-                                                      options).result(10))
-    assert message == f"h: 127.0.0.1:{listener.port}: {STAGES[mode]}"
-    assert TIMEOUT <= elapsed < TIMEOUT + 2, elapsed
-
-
-@pytest.mark.parametrize("mode", sorted(STAGES))
-def test_paramiko_names_the_stage_the_host_stalled_at(mode: str, keys: Keys, listen,  # type: ignore[no-untyped-def]
-                                                       options: ConnectOptions) -> None:
+def test_the_stage_the_host_stalled_at_is_named(mode: str, keys: Keys, listen,  # type: ignore[no-untyped-def]
+                                                options: ConnectOptions) -> None:
     listener = listen(mode)
     message, elapsed = _failure(lambda: open_session("h", keys.ssh(listener.port), options))
     assert message == f"h: 127.0.0.1:{listener.port}: {STAGES[mode]}"
-    # One deadline for the handshake, authentication included (paramiko alone gives
-    # every key it tries 30 s).
+    # One deadline for the whole handshake, authentication included.
     assert TIMEOUT <= elapsed < TIMEOUT + 2, elapsed
 
 
@@ -178,15 +154,11 @@ def test_connect_timeout_refused_and_refused_keys_keep_their_words(
         timed_out = (f"h: cannot connect to 127.0.0.1:{port}: timed out after "
                      f"{TIMEOUT:g}s (host down, or a firewall dropping port 22's packets; "
                      "options.ssh.connectTimeoutSeconds)")
-        assert _failure(lambda: _over_libssh2(keys.ssh(port), options).result(10))[0] \
-            == timed_out
         assert _failure(lambda: open_session("h", keys.ssh(port), options))[0] == timed_out
-        for connect in (lambda: _over_libssh2(keys.ssh(refused), options).result(10),
-                        lambda: open_session("h", keys.ssh(refused), options)):
-            assert _failure(connect)[0] == (
-                f"h: cannot connect to 127.0.0.1:{refused}: connection refused (the host "
-                "is up but nothing listens on that port: sshd down?)")
-        # A key refused at once is a refusal, not a stall (paramiko: libssh2 hands it on).
+        assert _failure(lambda: open_session("h", keys.ssh(refused), options))[0] == (
+            f"h: cannot connect to 127.0.0.1:{refused}: connection refused (the host "
+            "is up but nothing listens on that port: sshd down?)")
+        # A key refused at once is a refusal, not a stall.
         message, _ = _failure(lambda: open_session("h", keys.ssh(stranger.port),
                                                   options))
         assert "authentication failed for root@127.0.0.1" in message, message
@@ -243,22 +215,3 @@ def test_a_banner_libssh2_read_before_any_peek_still_counts(tcp_pair) -> None:  
     _arrived(client, len(BANNER))
     client.recv(len(BANNER))
     assert HandshakeWatch().stage(client) == "kex"
-
-
-def test_paramiko_stages_share_one_deadline(tcp_pair) -> None:  # type: ignore[no-untyped-def]
-    client, _ = tcp_pair
-    transport = aead_first(client, gss_kex=False, gss_deleg_creds=False,
-                           disabled_algorithms=None, timeout=20)
-    assert isinstance(transport, BoundedTransport)
-    # paramiko's own 15 s banner and key exchange timers would end a 20 s timeout early.
-    assert transport.banner_timeout > 20 and transport.handshake_timeout > 20
-    assert 19 < transport.auth_timeout <= 20  # what is left of the deadline
-    transport.auth_timeout = 30  # paramiko's default, set again: ignored
-    assert transport.auth_timeout <= 20
-    assert transport.stage() is None  # not out of time
-    transport.deadline = time.monotonic() - 1
-    assert transport.auth_timeout == 0
-    assert transport.stage() == "banner"
-    transport.remote_version = "SSH-2.0-x"
-    assert transport.stage() == "kex"
-    transport.close()

@@ -1,0 +1,163 @@
+"""One libssh2 session on the run's event loop (loop.py): its calls made again whenever
+libssh2 says EAGAIN, each wait on the session's socket in the direction libssh2 is
+blocked on.
+
+Several coroutines may use one session at once: a gateway's channels, one per host
+behind it; a lock's touch beside a running restart script. libssh2 reads whatever
+arrives for any channel of the session into that channel's queue, so a call for one
+channel can take another's data off the socket while that one sleeps on the socket,
+which then stays quiet. So after every call on the session, each sleeper that said what
+it waits for (`ready`: data queued for its channel, room in its window) is woken when
+that is now true, and the sleepers that could not say (a channel being opened, a
+handshake) are woken to try again; a sleeper woken that way and still blocked wakes no
+one in turn, so two sleepers never wake each other forever. No sleeper sleeps longer
+than RECHECK without trying again: a net for whatever the rules above miss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Callable
+from typing import Any, Literal
+
+from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
+
+EAGAIN: int = LIBSSH2_ERROR_EAGAIN
+
+# libssh2_session_block_directions bits (libssh2.h): what the session waits for.
+BLOCK_INBOUND = 1
+BLOCK_OUTBOUND = 2
+RECHECK = 0.5
+
+Ready = Callable[[], bool]
+Woken = Literal["io", "nudge", "time", "first"]
+
+
+def again(result: Any) -> bool:
+    """Whether a libssh2 call's result says EAGAIN (an int, or a (code, ...) tuple)."""
+    if isinstance(result, tuple):
+        return bool(result) and result[0] == EAGAIN
+    return isinstance(result, int) and result == EAGAIN
+
+
+class Wire:
+    def __init__(self, session: Any, sock: socket.socket) -> None:
+        self.session = session
+        self.sock = sock
+        self._fd = sock.fileno()
+        self._sleepers: dict[asyncio.Future[Woken], Ready | None] = {}
+        self._reading = False
+        self._writing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._opening: asyncio.Lock | None = None
+        self.jammed = 0  # opens given up on but still running (see open())
+
+    async def open(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
+        """A channel opened by fn(*args) within `timeout`.
+
+        libssh2 keeps the state of a channel being opened in the session, not the channel:
+        two opens at once would finish each other's, so a session's opens take turns. And
+        an open cannot be dropped half-way: one that runs out of time goes on in the
+        background (a channel that comes too late is closed), and the session is `jammed`
+        until it ends, so its owner can open elsewhere meanwhile (gateways.py)."""
+        self._opening = self._opening or asyncio.Lock()
+        lock = self._opening
+        started = False
+
+        async def opening() -> Any:
+            nonlocal started
+            async with lock:
+                started = True
+                return await self.call(fn, *args)
+
+        task = asyncio.ensure_future(opening())
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), timeout)
+        except BaseException:
+            if not started:
+                task.cancel()
+            elif not task.done():
+                self.jammed += 1
+                task.add_done_callback(self._unjam)
+            raise
+
+    def _unjam(self, task: asyncio.Future[Any]) -> None:
+        self.jammed -= 1
+        if not task.cancelled() and task.exception() is None:
+            late = task.result()
+            with contextlib.suppress(Exception):  # a channel nobody wants any more
+                late.close()
+
+    async def call(self, fn: Callable[..., Any], *args: Any, ready: Ready | None = None) -> Any:
+        """fn(*args), made again until it does not say EAGAIN; its result."""
+        woken: Woken = "first"
+        while True:
+            result = fn(*args)
+            self.nudge(everyone=woken != "nudge")
+            if not again(result):
+                return result
+            woken = await self.wait(ready)
+
+    async def wait(self, ready: Ready | None = None, at_most: float = RECHECK) -> Woken:
+        """Sleep until the socket is ready in libssh2's direction, or a call on the
+        session may have let this sleeper on (see the module docstring), or RECHECK."""
+        loop = self._loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[Woken] = loop.create_future()
+        self._sleepers[waiter] = ready
+        directions = self.session.block_directions()
+        if directions & BLOCK_OUTBOUND and not self._writing and self._fd >= 0:
+            loop.add_writer(self._fd, self._on_io, "w")
+            self._writing = True
+        # EAGAIN with no direction: libssh2 waits for the peer (an answer still to come).
+        if (directions & BLOCK_INBOUND or not directions) and not self._reading \
+                and self._fd >= 0:
+            loop.add_reader(self._fd, self._on_io, "r")
+            self._reading = True
+        timer = loop.call_later(at_most, _wake, waiter, "time")
+        try:
+            return await waiter
+        finally:
+            timer.cancel()
+            self._sleepers.pop(waiter, None)
+
+    def nudge(self, everyone: bool = True) -> None:
+        for waiter, ready in list(self._sleepers.items()):
+            if waiter.done():
+                continue
+            if ready is None:
+                if everyone:
+                    waiter.set_result("nudge")
+            elif ready():
+                waiter.set_result("nudge")
+
+    def _on_io(self, direction: str) -> None:
+        # Level-triggered: stop watching until someone blocks again, or this would spin.
+        self._unwatch(read=direction == "r", write=direction == "w")
+        for waiter in list(self._sleepers):
+            _wake(waiter, "io")
+
+    def _unwatch(self, read: bool = True, write: bool = True) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        if read and self._reading:
+            loop.remove_reader(self._fd)
+            self._reading = False
+        if write and self._writing:
+            loop.remove_writer(self._fd)
+            self._writing = False
+
+    def close(self) -> None:
+        """Stop watching the socket (before it is closed: its number may be reused) and
+        wake every sleeper; their next call meets the closed socket."""
+        self._unwatch()
+        self._fd = -1
+        for waiter in list(self._sleepers):
+            _wake(waiter, "io")
+
+
+def _wake(waiter: asyncio.Future[Woken], why: Woken) -> None:
+    if not waiter.done():
+        waiter.set_result(why)
