@@ -9,7 +9,7 @@ Every connection is held open until close(). In-process for unit tests; for end-
 tests, `python -m tests.stalling_listener MODE` inside a lab host's network namespace
 prints its port on a line of its own, then serves until it is killed.
 
-(tests/unit/test_reach.py's silent_listener is the other kind: a full backlog, so the TCP
+(tests/unit/test_dial.py's silent_listener is the other kind: a full backlog, so the TCP
 connection itself never completes.)
 """
 

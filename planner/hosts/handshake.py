@@ -158,9 +158,8 @@ def _judge(peer: Peer, name: str, known: dict[str, paramiko.PKey], presented: pa
     """Refuse a host key that is not the pinned one, changed, or unknown (unless accepted)."""
     shown = fingerprint(presented)
     if checks.pinned is not None and shown != checks.pinned:
-        raise HostKeyError(peer.label, f"host key is {shown}, the plan was made against "
-                                       f"{checks.pinned}: refusing (re-plan if the host was "
-                                       "rebuilt)")
+        # The pinned key is the one known_hosts had at plan time: it changed since.
+        raise changed_key(peer, checks.pinned, shown)
     expected = known.get(presented.get_name())
     if expected is None:
         if not checks.accept_new:

@@ -151,15 +151,22 @@ async def _goodbye(wire: Wire) -> None:
         wire.sock.close()
 
 
+class _Abandoned(Exception):
+    """on_stdout said to stop listening."""
+
+
 class _Exec:
-    """One command on its own channel: stdin sent, stdout and stderr read side by side (a
-    command filling one cannot stall on the other), every wait bounded by its deadline."""
+    """One command on its own channel: stdin sent while output is read (a command that
+    stops reading its input, or fills stdout or stderr, stalls nothing), every wait
+    bounded by its deadline."""
 
     def __init__(self, label: str, wire: Wire, timeout: float,
                  on_stdout: OnStdout | None) -> None:
         self.label, self.wire, self.timeout, self.on_stdout = label, wire, timeout, on_stdout
         self.released: float | None = None  # when stdin was closed: the timeout's start
         self.started = time.monotonic()
+        self.out, self.err = bytearray(), bytearray()
+        self._pulling = asyncio.Lock()  # output reaches on_stdout in order
 
     def deadline(self, held: bool) -> float:
         if not held:
@@ -169,36 +176,55 @@ class _Exec:
     def timed_out(self) -> CommandTimeout:
         return CommandTimeout(self.label, f"remote command timed out after {self.timeout:g}s")
 
+    def result(self, code: int) -> CommandResult:
+        return CommandResult(code, bytes(self.out), bytes(self.err))
+
     async def run(self, command: str, stdin: bytes | None, hold: Hold | None) -> CommandResult:
         wire = self.wire
         held = hold is not None
-        try:
-            channel = await wire.open(wire.session.open_session, timeout=self.timeout)
-            async with asyncio.timeout_at(_loop_time(self.deadline(False))):
-                await wire.call(channel.execute, command)
-                if stdin:
-                    await self.send(channel, stdin)
-        except TimeoutError:
-            raise self.timed_out() from None
+        channel = await self._start(command)
         holding: asyncio.Task[None] | None = None
         try:
+            try:
+                async with asyncio.timeout_at(_loop_time(self.deadline(False))):
+                    if stdin:
+                        await self.send(channel, stdin)
+            except TimeoutError:
+                raise self.timed_out() from None
             if hold is None:
                 await self.end_input(channel)
             else:
                 holding = asyncio.create_task(self.hold(channel, hold))
             return await self.collect(channel, held)
+        except _Abandoned:
+            return self.result(ABANDONED)
         finally:
             if holding is not None:
                 holding.cancel()
             if not channel.eof():
                 _close_channel(channel)
+            wire.nudge()
+
+    async def _start(self, command: str) -> Any:
+        wire = self.wire
+        try:
+            channel = await wire.open(wire.session.open_session, timeout=self.timeout)
+        except TimeoutError:
+            raise self.timed_out() from None
+        try:
+            async with asyncio.timeout_at(_loop_time(self.deadline(False))):
+                await wire.call(channel.execute, command)
+        except TimeoutError:
+            _close_channel(channel)
+            raise self.timed_out() from None
+        return channel
 
     async def send(self, channel: Any, data: bytes) -> None:
-        """Write `data` to the command's stdin. A command that ended without reading all
-        of it (a lock found held, a refusal) closed its channel: its exit status and
-        output say what happened."""
+        """Write `data` to the command's stdin, reading its output meanwhile. A command
+        that ended without reading all of it (a lock found held, a refusal) ends the
+        sending: its exit status and output say what happened."""
         view = memoryview(data)
-        while view:
+        while view and not channel.eof():
             try:
                 code, sent = channel.write(bytes(view[:_CHUNK]))
             except (ssh2_errors.ChannelError, ssh2_errors.ChannelClosedError,
@@ -207,7 +233,12 @@ class _Exec:
             self.wire.nudge()
             view = view[sent:]
             if code == EAGAIN:
-                await self.wire.wait(ready=lambda: channel.window_write() > 0)
+                # The window is shut until the command reads: its output, and its EOF if
+                # it ends without reading, come meanwhile.
+                if await self.pull(channel):
+                    continue
+                await self.wire.wait(ready=lambda: bool(
+                    channel.window_write() > 0 or _queued(channel)))
 
     async def end_input(self, channel: Any) -> None:
         try:
@@ -229,34 +260,35 @@ class _Exec:
             if self.released is None:
                 self.released = time.monotonic()
 
-    async def collect(self, channel: Any, held: bool) -> CommandResult:
-        """Read stdout and stderr until the command's EOF, then its exit status."""
-        wire = self.wire
-        loop = asyncio.get_running_loop()
-        out, err = bytearray(), bytearray()
-        quiet_since = time.monotonic()
-
-        def queued() -> bool:
-            return bool(channel.poll_channel_read(0) or channel.poll_channel_read(1)
-                        or channel.eof())
-
-        while True:
+    async def pull(self, channel: Any) -> bool:
+        """Read what stdout and stderr have now (stdout handed to on_stdout); whether
+        anything came. _Abandoned when on_stdout says stop."""
+        async with self._pulling:
             got = False
-            for read, into in ((channel.read, out), (channel.read_stderr, err)):
+            for read, into in ((channel.read, self.out), (channel.read_stderr, self.err)):
                 size, data = read(_CHUNK)
                 if size > 0:
                     got = True
                     into += data
-                    if into is out and self.on_stdout is not None and \
-                            not await loop.run_in_executor(None, self.on_stdout, data):
-                        return CommandResult(ABANDONED, bytes(out), bytes(err))
+                    if into is self.out and self.on_stdout is not None and not \
+                            await asyncio.get_running_loop().run_in_executor(
+                                None, self.on_stdout, data):
+                        raise _Abandoned
                 elif size < 0 and size != EAGAIN:
                     raise ConnectionLost(self.label,
                                          f"SSH connection lost (libssh2 error {size})")
-            wire.nudge()
-            if len(out) + len(err) > MAX_OUTPUT:
+            self.wire.nudge()
+            if len(self.out) + len(self.err) > MAX_OUTPUT:
                 raise CommandError(self.label,
                                    f"remote output exceeded {MAX_OUTPUT >> 20} MiB")
+            return got
+
+    async def collect(self, channel: Any, held: bool) -> CommandResult:
+        """Read stdout and stderr until the command's EOF, then its exit status."""
+        wire = self.wire
+        quiet_since = time.monotonic()
+        while True:
+            got = await self.pull(channel)
             now = time.monotonic()
             if got:
                 quiet_since = now
@@ -266,12 +298,13 @@ class _Exec:
             if self.on_stdout is not None and now - quiet_since >= _IDLE:
                 quiet_since = now
                 # No output for a while: the caller may have stopped listening meanwhile.
-                if not await loop.run_in_executor(None, self.on_stdout, b""):
-                    return CommandResult(ABANDONED, bytes(out), bytes(err))
+                if not await asyncio.get_running_loop().run_in_executor(
+                        None, self.on_stdout, b""):
+                    raise _Abandoned
             left = self.deadline(held) - now
             if left <= 0:
                 raise self.timed_out()
-            await wire.wait(ready=queued, at_most=min(left, _IDLE))
+            await wire.wait(ready=lambda: _queued(channel), at_most=min(left, _IDLE))
         try:
             async with asyncio.timeout(max(0.0, min(self.deadline(held) - time.monotonic(),
                                                     self.timeout))):
@@ -283,7 +316,12 @@ class _Exec:
             # The command was killed (or the server side of it went away) mid-command:
             # whether it ran (in full) is unknown.
             raise ConnectionLost(self.label, "SSH connection lost before the command finished")
-        return CommandResult(channel.get_exit_status(), bytes(out), bytes(err))
+        return self.result(channel.get_exit_status())
+
+
+def _queued(channel: Any) -> bool:
+    """Output or EOF waiting in libssh2's queue for this channel."""
+    return bool(channel.poll_channel_read(0) or channel.poll_channel_read(1) or channel.eof())
 
 
 def _close_channel(channel: Any) -> None:

@@ -62,29 +62,28 @@ class Wire:
         an open cannot be dropped half-way: one that runs out of time goes on in the
         background (a channel that comes too late is closed), and the session is `jammed`
         until it ends, so its owner can open elsewhere meanwhile (gateways.py)."""
-        self._opening = self._opening or asyncio.Lock()
-        lock = self._opening
-        started = False
-
-        async def opening() -> Any:
-            nonlocal started
-            async with lock:
-                started = True
-                return await self.call(fn, *args)
-
-        task = asyncio.ensure_future(opening())
+        lock = self._opening = self._opening or asyncio.Lock()
+        await lock.acquire()
+        # The time is the open's own, counted once it is this one's turn: the opens queued
+        # before it are bounded by theirs.
+        task = asyncio.ensure_future(self.call(fn, *args))
+        handed_on = False
         try:
             return await asyncio.wait_for(asyncio.shield(task), timeout)
         except BaseException:
-            if not started:
-                task.cancel()
-            elif not task.done():
+            if not task.done():
+                # Still running: the session's opens wait for this one to end.
                 self.jammed += 1
-                task.add_done_callback(self._unjam)
+                task.add_done_callback(lambda done: self._unjam(done, lock))
+                handed_on = True
             raise
+        finally:
+            if not handed_on:
+                lock.release()
 
-    def _unjam(self, task: asyncio.Future[Any]) -> None:
+    def _unjam(self, task: asyncio.Future[Any], lock: asyncio.Lock) -> None:
         self.jammed -= 1
+        lock.release()
         if not task.cancelled() and task.exception() is None:
             late = task.result()
             with contextlib.suppress(Exception):  # a channel nobody wants any more

@@ -1,6 +1,6 @@
 """A host whose port 22 accepts the TCP connection and then stalls the SSH handshake is
-named with the stage that stalled, by `plan` (libssh2 for a direct host, paramiko for one
-behind a bastion) and by `apply` of a plan made while the host was fine: not "timed out
+named with the stage that stalled, by `plan` (directly, and behind a bastion) and by
+`apply` of a plan made while the host was fine: not "timed out
 (host down, or a firewall dropping port 22's packets)", which sends whoever reads it to
 look for a dead host or a firewall.
 
@@ -65,7 +65,7 @@ def stalled_port_22(lab: Lab, host: str, mode: str) -> Iterator[None]:
 
 def _lab(lab_factory, tmp_path: Path) -> tuple[Lab, Path]:  # type: ignore[no-untyped-def]
     """ctl-1 and wrk-1, named by hostname in messages, wrk-1 with drift to apply; and the
-    same cluster with wrk-1 behind ctl-1 as its bastion (paramiko's path in a plan)."""
+    same cluster with wrk-1 behind ctl-1 as its bastion."""
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
     lab.exec("wrk-1", f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
 
@@ -103,12 +103,12 @@ def test_a_stalled_ssh_server_is_named_with_its_stage(lab_factory, tmp_path: Pat
         assert _problem(direct.stdout, "wrk-1") == f"wrk-1 ({wrk}): Connect to hosts: {expected}"
         assert "1 host(s) ok" in direct.stdout  # ctl-1, read as ever
 
-        bastion = cargoship("plan", "-c", behind)  # paramiko, through ctl-1
+        bastion = cargoship("plan", "-c", behind)  # through ctl-1
         assert bastion.returncode == 1, bastion.stdout + bastion.stderr
         assert _problem(bastion.stdout, "wrk-1") == \
             f"wrk-1 ({wrk}): Connect to hosts: {expected}"
 
-        applied = cargoship("apply", plan_file, "--confirm")  # paramiko
+        applied = cargoship("apply", plan_file, "--confirm")
         assert applied.returncode == 1, applied.stdout + applied.stderr
         output = applied.stdout + applied.stderr
         assert f"cannot reach every host of the plan: wrk-1: {expected}" in output, output
