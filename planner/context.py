@@ -174,6 +174,9 @@ class PlanContext:
     loaded: Startup | None = None
     # The hosts' handshakes once begun (connecting.begin), until phase 1 takes them.
     handshakes: Handshakes | None = None
+    # Whether controller restarts are gated on etcd quorum (planner/facts/etcd_gate.py):
+    # False for one controller, an external datastore or no embedded etcd. None: not judged.
+    etcd_gated: bool | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from planner.api_server import host_address
 from planner.desired.engine_files import desired_files
 from planner.facts.distro import LAYOUTS
+from planner.facts.etcd_gate import external_datastore
 from planner.plan.model import Change
 
 from ..drain import DrainOptions, NodeOps
+from ..quorum import Controller, Gate, make_gate
 from ..readiness import readyz_probe
 from ..rollout import HostJob, HostOutcome, Rollout
 from .base import ApplyEnv, HostHandler, ItemResult
@@ -56,6 +58,20 @@ def _probe_api_servers(env: ApplyEnv, controllers: Sequence[HostJob]) -> None:
         job.readyz = readyz_probe(admin, address[job.label])
 
 
+def _quorum_gate(env: ApplyEnv) -> Gate | None:
+    """Every controller of the cluster, changing or not: the gate reads them all. None
+    where the apply's own preflight found nothing to gate (one controller, an external
+    datastore, no embedded etcd)."""
+    if env.ctx.etcd_gated is False:
+        return None
+    controllers = [h for h in env.ctx.hosts if h.config.role == "controller"]
+    return make_gate([Controller(h.label, env.writers[h.ref.key], h.init_system or "auto")
+                      for h in controllers if h.ref.key in env.writers],
+                     env.config.engine.distro,
+                     external_datastore(h.engine_settings.merged for h in controllers
+                                        if h.engine_settings is not None))
+
+
 def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
                     jobs: dict[str, list[HostJob]]) -> tuple[list[HostOutcome], list[ItemResult]]:
     o = env.config.options
@@ -66,7 +82,7 @@ def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
                                    delete_emptydir_data=o.drain_delete_emptydir_data,
                                    force=o.drain_force),
                       float(o.ready_timeout), env.progress, stop=env.stop,
-                      locks_lost=env.locks_lost)
+                      locks_lost=env.locks_lost, gate=_quorum_gate(env))
     env.escalations.append(rollout.interrupt_now)
     outcomes = rollout.run(jobs["controller"], jobs["worker"], o.worker_concurrency)
     by_label = {outcome.host: outcome for outcome in outcomes}

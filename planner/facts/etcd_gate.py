@@ -20,8 +20,9 @@ not gated on etcd, and the plan says so. Pure: no I/O here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .etcd import EtcdLook, MemberStatus
 
@@ -48,6 +49,12 @@ class Verdict:
 
     def message(self) -> str:
         return "; ".join(f"{who}: {what}" if who else what for who, what in self.problems)
+
+
+def external_datastore(settings: Iterable[Mapping[str, Any]]) -> bool:
+    """k3s/rke2 on an external datastore (`datastore-endpoint` in a controller's merged
+    engine config): no etcd member of theirs to gate on."""
+    return any(merged.get("datastore-endpoint") not in (None, "") for merged in settings)
 
 
 def _quorum(voters: int) -> int:

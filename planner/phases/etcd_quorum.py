@@ -7,13 +7,11 @@ from __future__ import annotations
 
 from ..context import HostState, PlanContext
 from ..facts.etcd import EtcdLook
-from ..facts.etcd_gate import ControllerEtcd, judge
+from ..facts.etcd_gate import ControllerEtcd, external_datastore, judge
 
 
-def external_datastore(hosts: list[HostState]) -> bool:
-    """k3s/rke2 on an external datastore (datastore-endpoint): no etcd member of theirs."""
-    return any(h.engine_settings is not None and h.engine_settings.merged.get(
-        "datastore-endpoint") not in (None, "") for h in hosts)
+def merged_settings(hosts: list[HostState]) -> list[dict[str, object]]:
+    return [h.engine_settings.merged for h in hosts if h.engine_settings is not None]
 
 
 def gate(ctx: PlanContext, title: str, looks: dict[int, EtcdLook]) -> None:
@@ -23,7 +21,8 @@ def gate(ctx: PlanContext, title: str, looks: dict[int, EtcdLook]) -> None:
     views = [ControllerEtcd(h.label, h.engine.service_state if h.engine else "unknown",
                             looks.get(h.config.index), h.error or "not read")
              for h in controllers]
-    verdict = judge(views, external=external_datastore(controllers))
+    verdict = judge(views, external=external_datastore(merged_settings(controllers)))
+    ctx.etcd_gated = verdict.gated
     by_label = {h.label: h for h in controllers}
     if not verdict.problems:
         ctx.found(title, None, verdict.summary)
