@@ -10,14 +10,16 @@ no embedded etcd) passes, as the plan said.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from planner.errors import CargoshipError
 from planner.facts.distro import LAYOUTS, parse_service_state, status_snippet
 from planner.facts.etcd import READYZ_TIMEOUT, TIMEOUT, etcd_fact, parse_etcd
-from planner.facts.etcd_gate import ControllerEtcd, Verdict, judge
+from planner.facts.etcd_gate import ControllerEtcd, Verdict, judge, member_back
 from planner.hosts.batch import FactParseError, Output
 
 from .remote import HostWriter
@@ -79,3 +81,43 @@ def refusal(gate: Gate, label: str, note: Callable[[str, str], None]) -> str | N
         return None
     return (f"the etcd quorum gate refused to stop {label}: {verdict.message()}; fix that "
             "(the hosts already done keep their changes), then plan and apply again")
+
+
+BACK_INTERVAL = 0.5  # seconds between two looks while a restarted member catches up
+Back = Callable[[str], "str | None"]
+
+
+def make_back_check(controllers: Sequence[Controller], distro: str, timeout: float,
+                    interval: float = BACK_INTERVAL) -> Back:
+    """After a controller's restart, on top of its fresh readiness: wait (up to `timeout`)
+    until its member is listed, healthy and caught up with the leader; None then, else what
+    it still lacked."""
+    def back(label: str) -> str | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            with ThreadPoolExecutor(max_workers=max(1, len(controllers)),
+                                    thread_name_prefix="cargoship-quorum") as pool:
+                views = list(pool.map(lambda c: read_controller(c, distro), controllers))
+            why = member_back(views, label)
+            if why is None or time.monotonic() + interval > deadline:
+                return why
+            time.sleep(interval)
+
+    return back
+
+
+OutcomeT = TypeVar("OutcomeT")
+
+
+def caught_up(back: Back, label: str, outcome: OutcomeT,
+              note: Callable[[str, str], None]) -> OutcomeT:
+    """`outcome` (an applied HostOutcome) as it stands once the member is back, or failed
+    with why: the change stays (the engine is back), the rollout goes no further."""
+    why = back(label)
+    if why is None:
+        note(label, "etcd member listed, healthy and caught up with the leader")
+        return outcome
+    return replace(outcome, status="failed",  # type: ignore[type-var]
+                   detail=f"the change is applied and the engine is back, but {why} after "
+                          "the restart; not rolled back, and no further controller is "
+                          "stopped: see to that member, then plan and apply again")

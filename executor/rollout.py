@@ -108,6 +108,8 @@ class Rollout:
     uncordon_timeout: float = 60.0
     # Asked right before each controller is stopped (quorum.py); None: not gated.
     gate: quorum.Gate | None = None
+    # After a controller's restart: waits until its member is back and caught up.
+    back: quorum.Back | None = None
     _refused: str = field(default="", init=False)  # why the gate stopped the rollout
     # Hosts next in line, their restart script's head already on the host (sudo and the
     # shell started, the files staged) while the hosts before them roll: (restart, steps,
@@ -147,7 +149,10 @@ class Rollout:
                 if self._refused:
                     outcomes.append(HostOutcome(job.label, "not started", self._refused))
                     continue
-            outcomes.append(self.run_host(job))
+            outcome = self.run_host(job)
+            if job.restart and self.back is not None and outcome.status == "applied":
+                outcome = quorum.caught_up(self.back, job.label, outcome, self._note)
+            outcomes.append(outcome)
         outcomes += self._window(workers, worker_concurrency, outcomes)
         return outcomes
 

@@ -15,7 +15,7 @@ from planner.facts.etcd_gate import external_datastore
 from planner.plan.model import Change
 
 from ..drain import DrainOptions, NodeOps
-from ..quorum import Controller, Gate, make_gate
+from ..quorum import Controller, make_back_check, make_gate
 from ..readiness import readyz_probe
 from ..rollout import HostJob, HostOutcome, Rollout
 from .base import ApplyEnv, HostHandler, ItemResult
@@ -58,18 +58,18 @@ def _probe_api_servers(env: ApplyEnv, controllers: Sequence[HostJob]) -> None:
         job.readyz = readyz_probe(admin, address[job.label])
 
 
-def _quorum_gate(env: ApplyEnv) -> Gate | None:
-    """Every controller of the cluster, changing or not: the gate reads them all. None
-    where the apply's own preflight found nothing to gate (one controller, an external
-    datastore, no embedded etcd)."""
-    if env.ctx.etcd_gated is False:
-        return None
-    controllers = [h for h in env.ctx.hosts if h.config.role == "controller"]
-    return make_gate([Controller(h.label, env.writers[h.ref.key], h.init_system or "auto")
-                      for h in controllers if h.ref.key in env.writers],
-                     env.config.engine.distro,
-                     external_datastore(h.engine_settings.merged for h in controllers
-                                        if h.engine_settings is not None))
+def _controllers(env: ApplyEnv) -> list[Controller]:
+    """Every controller of the cluster, changing or not: the quorum gate reads them all
+    (not at all where the apply's own preflight found nothing to gate: one controller, an
+    external datastore, no embedded etcd)."""
+    return [Controller(h.label, env.writers[h.ref.key], h.init_system or "auto")
+            for h in env.ctx.hosts
+            if h.config.role == "controller" and h.ref.key in env.writers]
+
+
+def _external(env: ApplyEnv) -> bool:
+    return external_datastore(h.engine_settings.merged for h in env.ctx.hosts
+                              if h.config.role == "controller" and h.engine_settings)
 
 
 def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
@@ -82,7 +82,12 @@ def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
                                    delete_emptydir_data=o.drain_delete_emptydir_data,
                                    force=o.drain_force),
                       float(o.ready_timeout), env.progress, stop=env.stop,
-                      locks_lost=env.locks_lost, gate=_quorum_gate(env))
+                      locks_lost=env.locks_lost)
+    if env.ctx.etcd_gated is not False:
+        controllers = _controllers(env)
+        rollout.gate = make_gate(controllers, env.config.engine.distro, _external(env))
+        rollout.back = make_back_check(controllers, env.config.engine.distro,
+                                       float(o.ready_timeout))
     env.escalations.append(rollout.interrupt_now)
     outcomes = rollout.run(jobs["controller"], jobs["worker"], o.worker_concurrency)
     by_label = {outcome.host: outcome for outcome in outcomes}

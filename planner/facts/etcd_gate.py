@@ -201,3 +201,39 @@ def _leader_and_lag(controllers: Sequence[ControllerEtcd], statuses: dict[str, M
                 continue
         healthy.append(c.label)
     return out, healthy
+
+
+def member_back(controllers: Sequence[ControllerEtcd], label: str,
+                bound: int = CAUGHT_UP_ENTRIES) -> str | None:
+    """After `label`'s restart: None once its member is in the member list (a voter),
+    healthy, and caught up with the leader; else what it still lacks. A controller with
+    no embedded member (no certificates) has nothing to wait for."""
+    mine = next((c for c in controllers if c.label == label), None)
+    if mine is None or mine.look is None:
+        return f"its etcd member could not be read: {mine.error if mine else 'not found'}"
+    look = mine.look
+    if not look.certs:
+        return None
+    status = look.status
+    if status is None:
+        return f"its etcd member does not answer ({look.status_error})"
+    if status.errors or status.leader is None:
+        return "its etcd member " + (f"reports: {', '.join(status.errors)}" if status.errors
+                                     else "has no leader")
+    if look.healthy is not True:
+        return "its etcd member is not healthy (/health)"
+    listed = {m.id: m for c in controllers if c.look is not None and c.look.members
+              for m in c.look.members}
+    member = listed.get(status.member_id)
+    if member is None:
+        return f"its etcd member {status.member_id} is not in the member list"
+    if member.learner:
+        return "its etcd member is still a learner"
+    top = next((c.look.status for c in controllers if c.look is not None and c.look.status
+                is not None and c.look.status.member_id == status.leader), None)
+    if top is None:
+        return f"the etcd leader {status.leader} could not be read"
+    lag = top.applied_index - status.applied_index
+    if lag > bound:
+        return f"its etcd member is {lag} entries behind the leader"
+    return None

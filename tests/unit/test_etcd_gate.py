@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from planner.facts.etcd import PART_BYTES, EtcdLook, parse_etcd
-from planner.facts.etcd_gate import CAUGHT_UP_ENTRIES, ControllerEtcd, judge
+from planner.facts.etcd_gate import CAUGHT_UP_ENTRIES, ControllerEtcd, judge, member_back
 from planner.hosts.batch import FactParseError, Output
 
 FIXTURES = Path(__file__).parent / "fixtures" / "etcd"
@@ -180,3 +180,25 @@ def test_unreadable_looks_are_refused(text: str) -> None:
 def test_a_part_cut_short_is_not_taken_for_an_answer() -> None:
     cut = parse_etcd(Output("etcd certs\n== status {\"header\":" + "x" * 100 + "\n", 0))
     assert cut.status is None and f"longer than {PART_BYTES}" in cut.status_error
+
+
+def test_back_means_listed_healthy_and_caught_up() -> None:
+    looks = healthy()
+    assert member_back(cluster(looks), "ctl-2") is None
+    # Restarted and still catching up: the leader is far ahead.
+    leader = looks["ctl-1"]
+    assert leader.status is not None
+    ahead = {**looks, "ctl-1": _with_status(leader, applied_index=leader.status.applied_index
+                                            + 3000)}
+    assert (member_back(cluster(ahead), "ctl-2") or "").startswith(
+        "its etcd member is 29") and "entries behind the leader" in (
+        member_back(cluster(ahead), "ctl-2") or "")
+    assert member_back(cluster({**looks, "ctl-2": look("stopped-ctl-2")}), "ctl-2") == \
+        "its etcd member does not answer (connection refused (not running))"
+    assert member_back(cluster({**looks, "ctl-1": look("no-quorum-ctl-1")}), "ctl-1") == \
+        "its etcd member reports: etcdserver: no leader"
+    # Not in the member list (removed, or a new member not yet added).
+    unlisted = {label: dataclasses.replace(value, members=tuple(
+        m for m in value.members or () if not m.name.startswith("ctl-2")))
+        for label, value in looks.items()}
+    assert "is not in the member list" in (member_back(cluster(unlisted), "ctl-2") or "")
