@@ -7,15 +7,12 @@ never fails a request through a controller that is not restarting."""
 from __future__ import annotations
 
 import json
-import ssl
 import subprocess
-import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.bench.availability import Probe
 from tests.e2e.cli import cargoship, cargoship_argv, edit_config
 from tests.lab import HostSpec, Lab, Timing
 
@@ -125,64 +122,6 @@ def test_a_member_paused_during_the_rollout_stops_it_before_the_next_controller(
     lab.etcd_member("ctl-3", "resume")
 
 
-class Probe:
-    """Every 100 ms: a write through each controller's API server, and each member's own
-    etcd_server_has_leader; what failed, when."""
-
-    def __init__(self, lab: Lab) -> None:
-        self.lab = lab
-        self.failed: list[tuple[float, str, str]] = []  # (when, controller, why)
-        self.leaderless: list[tuple[float, str]] = []  # (when, member's host)
-        self.requests = 0
-        self.stop = threading.Event()
-        context = ssl.create_default_context(cafile=str(lab.pki_dir / "server-ca.crt"))
-        context.load_cert_chain(lab.pki_dir / "client-admin.crt",
-                                lab.pki_dir / "client-admin.key")
-        self.context = context
-        self.threads = [threading.Thread(target=self._writes, args=(h,), daemon=True)
-                        for h in CONTROLLERS]
-        self.threads.append(threading.Thread(target=self._leaders, daemon=True))
-
-    def __enter__(self) -> Probe:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join()
-
-    def _writes(self, host: str) -> None:
-        n = 0
-        while not self.stop.wait(0.1):
-            n += 1
-            request = urllib.request.Request(
-                self.lab.apiserver_url(host) + "/api/v1/nodes/wrk-1", method="PATCH",
-                data=json.dumps({"metadata": {"annotations": {
-                    f"probe/{host}": str(n)}}}).encode(),
-                headers={"Content-Type": "application/merge-patch+json"})
-            when = time.time()
-            self.requests += 1
-            try:
-                with urllib.request.urlopen(request, timeout=5, context=self.context) as r:
-                    r.read()
-            except (OSError, urllib.error.HTTPError) as exc:
-                self.failed.append((when, host, str(exc)[:120]))
-
-    def _leaders(self) -> None:
-        while not self.stop.wait(0.1):
-            for host in CONTROLLERS:
-                try:
-                    text = self.lab.etcd_call(host, "/metrics", timeout=1)
-                except OSError:
-                    continue  # a member that is down says nothing, and is not leaderless
-                for line in str(text).splitlines():
-                    if line.startswith("etcd_server_has_leader ") and \
-                            float(line.split()[1]) != 1.0:
-                        self.leaderless.append((time.time(), host))
-
-
 def test_a_healthy_rollout_is_never_leaderless_and_fails_no_other_controller(
         lab_factory, tmp_path: Path) -> None:
     # k3s: each controller's member stops with its engine, so the rollout really takes
@@ -196,12 +135,11 @@ def test_a_healthy_rollout_is_never_leaderless_and_fails_no_other_controller(
     with Probe(lab) as probe:
         applied = cargoship("apply", plan_file, "--confirm", timeout=300)
     assert applied.returncode == 0, applied.stdout + applied.stderr
-    assert probe.requests > 30
+    assert all(probe.requests[h] > 30 for h in CONTROLLERS), probe.requests
     for host in CONTROLLERS:  # each restarted, its member with it
         assert any(n == "stopping" and w >= since for w, n in lab.events(host))
+        assert probe.time_out(host) > 0  # the probe saw it go: it would see a loss too
     assert probe.leaderless == [], probe.leaderless
     # Through a controller that is not restarting, nothing fails: a failure through a
     # controller counts only inside its own engine's outage (stop to ready).
-    outside = [(when, host, why) for when, host, why in probe.failed
-               if not any(down - 0.2 <= when <= up for down, up in lab.outages(host, since))]
-    assert outside == [], outside
+    assert probe.outside(since) == [], probe.outside(since)

@@ -248,8 +248,13 @@ class Engine:
                 self.node.report(ready=self.ready)
 
     def serve(self) -> None:
-        """Run until asked to stop."""
-        self.stop.wait()
+        """Run until asked to stop. In slices: CPython runs a signal's handler only in the
+        main thread and only between bytecodes, and a SIGTERM the kernel hands to another
+        thread (k3s's in-process API server has many) does not wake a main thread blocked
+        in an untimed wait: such a k3s ignored its stop for the 300 s of a restart's wait
+        while the availability bench kept its API server busy."""
+        while not self.stop.wait(0.25):
+            pass
 
     def shutdown(self) -> None:
         self.state_path.unlink(missing_ok=True)
