@@ -5,6 +5,9 @@ and metrics from this machine with the host's own etcd client certificate.
 
 Each controller's member is a runit service (hostfs._add_etcd); the engine starts it
 (engine.py _start_etcd), k3s's engine stops it (embedded), rke2's outlives the engine.
+On k3s, `stop` and `pause` are faults a real host cannot show that way (its member lives
+in the engine's process): they stand for a member that died or hangs while the engine
+runs, which is what the quorum gate must see.
 """
 
 from __future__ import annotations
