@@ -231,14 +231,26 @@ def readyz_probe(admin: dict[str, Any], address: str) -> Callable[[], tuple[bool
             return False, f"/readyz: {exc}"
         except Exception as exc:  # noqa: BLE001 - connection refused, TLS, timeout: not up
             return False, f"/readyz: {type(exc).__name__}: {str(exc)[:200]}"
-        if "[-]" in body:
-            return False, "/readyz: " + "; ".join(
-                ln for ln in body.splitlines() if ln.startswith("[-]"))
-        if "[+]etcd ok" not in body:  # kine (k3s's sqlite) answers this check too
-            return False, "/readyz: no etcd check passed"
-        return True, "/readyz ok"
+        return readyz_verdict(body)
 
     return probe
+
+
+# kube-apiserver's etcd checks in /readyz: `etcd`, and from Kubernetes 1.26 also
+# `etcd-readiness` (staging/src/k8s.io/apiserver/pkg/server/options/etcd.go); kine (k3s's
+# sqlite) answers `etcd` too.
+ETCD_CHECKS = ("[+]etcd ok", "[+]etcd-readiness ok")
+
+
+def readyz_verdict(body: str) -> tuple[bool, str]:
+    """/readyz?verbose's body: ready when no check failed and an etcd check passed."""
+    lines = [ln.strip() for ln in body.splitlines()]
+    failed = [ln for ln in lines if ln.startswith("[-]")]
+    if failed:
+        return False, "/readyz: " + "; ".join(failed)
+    if not any(check in lines for check in ETCD_CHECKS):
+        return False, "/readyz: no etcd check passed"
+    return True, "/readyz ok"
 
 
 @dataclass

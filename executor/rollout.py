@@ -28,7 +28,7 @@ from typing import TypeVar
 from planner.desired.engine_files import DesiredFile
 from planner.errors import CargoshipError
 
-from . import inprogress, node_identity
+from . import inprogress, node_identity, quorum
 from .drain import DrainOptions, NodeOps
 from .file_writes import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
 from .remote import HostWriter
@@ -106,6 +106,11 @@ class Rollout:
     locks_lost: Callable[[], set[str]] = set
     # How long a failing uncordon of a host that came back is retried.
     uncordon_timeout: float = 60.0
+    # Asked right before each controller is stopped (quorum.py); None: not gated.
+    gate: quorum.Gate | None = None
+    # After a controller's restart: waits until its member is back and caught up.
+    back: quorum.Back | None = None
+    _refused: str = field(default="", init=False)  # why the gate stopped the rollout
     # Hosts next in line, their restart script's head already on the host (sudo and the
     # shell started, the files staged) while the hosts before them roll: (restart, steps,
     # remote commands the host had run before).
@@ -139,7 +144,15 @@ class Rollout:
             # While it drains, the next controller (after the last, the first wave of
             # workers) gets its script.
             self._upcoming = controllers[i + 1:i + 2] or workers[:worker_concurrency]
-            outcomes.append(self.run_host(job))
+            if job.restart and self.gate is not None:
+                self._refused = quorum.refusal(self.gate, job.label, self._note) or ""
+                if self._refused:
+                    outcomes.append(HostOutcome(job.label, "not started", self._refused))
+                    continue
+            outcome = self.run_host(job)
+            if job.restart and self.back is not None and outcome.status == "applied":
+                outcome = quorum.caught_up(self.back, job.label, outcome, self._note)
+            outcomes.append(outcome)
         outcomes += self._window(workers, worker_concurrency, outcomes)
         return outcomes
 
@@ -157,7 +170,8 @@ class Rollout:
         lost = self.locks_lost()
         if lost:
             return f"lost the lock on {', '.join(sorted(lost))} to another run"
-        return "an earlier host failed"
+        return "the etcd quorum gate stopped the rollout" if self._refused else \
+            "an earlier host failed"
 
     def _window(self, jobs: Sequence[HostJob], size: int,
                 earlier: list[HostOutcome]) -> list[HostOutcome]:

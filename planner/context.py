@@ -163,6 +163,9 @@ class PlanContext:
     # The plan an apply is checking drift for: its own records (an interrupted run of it)
     # are not "another plan applied since" (planner.facts.applied).
     applying: str | None = None
+    # Whether controller restarts are gated on etcd quorum (planner/facts/etcd_gate.py):
+    # False for one controller, an external datastore or no embedded etcd. None: not judged.
+    etcd_gated: bool | None = None
     # How Connect reaches a host when the caller already holds a session to it (an apply's
     # drift check: a second connection per host would double what the hosts, and a
     # bastion, take). Those sessions stay open at the end of the run: they are the

@@ -11,8 +11,11 @@ export DEBIAN_FRONTEND=noninteractive
 # openssh-server/runit/iproute2: lab hosts; nftables/iptables/sudo/faketime: validation cases;
 # python3-yaml: the lab's stand-in engine runs on the system Python.
 # zsh/fish: the completion scripts are tested in the shells they are for.
+# etcd-server: the lab's controllers run real etcd members (tests/lab/etcd.py); curl: what
+# cargoship reads etcd's JSON gateway with on a host, as on real rke2/k3s hosts.
 PACKAGES="openssh-server openssh-client runit iproute2 nftables iptables sudo faketime
-  libfaketime python3 python3-yaml python3-venv procps util-linux zsh fish shellcheck"
+  libfaketime python3 python3-yaml python3-venv procps util-linux zsh fish shellcheck
+  etcd-server curl"
 # kubectl: a test runs it against the lab through the kubeconfig cargoship merges. Any
 # kubectl on PATH does; else Debian's own (package kubernetes-client).
 if ! command -v kubectl >/dev/null 2>&1; then PACKAGES="$PACKAGES kubernetes-client"; fi

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from planner.api_server import host_address
 from planner.desired.engine_files import desired_files
 from planner.facts.distro import LAYOUTS
+from planner.facts.etcd_gate import external_datastore
 from planner.plan.model import Change
 
 from ..drain import DrainOptions, NodeOps
+from ..quorum import Controller, make_back_check, make_gate
 from ..readiness import readyz_probe
 from ..rollout import HostJob, HostOutcome, Rollout
 from .base import ApplyEnv, HostHandler, ItemResult
@@ -56,6 +58,20 @@ def _probe_api_servers(env: ApplyEnv, controllers: Sequence[HostJob]) -> None:
         job.readyz = readyz_probe(admin, address[job.label])
 
 
+def _controllers(env: ApplyEnv) -> list[Controller]:
+    """Every controller of the cluster, changing or not: the quorum gate reads them all
+    (not at all where the apply's own preflight found nothing to gate: one controller, an
+    external datastore, no embedded etcd)."""
+    return [Controller(h.label, env.writers[h.ref.key], h.init_system or "auto")
+            for h in env.ctx.hosts
+            if h.config.role == "controller" and h.ref.key in env.writers]
+
+
+def _external(env: ApplyEnv) -> bool:
+    return external_datastore(h.engine_settings.merged for h in env.ctx.hosts
+                              if h.config.role == "controller" and h.engine_settings)
+
+
 def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
                     jobs: dict[str, list[HostJob]]) -> tuple[list[HostOutcome], list[ItemResult]]:
     o = env.config.options
@@ -67,6 +83,11 @@ def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
                                    force=o.drain_force),
                       float(o.ready_timeout), env.progress, stop=env.stop,
                       locks_lost=env.locks_lost)
+    if env.ctx.etcd_gated is not False:
+        controllers = _controllers(env)
+        rollout.gate = make_gate(controllers, env.config.engine.distro, _external(env))
+        rollout.back = make_back_check(controllers, env.config.engine.distro,
+                                       float(o.ready_timeout))
     env.escalations.append(rollout.interrupt_now)
     outcomes = rollout.run(jobs["controller"], jobs["worker"], o.worker_concurrency)
     by_label = {outcome.host: outcome for outcome in outcomes}

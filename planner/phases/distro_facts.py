@@ -1,5 +1,6 @@
 """6. Gathering facts about the distro installed: engine present? which version? running?
-And the engine's own config (config.yaml + config.yaml.d), for the node's name.
+And the engine's own config (config.yaml + config.yaml.d), for the node's name. On
+controllers, their etcd members: the quorum gate (etcd_quorum.py) before any restart.
 
 cargoship configures an installed engine; it never installs, upgrades or downgrades one. An
 engine that is missing, or at another version than the config pins, is a problem for that
@@ -15,15 +16,21 @@ from ..context import HostState, PlanContext
 from ..facts.distro import LAYOUTS, EngineFacts, engine_fact
 from ..facts.engine_config import EngineSettings, engine_config_fact
 from ..facts.engine_version import EngineVersion
+from ..facts.etcd import etcd_fact
 from ..hosts.batch import Fact
 from .base import DryRun, Phase
+from .etcd_quorum import gate
 
 
 def _facts(ctx: PlanContext, host: HostState) -> list[Fact[Any]]:
     layout = LAYOUTS[ctx.config.engine.distro]
     # The service's state for whichever init system the host runs ("auto"): the same
     # read whether or not Detect host operating systems has found it yet.
-    return [engine_fact(layout, host.config.role, "auto"), engine_config_fact(layout)]
+    facts: list[Fact[Any]] = [engine_fact(layout, host.config.role, "auto"),
+                              engine_config_fact(layout)]
+    if host.config.role == "controller":
+        facts.append(etcd_fact(layout))
+    return facts
 
 
 class GatherDistroFacts(Phase):
@@ -38,7 +45,8 @@ class GatherDistroFacts(Phase):
         pinned = EngineVersion.parse(engine.version)
         # Hosts without root access already dropped out in Validate hosts.
         gathered = ctx.gather(self.title, lambda h: _facts(ctx, h), as_root=True)
-        for host, (facts, settings) in gathered:
+        looks = {host.config.index: values[2] for host, values in gathered if len(values) > 2}
+        for host, (facts, settings, *_) in gathered:
             host.engine = facts
             host.engine_settings = settings
             verdict, problem = _compare(facts, pinned, engine.distro)
@@ -57,6 +65,7 @@ class GatherDistroFacts(Phase):
             host.node_name = name
             ctx.found(self.title, host, f"{verdict}, node {host.node_name}")
         _unique_nodes(self.title, ctx)
+        gate(ctx, self.title, looks)
 
 
 # A Kubernetes node name: an RFC 1123 DNS subdomain (apimachinery IsDNS1123Subdomain).

@@ -1,4 +1,5 @@
-"""Command line of the lab: up, exec, ls, down, api-fault. Scripts rely on this contract."""
+"""Command line of the lab: up, exec, ls, down, api-fault, etcd. Scripts rely on this
+contract."""
 
 from __future__ import annotations
 
@@ -69,6 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--node-grace-seconds", type=float, default=default.node_grace,
                     metavar="G", help="a silent node reads Ready until G seconds after its "
                     f"last status (default {default.node_grace:g}; real: 40, 50 from 1.32)")
+    up.add_argument("--etcd", action="store_true", help="a real etcd member on every "
+                    "controller, one cluster; each API server needs its member's quorum")
+    member = sub.add_parser("etcd", help="a controller's etcd member: stop, start, pause "
+                            "(SIGSTOP), resume, status, manifest-changed (rke2: the next "
+                            "engine start recreates it)")
+    member.add_argument("--dir", type=Path, required=True)
+    member.add_argument("host")
+    member.add_argument("action", choices=("stop", "start", "pause", "resume", "status",
+                                           "manifest-changed"))
     run = sub.add_parser("exec", help="run a command inside a host")
     run.add_argument("--dir", type=Path, required=True)
     run.add_argument("host")
@@ -103,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             timing = Timing(args.engine_start_seconds, args.kubelet_heartbeat_seconds,
                             args.node_grace_seconds)
-            lab = Lab.up(args.dir, _specs(args), distro=args.distro, timing=timing)
+            lab = Lab.up(args.dir, _specs(args), distro=args.distro, timing=timing,
+                         etcd=args.etcd)
             _print_hosts(lab)
             print(f"{len(lab.hosts)} host(s) up in {time.monotonic() - started:.1f}s; "
                   f"config: {lab.dir / 'cluster.yaml'}", file=sys.stderr)
@@ -113,6 +124,19 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error("exec needs a command after --")
             lab = Lab.load(args.dir)
             return subprocess.run([*lab.nsenter(args.host), *cmd]).returncode
+        elif args.command == "etcd":
+            lab = Lab.load(args.dir)
+            if args.action == "status":
+                try:
+                    print(json.dumps(lab.etcd_call(args.host, "/v3/maintenance/status", {}),
+                                     indent=2))
+                except OSError as exc:
+                    raise LabError(f"the etcd member on {args.host} does not answer: "
+                                   f"{exc}") from None
+            elif args.action == "manifest-changed":
+                lab.etcd_manifest_changed(args.host)
+            else:
+                lab.etcd_member(args.host, args.action)
         elif args.command == "ls":
             _print_hosts(Lab.load(args.dir))
         elif args.command == "api-fault":

@@ -57,6 +57,8 @@ CLUSTER_FILE = "lab-cluster.json"  # where the lab tells the engine its API and 
 TIMING_FILE = "lab-timing.json"
 EVENTS_LOG = Path("/var/log/lab-engine/events.log")
 APISERVER_SERVICE = "/etc/service/kube-apiserver"  # rke2's static pod
+ETCD_SERVICE = Path("/etc/service/etcd")  # the controller's member, in a lab with etcd
+ETCD_MANIFEST_CHANGED = "lab-etcd-manifest-changed"  # hostfs.ETCD_MANIFEST_CHANGED
 
 
 class EngineError(Exception):
@@ -154,6 +156,7 @@ class Engine:
             threading.Thread(target=self._heartbeats, args=(float(timing.get(
                 "heartbeat", HEARTBEAT)),), daemon=True).start()
         if cluster is not None and self.role == "controller":
+            self._start_etcd()
             write_admin_kubeconfig(self.config_path.parent / f"{self.distro}.yaml",
                                    cluster["tls_dir"])
             self._start_api_server(cluster)
@@ -209,6 +212,35 @@ class Engine:
         while not _readyz_ok():
             self._wait(0.1)
 
+    def _start_etcd(self) -> None:
+        """The member before the API server, as both engines start theirs. k3s starts its
+        embedded member at every start. rke2's is a static pod the kubelet leaves alone
+        unless its manifest changed (rke2 rewrites it at start; a renewed certificate or
+        a changed etcd arg changes it): the lab is told so (Lab.etcd_manifest_changed),
+        and then the pod is recreated. A member that is not running is started either way."""
+        if not ETCD_SERVICE.exists():
+            return  # a lab without etcd members
+        import subprocess
+
+        changed = self.data_dir / ETCD_MANIFEST_CHANGED
+        command = "up"
+        if self.distro == "rke2" and changed.exists():
+            changed.unlink()
+            command = "restart"
+            log("info", "etcd static pod manifest changed: recreating the etcd pod")
+        subprocess.run(["sv", command, str(ETCD_SERVICE)], capture_output=True, check=False,
+                       timeout=30)
+
+    def _stop_etcd(self) -> None:
+        if self.distro != "k3s" or self.role != "controller" or not ETCD_SERVICE.exists():
+            return
+        import subprocess
+
+        # Embedded: the member ends with the engine (waited for, as k3s stops etcd before
+        # it exits).
+        subprocess.run(["sv", "-w", "15", "stop", str(ETCD_SERVICE)], capture_output=True,
+                       check=False, timeout=30)
+
     def _heartbeats(self, every: float) -> None:
         """Post the node's status like a kubelet, until the engine stops."""
         while not self.stop.wait(every):
@@ -216,14 +248,20 @@ class Engine:
                 self.node.report(ready=self.ready)
 
     def serve(self) -> None:
-        """Run until asked to stop."""
-        self.stop.wait()
+        """Run until asked to stop. In slices: CPython runs a signal's handler only in the
+        main thread and only between bytecodes, and a SIGTERM the kernel hands to another
+        thread (k3s's in-process API server has many) does not wake a main thread blocked
+        in an untimed wait: such a k3s ignored its stop for the 300 s of a restart's wait
+        while the availability bench kept its API server busy."""
+        while not self.stop.wait(0.25):
+            pass
 
     def shutdown(self) -> None:
         self.state_path.unlink(missing_ok=True)
         if self.api_server is not None:
             self.api_server.shutdown()
             self.api_server.server_close()
+        self._stop_etcd()
         log("info", f"{self.distro} {self.role} stopped")
 
     def _write_state(self, state: dict[str, Any]) -> None:

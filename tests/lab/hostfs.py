@@ -28,11 +28,17 @@ HOST_PROGRAMS = {"lab_engine.py": "engine.py", "engine_node.py": "engine_node.py
                  "engine_config.py": "engine_config.py"}
 ENGINE_SCRIPT = "import lab_engine\n\nlab_engine.entry()\n"
 API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py", "kubeapi_watch.py",
-                "kubeapi_views.py", "kubeapi_hostile.py", "kubeapi_hostile_serve.py")
+                "kubeapi_views.py", "kubeapi_hostile.py", "kubeapi_hostile_serve.py",
+                "kubeapi_etcd.py")
 API_PORT = 6443  # every controller's API server (TLS)
 DATASTORE_PORT = 6444  # the lab's one object store, on the first controller (plain HTTP)
 RC_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login")
 FIRST_UID = 1001
+ETCD_SERVICE = "etcd"  # a controller's etcd member, in a lab with etcd
+ETCD_CLIENT_PORT, ETCD_PEER_PORT = 2379, 2380
+# Told by the lab (Lab.etcd_manifest_changed): the next rke2 start rewrites the etcd static
+# pod's manifest, so the kubelet recreates the member's pod.
+ETCD_MANIFEST_CHANGED = "lab-etcd-manifest-changed"
 
 
 def engine_service(distro: str, role: str) -> str:
@@ -90,7 +96,10 @@ def write(path: Path, text: str, mode: int = 0o644) -> None:
 
 def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, version: str,
             client_pubkey: str, registries: dict[str, object], uid: int,
-            api: dict[str, object] | None = None, pki: Path | None = None) -> str:
+            api: dict[str, object] | None = None, pki: Path | None = None,
+            etcd: dict[str, str] | None = None) -> str:
+    """`etcd` (controllers of a lab with etcd): {"name": member name, "cluster": the
+    initial cluster, "token": the cluster token}."""
     """Lay out a host's files; returns its SSH host public key line (type + base64)."""
     if spec.os not in OS_RELEASES:
         raise ValueError(f"unknown lab OS {spec.os!r}; known: {', '.join(OS_RELEASES)}")
@@ -121,7 +130,8 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
             shutil.copyfile(HERE / source, host_dir / "bin" / target)
         write(host_dir / "bin" / "lab-engine.py", ENGINE_SCRIPT)
         mode = "server" if spec.role == "controller" else "agent"
-        _engine_service(services / engine_service(distro, spec.role), distro, mode)
+        _engine_service(services / engine_service(distro, spec.role), distro, mode,
+                        stops_etcd=etcd is not None and distro == "k3s")
         config_dir = host_dir / "rancher-etc" / distro
         settings = {"write-kubeconfig-mode": "0600", **(spec.engine_config or {})}
         write(config_dir / "config.yaml", yaml.safe_dump(settings, sort_keys=False), 0o600)
@@ -132,7 +142,7 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
             api = dict(api)
             if spec.role == "controller":
                 assert pki is not None
-                _add_controller_api(host_dir, spec, distro, address, api, pki)
+                _add_controller_api(host_dir, spec, distro, address, api, pki, etcd)
             write(host_dir / "rancher-var" / distro / "lab-cluster.json", json.dumps(api), 0o600)
     _authorize(host_dir / "root.upper", client_pubkey, 0, 0)
     for name in RC_FILES:
@@ -144,7 +154,7 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
     return " ".join((key.with_suffix(".pub")).read_text().split()[:2])
 
 
-def _engine_service(service: Path, distro: str, mode: str) -> None:
+def _engine_service(service: Path, distro: str, mode: str, stops_etcd: bool = False) -> None:
     """The engine under runit, logging through svlogd to /var/log/<service>/current (the
     usual runit layout); `check` is true once the engine is READY (Type=notify), so
     `sv start` waits for that, as `systemctl start` does."""
@@ -158,6 +168,11 @@ def _engine_service(service: Path, distro: str, mode: str) -> None:
           "#!/bin/sh\nread -r pid < supervise/pid || exit 1\n"
           f"read -r state 2>/dev/null < /var/lib/rancher/{distro}/lab-engine.json || exit 1\n"
           "case \"$state\" in *'\"pid\": '\"$pid\"[,}]*) exit 0;; esac\nexit 1\n", 0o755)
+    if stops_etcd:
+        # k3s runs its etcd member inside its own process (pkg/etcd/etcd.go, embed): when
+        # the process ends, however it ends, so does the member. The engine stops it
+        # itself on a clean stop; this covers a crash or a kill.
+        write(service / "finish", f"#!/bin/sh\nsv down /etc/service/{ETCD_SERVICE}\n", 0o755)
 
 
 SV_REQUESTS_LOG = "/var/log/lab-sv/requests.log"
@@ -207,7 +222,8 @@ def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[
 
 
 def _add_controller_api(host_dir: Path, spec: HostSpec, distro: str, address: str,
-                        api: dict[str, object], pki: Path) -> None:
+                        api: dict[str, object], pki: Path,
+                        etcd: dict[str, str] | None = None) -> None:
     """Certificates, and the API server: rke2's static pod (a runit service the engine
     starts, left `down` until then), or k3s's (inside the engine process)."""
     from .pki import controller_tls  # cryptography: only labs with an API need it
@@ -218,6 +234,8 @@ def _add_controller_api(host_dir: Path, spec: HostSpec, distro: str, address: st
         shutil.copyfile(HERE / name, host_dir / "bin" / name)
     api["tls_dir"] = f"/var/lib/rancher/{distro}/server/tls"
     args = apiserver_args(spec, distro, api)
+    if etcd is not None:
+        args += _add_etcd(host_dir, spec, distro, address, pki, etcd)
     api["apiserver_args"] = args
     if distro == "rke2":
         service = host_dir / "etc.upper" / "service" / "kube-apiserver"
@@ -280,3 +298,52 @@ def add_datastore(host_dir: Path, token: str, stale_after: float) -> None:
           f"#!/bin/sh\nexec /usr/bin/python3 /usr/local/bin/kubeapi.py --listen "
           f"0.0.0.0:{DATASTORE_PORT} --token {token} --stale-after {stale_after:g} 2>&1\n",
           0o755)
+
+
+def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Path,
+              etcd: dict[str, str]) -> list[str]:
+    """The controller's etcd member: Debian's etcd 3.4 under runit, laid out and flagged
+    as k3s (pkg/etcd/etcd.go, cluster() and its embed config) and rke2 (its etcd static
+    pod, pkg/podexecutor/staticpod.go) run theirs: data in server/db/etcd, clients on
+    127.0.0.1 and the node address over TLS with client certificates, peers on the node
+    address. Started by the engine (engine.py); returns the API server's etcd flags.
+    rke2's member is a static pod: it outlives an engine stop and, with the engine
+    stopped, a member that dies stays down (only a running kubelet restarts it). k3s's is
+    inside the engine: the engine stops it (and its service's `finish`, for a crash)."""
+    from .pki import etcd_tls
+
+    data = f"/var/lib/rancher/{distro}"
+    tls = f"{data}/server/tls/etcd"
+    etcd_tls(host_dir / "rancher-var" / distro / "server" / "tls" / "etcd", pki, spec.name,
+             address)
+    engine = f"/etc/service/{engine_service(distro, 'controller')}"
+    flags = [
+        "--name", etcd["name"], "--data-dir", f"{data}/server/db/etcd",
+        "--listen-client-urls", f"https://127.0.0.1:{ETCD_CLIENT_PORT},"
+        f"https://{address}:{ETCD_CLIENT_PORT}",
+        "--advertise-client-urls", f"https://{address}:{ETCD_CLIENT_PORT}",
+        "--listen-peer-urls", f"https://{address}:{ETCD_PEER_PORT}",
+        "--initial-advertise-peer-urls", f"https://{address}:{ETCD_PEER_PORT}",
+        "--initial-cluster", etcd["cluster"], "--initial-cluster-state", "new",
+        "--initial-cluster-token", etcd["token"],
+        "--cert-file", f"{tls}/server-client.crt", "--key-file", f"{tls}/server-client.key",
+        "--trusted-ca-file", f"{tls}/server-ca.crt", "--client-cert-auth",
+        "--peer-cert-file", f"{tls}/peer-server-client.crt",
+        "--peer-key-file", f"{tls}/peer-server-client.key",
+        "--peer-trusted-ca-file", f"{tls}/peer-ca.crt", "--peer-client-cert-auth",
+        # etcd's default timing (heartbeat 100 ms, election 1 s): fast for the tests. The
+        # engines ship longer ones (k3s: 500 ms / 5 s), which only slow a re-election.
+        "--logger", "zap", "--log-level", "warn",
+    ]
+    service = host_dir / "etc.upper" / "service" / ETCD_SERVICE
+    write(service / "run", f"#!/bin/sh\nsv status {engine} | grep -q '^run:' || "
+          "{ sv down .; exit 0; }\nexec /usr/bin/etcd " + " ".join(flags) + " 2>&1\n", 0o755)
+    write(service / "log" / "run", f"#!/bin/sh\nmkdir -p /var/log/{ETCD_SERVICE}\n"
+          f"exec svlogd -tt /var/log/{ETCD_SERVICE}\n", 0o755)
+    if distro == "rke2":
+        write(service / "finish", f"#!/bin/sh\nsv status {engine} | grep -q '^run:' || "
+              "sv down .\n", 0o755)
+    write(service / "down", "")
+    return ["--etcd-servers", f"https://127.0.0.1:{ETCD_CLIENT_PORT}",
+            "--etcd-cafile", f"{tls}/server-ca.crt", "--etcd-certfile", f"{tls}/client.crt",
+            "--etcd-keyfile", f"{tls}/client.key"]

@@ -11,13 +11,17 @@ as the real kube-apiserver does (bearer tokens are accepted too):
                                 --tls-cert CRT --tls-key KEY --client-ca CA
                                 [--engine-config PATH --distro D] [--pod-log-dir DIR]
                                 [--node-name NAME]
+                                [--etcd-servers URL --etcd-cafile CA --etcd-certfile CRT
+                                 --etcd-keyfile KEY]
 
 A front end answers /readyz, /livez and /healthz itself (anonymous, as the real
 system:public-info-viewer role allows) and forwards the rest. With --engine-config it
 first checks the API server's own config files (audit policy, admission configuration) and
 exits 1 when they are invalid, as kube-apiserver does; runit then restarts it: a crash
 loop. With --pod-log-dir its log goes to DIR/<restart count>.log, as the kubelet keeps a
-static pod's logs.
+static pod's logs. With --etcd-servers (a lab with etcd members) its /readyz etcd check
+and its writes go through the controller's own etcd member (kubeapi_etcd.py): no quorum
+there, no readiness and no writes.
 
 This module is the HTTP side (auth, routing, discovery, framing); kubeapi_lang.py parses
 selectors and patches; kubeapi_store.py holds the objects and their semantics;
@@ -131,6 +135,7 @@ class KubeServer(ThreadingHTTPServer):
         self.node_name = ""  # a front end's controller (faults of kind readyz name it)
         self.ready_at = 0.0  # monotonic time from which /readyz may pass
         self.engine_state: Path | None = None  # the engine's READY file, if any
+        self.etcd: Any = None  # kubeapi_etcd.LocalMember: the controller's own member
         self._engine_seen = False
         self.closing = threading.Event()  # open watches end when it is set
         # Idle keep-alive connections to the datastore. kube-apiserver holds its etcd
@@ -199,6 +204,10 @@ class KubeServer(ThreadingHTTPServer):
         hostile fault the datastore has for this /readyz, if any."""
         if self.upstream is None:
             return True, "", None
+        if self.etcd is not None:
+            ok, why = self.etcd.check()
+            if not ok:
+                return False, why, None
         try:
             conn = http.client.HTTPConnection(self.upstream.hostname or "", self.upstream.port,
                                               timeout=2)
@@ -364,6 +373,10 @@ class Handler(BaseHTTPRequestHandler):
                 forward_watch(self, upstream.hostname or "", upstream.port or 80, headers,
                               self.server.closing, divert)
                 return
+            if self.server.etcd is not None and self.command in ("POST", "PUT", "PATCH",
+                                                                 "DELETE"):
+                # Committed through this controller's member first: no quorum, no write.
+                self.server.etcd.put("/registry" + urlsplit(self.path).path, body or b"")
             code, ctype, data, hostile = self.server.upstream_request(
                 self.command, self.path, body or None, headers)
         except OSError as exc:
@@ -452,6 +465,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(the engine's READY) has existed")
     parser.add_argument("--timing-file", type=Path, help="lab-timing.json: its "
                         "apiserver_start is how long /readyz fails after start-up")
+    parser.add_argument("--etcd-servers", help="the controller's own etcd member (https)")
+    parser.add_argument("--etcd-cafile")
+    parser.add_argument("--etcd-certfile")
+    parser.add_argument("--etcd-keyfile")
     parser.add_argument("--verbose", action="store_true", help="log requests to stderr")
     return parser.parse_args(argv)
 
@@ -471,6 +488,11 @@ def make_server(args: argparse.Namespace) -> KubeServer:
     server = KubeServer((host, int(port)), store, args.token, args.verbose, args.upstream, tls)
     server.engine_state = args.engine_state
     server.node_name = args.node_name
+    if args.etcd_servers:
+        from kubeapi_etcd import LocalMember
+
+        server.etcd = LocalMember(args.etcd_servers, args.etcd_cafile, args.etcd_certfile,
+                                  args.etcd_keyfile)
     if args.timing_file:
         try:
             delay = float(json.loads(args.timing_file.read_text()).get("apiserver_start", 0))

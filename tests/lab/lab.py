@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from . import etcd as members_of_etcd
 from . import hostfs, network
 from .spec import DEFAULT_VERSIONS, HostSpec, LabHost, Timing
 
@@ -74,6 +75,9 @@ class Lab:
     # heartbeats): what a plan benchmark of hundreds of hosts can afford on a small machine.
     kube_api: bool = True
     timing: Timing = field(default_factory=Timing)
+    # True: every controller runs a real etcd member, one cluster (tests/lab/etcd.py); its
+    # API server's readiness and writes then need its member's quorum.
+    etcd: bool = False
 
     @property
     def api_host(self) -> LabHost | None:
@@ -153,7 +157,7 @@ class Lab:
     @classmethod
     def up(cls, dir: Path, hosts: list[HostSpec], distro: str = "rke2",
            version: str | None = None, kube_api: bool = True,
-           timing: Timing | None = None) -> Lab:
+           timing: Timing | None = None, etcd: bool = False) -> Lab:
         dir = Path(dir).resolve()
         if os.geteuid() != 0:
             raise LabError("the lab needs root (network, mount and PID namespaces)")
@@ -165,8 +169,10 @@ class Lab:
             raise LabError("host names must be unique and at least one host is needed")
         dir.mkdir(parents=True, exist_ok=True)
         index = network.claim_index(dir)
+        if etcd and not kube_api:
+            raise LabError("etcd members need the lab's Kubernetes API (kube_api)")
         lab = cls(dir, index, distro, version or DEFAULT_VERSIONS[distro], kube_api=kube_api,
-                  timing=timing or Timing())
+                  timing=timing or Timing(), etcd=etcd)
         try:
             lab._start(hosts)
         except BaseException:
@@ -196,16 +202,25 @@ class Lab:
             from .pki import lab_pki
 
             lab_pki(self.pki_dir)  # once, before the hosts' certificates are issued from it
+            if self.etcd:
+                from .pki import etcd_cas
+
+                etcd_cas(self.pki_dir)  # the same, for the members' CAs
+
+        members = [h for h in self.hosts if h.role == "controller" and h.spec.engine_installed]
+        cluster = members_of_etcd.initial_cluster(self.tag, members) if self.etcd else None
 
         def prepare(host: LabHost) -> str:
             api: dict[str, object] | None = None
             if api_host is not None:
                 api = {"api": self.api_url, "token": self.token}
+            member = {**cluster, "name": members_of_etcd.member_name(self.tag, host.name)} \
+                if cluster is not None and host in members else None
             key = hostfs.prepare(
                 Path(host.dir), host.spec, address=host.address, distro=self.distro,
                 version=host.spec.engine_version or self.version, client_pubkey=pubkey,
                 registries=LAB_REGISTRIES, uid=hostfs.FIRST_UID + host.index, api=api,
-                pki=self.pki_dir)
+                pki=self.pki_dir, etcd=member)
             if host.spec.engine_installed:
                 self._write_timing(host)
             return key
@@ -278,7 +293,7 @@ class Lab:
 
     def _save(self) -> None:
         data = {"index": self.index, "tag": self.tag, "token": self.token, "distro": self.distro,
-                "version": self.version, "kube_api": self.kube_api,
+                "version": self.version, "kube_api": self.kube_api, "etcd": self.etcd,
                 "timing": self.timing.to_json(),
                 "hosts": [h.to_json() for h in self.hosts]}
         tmp = self.dir / "lab.json.tmp"
@@ -294,7 +309,8 @@ class Lab:
             raise LabError(f"no lab in {dir} (no lab.json)") from None
         return cls(dir, data["index"], data["distro"], data["version"],
                    [LabHost.from_json(h) for h in data["hosts"]], data["tag"], data["token"],
-                   data.get("kube_api", True), Timing(**data.get("timing", {})))
+                   data.get("kube_api", True), Timing(**data.get("timing", {})),
+                   data.get("etcd", False))
 
     def host(self, name: str) -> LabHost:
         for host in self.hosts:
@@ -345,6 +361,19 @@ class Lab:
         _wait(f"a new sshd on {host}",
               lambda: self.exec(host, ["cat", pid_file], check=False).stdout.strip()
               not in ("", old) and _listening(address))
+
+    def etcd_member(self, host: str, action: str) -> None:
+        """stop, start, pause (SIGSTOP) or resume the host's etcd member (tests/lab/etcd.py)."""
+        members_of_etcd.control(self, host, action)
+
+    def etcd_manifest_changed(self, host: str) -> None:
+        """rke2: the next start of the host's engine recreates its etcd member's pod."""
+        members_of_etcd.manifest_changed(self, host)
+
+    def etcd_call(self, host: str, path: str, body: dict[str, Any] | None = None,
+                  timeout: float = 3.0) -> Any:
+        """The host's member's JSON gateway (POST with `body`) or GET (/health, /metrics)."""
+        return members_of_etcd.call(self, host, path, body, timeout)
 
     def set_clock_offset(self, host: str, seconds: int) -> None:
         lab_host = self.host(host)

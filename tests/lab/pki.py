@@ -77,12 +77,15 @@ def make_ca(cn: str) -> Pair:
 
 
 def issue(ca: Pair, cn: str, *, org: str | None = None, ips: tuple[str, ...] = (),
-          dns: tuple[str, ...] = (), client: bool = False) -> Pair:
+          dns: tuple[str, ...] = (), client: bool = False, both: bool = False) -> Pair:
+    """`both`: server and client use in one certificate, as etcd's server-client and
+    peer-server-client certificates are (a member dials its peers with the same pair)."""
     key = ec.generate_private_key(ec.SECP256R1())
-    usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if both else \
+        [ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]
     builder = (_builder(_name(cn, org), ca.cert.subject, key)
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+               .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
     if ips or dns:
         names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
         names += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
@@ -120,3 +123,30 @@ def controller_tls(tls_dir: Path, pki: Path, name: str, address: str,
                     dns=("localhost", "kubernetes", "kubernetes.default", name.lower(),
                          *extra_dns))
     serving.save(tls_dir, "serving-kube-apiserver")
+
+
+def etcd_cas(directory: Path) -> tuple[Pair, Pair]:
+    """The lab's etcd server CA and peer CA (k3s/rke2 make one of each per cluster), made
+    once and kept in DIR."""
+    if not (directory / "etcd-server-ca.crt").exists():
+        make_ca("etcd-server-ca").save(directory, "etcd-server-ca")
+        make_ca("etcd-peer-ca").save(directory, "etcd-peer-ca")
+    return Pair.load(directory, "etcd-server-ca"), Pair.load(directory, "etcd-peer-ca")
+
+
+def etcd_tls(etcd_dir: Path, pki: Path, name: str, address: str) -> None:
+    """A controller's server/tls/etcd, with the names k3s gives them
+    (pkg/daemons/control/deps/deps.go: ETCDServerCA server-ca.crt, ETCDPeerCA peer-ca.crt,
+    ServerETCDCert server-client.crt, PeerServerClientETCDCert peer-server-client.crt,
+    ClientETCDCert client.crt, the API server's), which rke2 inherits. The member serves
+    clients with server-client.crt, and that same pair is what a person on the host (and
+    cargoship) reads etcd with, as rke2's docs show for etcdctl."""
+    server_ca, peer_ca = etcd_cas(pki)
+    etcd_dir.mkdir(parents=True, exist_ok=True)
+    (etcd_dir / "server-ca.crt").write_bytes(server_ca.cert_pem)
+    (etcd_dir / "peer-ca.crt").write_bytes(peer_ca.cert_pem)
+    ips, dns = ("127.0.0.1", address), ("localhost", name.lower())
+    issue(server_ca, "etcd-server", ips=ips, dns=dns, both=True).save(etcd_dir, "server-client")
+    issue(peer_ca, "etcd-peer", ips=ips, dns=dns, both=True).save(etcd_dir,
+                                                                  "peer-server-client")
+    issue(server_ca, "etcd-client", client=True).save(etcd_dir, "client")

@@ -91,6 +91,23 @@ MUTATIONS: tuple[Mutation, ...] = (
          E + "test_apply.py::test_controllers_restart_one_at_a_time_at_the_default_concurrency"),
         "two controllers down at once: the API and etcd quorum gone", unit=True),
     Mutation(
+        "quorum gate: no controller is stopped unless etcd keeps a quorum without it",
+        "planner/facts/etcd_gate.py", "judge",
+        "    if problems:\n        return Verdict(True,",
+        "    if False:\n        return Verdict(True,",
+        (U + "test_etcd_gate.py",
+         E + "test_quorum_gate.py::test_a_member_down_before_the_plan_is_a_problem_and_apply_"
+             "refuses"),
+        "a restart with a member already down or behind would take etcd's quorum, and the "
+        "whole API, with it", unit=True),
+    Mutation(
+        "quorum gate before each controller: a refusal stops the rollout there",
+        "executor/rollout.py", "Rollout._run",
+        "                if self._refused:", "                if False:",
+        (E + "test_quorum_gate.py::test_a_member_paused_during_the_rollout_stops_it_before_"
+             "the_next_controller",),
+        "a member lost mid-rollout would go unseen: the next controller's stop loses quorum"),
+    Mutation(
         "rollback restores and restarts: the engine reads the old files again",
         "executor/rollout.py", "Rollout._roll_back",
         "            if job.restart:\n                # The engine may be up",

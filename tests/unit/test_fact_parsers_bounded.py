@@ -37,6 +37,7 @@ from planner.facts.applied import APPLIED
 from planner.facts.distro import LAYOUTS, engine_fact, parse_service_state
 from planner.facts.engine_config import engine_config_fact
 from planner.facts.engine_version import EngineVersion, VersionError, parse_version_output
+from planner.facts.etcd import etcd_fact
 from planner.facts.file_reads import files_fact
 from planner.facts.firewall import FIREWALL_SCRIPT, FirewallParseError, engine_ports
 from planner.facts.firewall.firewalld import parse_firewalld
@@ -159,6 +160,8 @@ PARSERS = [
     Parser("foreign chart configs",
            of(foreign_charts_fact("/var/lib/rancher/rke2/server/manifests", "cargoship-")),
            f"file {len(CHART)} {b64(CHART)} /var/lib/rancher/rke2/server/manifests/x.yaml\n"),
+    Parser("etcd look", of(etcd_fact(RKE2)),
+           (FIXTURES / "etcd" / "healthy-ctl-1.txt").read_text()),
     Parser("hostname", of(HOSTNAME), "ctl-1.example.com\n"),
     Parser("network", of(NETWORK), (FIXTURES / "ip" / "multi-nic.txt").read_text()),
     Parser("os-release", of(OS_RELEASE),

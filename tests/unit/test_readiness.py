@@ -157,3 +157,16 @@ def test_api_server_restarts_of_the_old_config_before_the_start_are_not_counted(
         w.probed("state", parse_probe(RUN.format(20) + "\napiserver-logs 4"))
     w.node_seen(node("True", later(3)))
     assert w.waiting_for() == ""
+
+
+def test_readyz_etcd_check_by_either_name() -> None:
+    from executor.readiness import readyz_verdict
+
+    assert readyz_verdict("[+]ping ok\n[+]etcd ok\nreadyz check passed\n") == (
+        True, "/readyz ok")
+    # Kubernetes 1.26+: the etcd readiness check has its own name.
+    assert readyz_verdict("[+]ping ok\n[+]etcd-readiness ok\nreadyz check passed\n")[0]
+    assert readyz_verdict("[+]ping ok\n[-]etcd-readiness failed: reason withheld\n") == (
+        False, "/readyz: [-]etcd-readiness failed: reason withheld")
+    assert readyz_verdict("[+]ping ok\nreadyz check passed\n") == (
+        False, "/readyz: no etcd check passed")

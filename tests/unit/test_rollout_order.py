@@ -187,3 +187,42 @@ def test_api_connections_are_opened_ahead_for_a_wave_larger_than_any_before() ->
     rollout._preload()
     assert warmed(rollout) == [2, 16]
     rollout._drop_preloaded()
+
+
+def restarting_controllers(*names: str) -> list[HostJob]:
+    out = jobs(*names, controller=True)
+    for job in out:
+        job.restart = True
+    return out
+
+
+def test_the_quorum_gate_stops_the_rollout_before_the_controller_it_refuses() -> None:
+    from planner.facts.etcd_gate import Verdict
+
+    asked: list[str] = []
+
+    def gate(label: str) -> Verdict:
+        asked.append(label)
+        if label == "c2":
+            return Verdict(True, "etcd: 1 problem(s)", (("c3", "etcd member does not answer"),))
+        return Verdict(True, "etcd: 3 members healthy")
+
+    rollout = Recording(gate=gate)
+    out = rollout.run(restarting_controllers("c1", "c2", "c3"), jobs("w1"), 2)
+    assert asked == ["c1", "c2"] and rollout.started == ["c1"]
+    assert [(o.host, o.status) for o in out] == [
+        ("c1", "applied"), ("c2", "not started"), ("c3", "not started"),
+        ("w1", "not started")]
+    assert out[1].detail.startswith("the etcd quorum gate refused to stop c2: c3: etcd member "
+                                    "does not answer; fix that")
+    assert out[2].detail == "the etcd quorum gate stopped the rollout"
+
+
+def test_a_member_not_caught_up_after_its_restart_fails_its_host_and_stops() -> None:
+    rollout = Recording(back=lambda label: "its etcd member is 5000 entries behind the "
+                        "leader" if label == "c1" else None)
+    out = rollout.run(restarting_controllers("c1", "c2"), [], 2)
+    assert rollout.started == ["c1"]
+    assert out[0].status == "failed" and "5000 entries behind the leader after the restart; " \
+        "not rolled back" in out[0].detail
+    assert out[1].status == "not started"

@@ -1,0 +1,123 @@
+"""The quorum gate again, right before each controller is stopped (the plan's preflight
+judged the cluster as it was then; minutes of rollout later a member may have stopped or
+fallen behind). Every controller is read now, in parallel, over the apply's own sessions:
+its engine service's state and its look at its etcd member and API server
+(planner/facts/etcd.py); planner/facts/etcd_gate.py judges them with the controller about
+to stop named. A cluster the gate does not cover (one controller, an external datastore,
+no embedded etcd) passes, as the plan said.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from planner.errors import CargoshipError
+from planner.facts.distro import LAYOUTS, parse_service_state, status_snippet
+from planner.facts.etcd import READYZ_TIMEOUT, TIMEOUT, etcd_fact, parse_etcd
+from planner.facts.etcd_gate import ControllerEtcd, Verdict, judge, member_back
+from planner.hosts.batch import FactParseError, Output
+
+from .remote import HostWriter
+
+log = logging.getLogger("cargoship.executor")
+
+# The look's own waits (three member requests and /readyz, each bounded), and some slack.
+LOOK_TIMEOUT = 3 * TIMEOUT + READYZ_TIMEOUT + 10
+
+
+@dataclass(frozen=True)
+class Controller:
+    label: str
+    writer: HostWriter
+    init: str
+
+
+Gate = Callable[[str], Verdict]
+
+
+def split_look(text: str) -> tuple[str, str]:
+    """The probe's output: the service's `state ...` line, then the etcd look."""
+    first, _, rest = text.partition("\n")
+    return (parse_service_state(first.partition(" ")[2]) if first.startswith("state ")
+            else "unknown"), rest
+
+
+def read_controller(c: Controller, distro: str) -> ControllerEtcd:
+    layout = LAYOUTS[distro]
+    script = status_snippet(c.init, layout.controller_service) + "\n" + \
+        etcd_fact(layout).command
+    try:
+        result = c.writer.run_root(script, timeout=LOOK_TIMEOUT, check=False)
+        engine, look = split_look(result.stdout.decode("utf-8", "replace"))
+        return ControllerEtcd(c.label, engine, parse_etcd(Output(look, result.exit_code)))
+    except (CargoshipError, OSError, FactParseError) as exc:
+        return ControllerEtcd(c.label, "unknown", None, str(exc)[:200])
+
+
+def make_gate(controllers: Sequence[Controller], distro: str, external: bool) -> Gate:
+    def gate(stopping: str) -> Verdict:
+        with ThreadPoolExecutor(max_workers=max(1, len(controllers)),
+                                thread_name_prefix="cargoship-quorum") as pool:
+            views = list(pool.map(lambda c: read_controller(c, distro), controllers))
+        verdict = judge(views, external=external, stopping=stopping)
+        log.debug("quorum gate before %s: %s", stopping, verdict.message() or verdict.summary)
+        return verdict
+
+    return gate
+
+
+def refusal(gate: Gate, label: str, note: Callable[[str, str], None]) -> str | None:
+    """Ask the gate before `label` stops: None to go on, else why not (what to fix)."""
+    verdict = gate(label)
+    if not verdict.gated:
+        return None
+    if not verdict.problems:
+        note(label, f"quorum gate passed: {verdict.summary}")
+        return None
+    return (f"the etcd quorum gate refused to stop {label}: {verdict.message()}; fix that "
+            "(the hosts already done keep their changes), then plan and apply again")
+
+
+BACK_INTERVAL = 0.5  # seconds between two looks while a restarted member catches up
+Back = Callable[[str], "str | None"]
+
+
+def make_back_check(controllers: Sequence[Controller], distro: str, timeout: float,
+                    interval: float = BACK_INTERVAL) -> Back:
+    """After a controller's restart, on top of its fresh readiness: wait (up to `timeout`)
+    until its member is listed, healthy and caught up with the leader; None then, else what
+    it still lacked."""
+    def back(label: str) -> str | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            with ThreadPoolExecutor(max_workers=max(1, len(controllers)),
+                                    thread_name_prefix="cargoship-quorum") as pool:
+                views = list(pool.map(lambda c: read_controller(c, distro), controllers))
+            why = member_back(views, label)
+            if why is None or time.monotonic() + interval > deadline:
+                return why
+            time.sleep(interval)
+
+    return back
+
+
+OutcomeT = TypeVar("OutcomeT")
+
+
+def caught_up(back: Back, label: str, outcome: OutcomeT,
+              note: Callable[[str, str], None]) -> OutcomeT:
+    """`outcome` (an applied HostOutcome) as it stands once the member is back, or failed
+    with why: the change stays (the engine is back), the rollout goes no further."""
+    why = back(label)
+    if why is None:
+        note(label, "etcd member listed, healthy and caught up with the leader")
+        return outcome
+    return replace(outcome, status="failed",  # type: ignore[type-var]
+                   detail=f"the change is applied and the engine is back, but {why} after "
+                          "the restart; not rolled back, and no further controller is "
+                          "stopped: see to that member, then plan and apply again")

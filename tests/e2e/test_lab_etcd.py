@@ -1,0 +1,143 @@
+"""The lab's etcd members behave as a real rke2/k3s cluster's do (issue 27): one cluster of
+real etcd members over the lab network, TLS with client certificates at the engines'
+paths; each API server's readiness and writes need its own member's quorum; k3s's member
+ends with its engine, rke2's outlives it and is recreated only when its manifest changed."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+import pytest
+
+from tests.lab import HostSpec, Lab, Timing
+
+TIMING = Timing(engine_start=0, kubelet_heartbeat=0.5, node_grace=3)
+CONTROLLERS = [HostSpec(f"ctl-{i}", "controller") for i in (1, 2, 3)]
+
+
+def poll(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached before the deadline"
+        time.sleep(0.05)
+
+
+def _admin(lab: Lab) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(lab.pki_dir / "server-ca.crt"))
+    context.load_cert_chain(lab.pki_dir / "client-admin.crt", lab.pki_dir / "client-admin.key")
+    return context
+
+
+def readyz(lab: Lab, host: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(lab.apiserver_url(host) + "/readyz?verbose", timeout=5,
+                                    context=_admin(lab)) as response:
+            return int(response.status), response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read().decode()
+
+
+def label_node(lab: Lab, host: str, value: str) -> int:
+    """A write through `host`'s API server: its status code."""
+    request = urllib.request.Request(
+        lab.apiserver_url(host) + "/api/v1/nodes/ctl-1", method="PATCH",
+        data=json.dumps({"metadata": {"labels": {"lab/probe": value}}}).encode(),
+        headers={"Content-Type": "application/merge-patch+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=_admin(lab)) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def answers(lab: Lab, host: str) -> bool:
+    try:
+        return "header" in lab.etcd_call(host, "/v3/maintenance/status", {}, timeout=1)
+    except OSError:
+        return False
+
+
+def member_pid(lab: Lab, host: str) -> str:
+    return lab.exec(host, "cat /etc/service/etcd/supervise/pid").stdout.strip()
+
+
+def test_one_cluster_over_tls_and_an_api_server_without_quorum_is_not_ready(
+        lab_factory) -> None:
+    lab = lab_factory(CONTROLLERS, timing=TIMING, etcd=True)
+    listed = lab.etcd_call("ctl-2", "/v3/cluster/member/list", {})["members"]
+    assert sorted(m["name"].rsplit("-", 1)[0] for m in listed) == ["ctl-1", "ctl-2", "ctl-3"]
+    assert sorted(m["peerURLs"][0] for m in listed) == sorted(
+        f"https://{h.address}:2380" for h in lab.hosts)
+    leaders = {lab.etcd_call(h, "/v3/maintenance/status", {})["leader"]
+               for h in ("ctl-1", "ctl-2", "ctl-3")}
+    assert len(leaders) == 1
+    # The engine's paths, as rke2's docs read etcd on a host (no etcdctl there): the JSON
+    # gateway on 127.0.0.1 with server-client.crt; without a client certificate, refused.
+    tls = "/var/lib/rancher/rke2/server/tls/etcd"
+    out = lab.exec("ctl-1", f"curl -sS --max-time 3 --cacert {tls}/server-ca.crt --cert "
+                   f"{tls}/server-client.crt --key {tls}/server-client.key "
+                   "https://127.0.0.1:2379/health").stdout
+    assert json.loads(out) == {"health": "true"}
+    refused = lab.exec("ctl-1", f"curl -sS --max-time 3 --cacert {tls}/server-ca.crt "
+                       "https://127.0.0.1:2379/health", check=False)
+    assert refused.returncode != 0
+    assert readyz(lab, "ctl-1")[0] == 200 and label_node(lab, "ctl-1", "a") == 200
+
+    # One member down: the others keep a quorum, and serve.
+    lab.etcd_member("ctl-2", "stop")
+    poll(lambda: not answers(lab, "ctl-2"))
+    assert readyz(lab, "ctl-1")[0] == 200 and label_node(lab, "ctl-3", "b") == 200
+    # Two down (one stopped, one paused): ctl-1's member has no quorum. Its API server
+    # says so in /readyz's etcd check and refuses writes; the objects are untouched.
+    lab.etcd_member("ctl-3", "pause")
+    poll(lambda: readyz(lab, "ctl-1")[0] != 200)
+    code, body = readyz(lab, "ctl-1")
+    assert code == 500 and "[-]etcd failed" in body, body
+    assert label_node(lab, "ctl-1", "c") >= 500
+    assert lab.api("GET", "/api/v1/nodes/ctl-1")["metadata"]["labels"]["lab/probe"] == "b"
+    assert lab.etcd_call("ctl-1", "/v3/maintenance/status", {}).get("errors") == [
+        "etcdserver: no leader"]
+    # Back: quorum again, and so readiness and writes.
+    lab.etcd_member("ctl-3", "resume")
+    lab.etcd_member("ctl-2", "start")
+    poll(lambda: readyz(lab, "ctl-1")[0] == 200)
+    assert label_node(lab, "ctl-1", "d") == 200
+
+
+def test_rke2_member_outlives_its_engine_and_is_recreated_only_for_a_changed_manifest(
+        lab_factory) -> None:
+    lab = lab_factory(CONTROLLERS, timing=TIMING, etcd=True)
+    before = member_pid(lab, "ctl-2")
+    lab.exec("ctl-2", "sv -w 30 stop /etc/service/rke2-server")
+    assert answers(lab, "ctl-2") and member_pid(lab, "ctl-2") == before
+    lab.exec("ctl-2", "sv -w 30 start /etc/service/rke2-server")
+    assert member_pid(lab, "ctl-2") == before
+    # Told the manifest changed (a renewed certificate does that): the start recreates it.
+    lab.etcd_manifest_changed("ctl-2")
+    lab.exec("ctl-2", "sv -w 30 restart /etc/service/rke2-server")
+    poll(lambda: member_pid(lab, "ctl-2") not in ("", before) and answers(lab, "ctl-2"))
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_k3s_member_ends_with_its_engine(lab_factory, how: str) -> None:
+    lab = lab_factory(CONTROLLERS, distro="k3s", timing=TIMING, etcd=True)
+    if how == "stop":
+        lab.exec("ctl-2", "sv -w 30 stop /etc/service/k3s")
+        assert not answers(lab, "ctl-2")  # stopped before the engine's stop returned
+        lab.exec("ctl-2", "sv -w 30 start /etc/service/k3s")
+        assert answers(lab, "ctl-2")
+    else:  # a crash: the process ends, and its member with it (then runit starts both)
+        lab.exec("ctl-2", "sv down /etc/service/k3s; sv kill /etc/service/k3s")
+        poll(lambda: not answers(lab, "ctl-2"))
+        lab.exec("ctl-2", "sv -w 30 start /etc/service/k3s")
+        poll(lambda: answers(lab, "ctl-2"))
+    # A paused member answers nothing; resumed, it answers again.
+    lab.etcd_member("ctl-3", "pause")
+    assert not answers(lab, "ctl-3")
+    lab.etcd_member("ctl-3", "resume")
+    poll(lambda: answers(lab, "ctl-3"))

@@ -1,0 +1,145 @@
+"""The etcd quorum gate through the `cargoship` command, against real etcd members in the
+lab (issue 27): a member down before the plan is a plan problem and apply refuses with
+nothing changed; a member paused during a rollout stops it before the next controller,
+the finished host keeping its record; a healthy rollout never leaves etcd leaderless and
+never fails a request through a controller that is not restarting."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.bench.availability import Probe
+from tests.e2e.cli import cargoship, cargoship_argv, edit_config
+from tests.lab import HostSpec, Lab, Timing
+
+CONTROLLERS = ["ctl-1", "ctl-2", "ctl-3"]
+TIMING = Timing(engine_start=0, kubelet_heartbeat=0.5, node_grace=3)
+NEW_MIRROR = "https://mirror2.lab.internal:5000"
+RECORDS = "/var/lib/cargoship/applied"
+
+
+def etcd_lab(lab_factory, distro: str = "rke2", workers: int = 0) -> Lab:  # type: ignore[no-untyped-def]
+    specs = [HostSpec(name, "controller") for name in CONTROLLERS]
+    specs += [HostSpec(f"wrk-{i}", "worker") for i in range(1, workers + 1)]
+    lab = lab_factory(specs, distro=distro, timing=TIMING, etcd=True)
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
+        readyTimeoutSeconds=30, drain={"timeoutSeconds": 10}))
+    return lab
+
+
+def change_registries(lab: Lab) -> None:
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"]["registries"][
+        "mirrors"]["docker.io"].update(endpoint=[NEW_MIRROR]))
+
+
+def registries(lab: Lab, host: str) -> str:
+    return lab.exec(host, f"cat /etc/rancher/{lab.distro}/registries.yaml").stdout
+
+
+def engine_pid(lab: Lab, host: str) -> int:
+    marker = Path(lab.host(host).dir) / "rancher-var" / lab.distro / "lab-engine.json"
+    return int(json.loads(marker.read_text())["pid"])
+
+
+def poll(check: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached before the deadline"
+        time.sleep(0.05)
+
+
+def test_a_member_down_before_the_plan_is_a_problem_and_apply_refuses(
+        lab_factory, tmp_path: Path) -> None:
+    lab = etcd_lab(lab_factory)
+    change_registries(lab)
+    plan_file = tmp_path / "plan.json"
+    made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "etcd: 3 members healthy, leader on ctl-" in cargoship(
+        "plan", "-c", lab.dir / "cluster.yaml", "--verbose").stdout
+    before = {h: (registries(lab, h), engine_pid(lab, h)) for h in CONTROLLERS}
+
+    lab.etcd_member("ctl-2", "stop")
+    refused = cargoship("plan", "-c", lab.dir / "cluster.yaml")
+    assert refused.returncode == 1
+    address = lab.host("ctl-2").address
+    assert f"x ctl-2 ({address}): Gathering facts about the distro installed: etcd quorum " \
+           "gate: etcd member does not answer (connection refused (not running))" \
+        in refused.stdout, refused.stdout
+    assert "stopping any controller would leave 1 of 3 etcd members healthy, and a quorum " \
+           "needs 2" in refused.stdout
+
+    # The plan made while it was healthy: apply's own preflight refuses it, and nothing on
+    # any host changed (no file, no restart).
+    applied = cargoship("apply", plan_file, "--confirm", timeout=120)
+    assert applied.returncode != 0
+    assert "the hosts no longer pass the preflight" in applied.stdout + applied.stderr
+    assert "etcd member does not answer" in applied.stdout + applied.stderr
+    assert {h: (registries(lab, h), engine_pid(lab, h)) for h in CONTROLLERS} == before
+    assert all(NEW_MIRROR not in registries(lab, h) for h in CONTROLLERS)
+
+
+def test_a_member_paused_during_the_rollout_stops_it_before_the_next_controller(
+        lab_factory, tmp_path: Path) -> None:
+    lab = etcd_lab(lab_factory)
+    change_registries(lab)
+    plan_file = tmp_path / "plan.json"
+    made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
+    assert made.returncode == 0, made.stdout + made.stderr
+    plan_id = json.loads(plan_file.read_text())["plan_id"]
+    # ctl-1 goes first; its engine takes 2 s to start, and while it is down ctl-3's member
+    # is paused (ctl-1's rke2 member outlives the stop: ctl-1 and ctl-2 keep a quorum).
+    lab.set_engine_start_delay(2)
+    since = time.time()
+    apply = subprocess.Popen([*cargoship_argv(), "apply", plan_file, "--confirm"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        poll(lambda: any(name == "stopping" and when >= since
+                         for when, name in lab.events("ctl-1")), timeout=60)
+        lab.etcd_member("ctl-3", "pause")
+        out, _ = apply.communicate(timeout=180)
+    finally:
+        if apply.poll() is None:
+            apply.kill()
+            apply.wait()
+    assert apply.returncode != 0, out
+    assert f"ctl-1 ({lab.host('ctl-1').address}): applied" in out, out
+    # Stopped before ctl-2, saying why and what to do; ctl-3 never started either.
+    assert "the etcd quorum gate refused to stop ctl-2" in out, out
+    assert "etcd member does not answer (no answer within 2 s)" in out, out
+    assert "fix that (the hosts already done keep their changes)" in out
+    assert NEW_MIRROR in registries(lab, "ctl-1")
+    assert all(NEW_MIRROR not in registries(lab, h) for h in ("ctl-2", "ctl-3"))
+    assert [n for w, n in lab.events("ctl-2") if w >= since] == []
+    # Every host keeps its record of the run: the finished one applied, the others not.
+    status = {h: json.loads(lab.exec(h, f"cat {RECORDS}/{plan_id}.json").stdout)["status"]
+              for h in CONTROLLERS}
+    assert status == {"ctl-1": "applied", "ctl-2": "not started", "ctl-3": "not started"}
+    lab.etcd_member("ctl-3", "resume")
+
+
+def test_a_healthy_rollout_is_never_leaderless_and_fails_no_other_controller(
+        lab_factory, tmp_path: Path) -> None:
+    # k3s: each controller's member stops with its engine, so the rollout really takes
+    # members out of the cluster, one at a time.
+    lab = etcd_lab(lab_factory, distro="k3s", workers=1)
+    change_registries(lab)
+    plan_file = tmp_path / "plan.json"
+    made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
+    assert made.returncode == 0, made.stdout + made.stderr
+    since = time.time()
+    with Probe(lab) as probe:
+        applied = cargoship("apply", plan_file, "--confirm", timeout=300)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert all(probe.requests[h] > 30 for h in CONTROLLERS), probe.requests
+    for host in CONTROLLERS:  # each restarted, its member with it
+        assert any(n == "stopping" and w >= since for w, n in lab.events(host))
+        assert probe.time_out(host) > 0  # the probe saw it go: it would see a loss too
+    assert probe.leaderless == [], probe.leaderless
+    # Through a controller that is not restarting, nothing fails: a failure through a
+    # controller counts only inside its own engine's outage (stop to ready).
+    assert probe.outside(since) == [], probe.outside(since)
