@@ -64,9 +64,10 @@ def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
                       DrainOptions(timeout=float(o.drain_timeout),
                                    grace_period=o.drain_grace_period,
                                    delete_emptydir_data=o.drain_delete_emptydir_data,
-                                   force=o.drain_force),
+                                   force=o.drain_force,
+                                   retry_interval=env.waits.drain_retry),
                       float(o.ready_timeout), env.progress, stop=env.stop,
-                      locks_lost=env.locks_lost)
+                      locks_lost=env.locks_lost, waits=env.waits)
     env.escalations.append(rollout.interrupt_now)
     outcomes = rollout.run(jobs["controller"], jobs["worker"], o.worker_concurrency)
     by_label = {outcome.host: outcome for outcome in outcomes}
