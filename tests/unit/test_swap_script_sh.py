@@ -27,6 +27,7 @@ from executor.swap_script import (
     Event,
     OutputReader,
     Probed,
+    ServiceError,
     Staged,
     StepDone,
     Stopped,
@@ -342,3 +343,9 @@ def test_an_input_that_ends_after_go_stops_nothing(tmp_path: Path) -> None:
     done = run(host, go=go_line("00ab12"), lock=lock)
     assert done.code == GONE and host.asked("stop") == 0
     assert host.target.read_text() == "old: 1\n"
+
+
+def test_an_init_system_the_script_does_not_know_is_refused_before_anything_runs() -> None:
+    with pytest.raises(ServiceError, match="cannot restart rke2-server: unsupported init "
+                                           "system 'upstart'"):
+        SwapScript.of("upstart", "rke2-server", True, [], stop_timeout=1, watch_seconds=1)
