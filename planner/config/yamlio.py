@@ -53,7 +53,7 @@ def format_path(path: Path_) -> str:
 
 
 # libyaml's loader (C) where PyYAML has it: with hundreds of hosts, the pure-Python
-# scanner was a visible part of a plan's CPU. Its nodes carry the same line marks.
+# scanner is a visible part of a plan's CPU. Its nodes carry the same line marks.
 _FAST: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
 _TOO_DEEP = "invalid YAML: nested too deeply"
