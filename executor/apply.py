@@ -39,7 +39,7 @@ from .actions.base import ApplyEnv, ApplyRefused, ClusterHandler, Item, ItemResu
 from .actions.hosts_stage import host_jobs, run_hosts_stage
 from .actions.registry import HANDLERS, check_handled
 from .cleanup import remove_temps
-from .connect import SessionFactory, connect_all, pinned_keys
+from .connect import SessionFactory, connect_all, pinned_keys, ssh_session
 from .drift import HostKey, change_key, refusal
 from .errors import ApplyInterrupted
 from .host_lock import LockHeld, LockSet, new_lock_info
@@ -92,9 +92,9 @@ class ApplyResult:
 
 @dataclass(frozen=True)
 class _Seams:
-    """What a caller may swap in: how sessions open (None: SSH), and the waits."""
+    """What a caller may swap in: how sessions open, and the waits."""
 
-    sessions: SessionFactory | None
+    sessions: SessionFactory
     waits: Waits
 
 
@@ -114,7 +114,7 @@ def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
           progress: Callable[[str, str], None], accept_new_host_keys: bool = False,
           on_lock_wait: Callable[[LockHeld, float], None] | None = None,
           signers: Sequence[str] = (), signatures: Sequence[Signature] = (),
-          sessions: SessionFactory | None = None, waits: Waits = DEFAULT) -> ApplyResult:
+          sessions: SessionFactory = ssh_session, waits: Waits = DEFAULT) -> ApplyResult:
     """Apply `plan`, the one the caller read (once) and checked; `plan_file` only says where
     the local record goes. Nothing here reads the plan file again. `signers`: the
     principals whose signatures the caller verified against an allowed-signers file.
@@ -153,8 +153,8 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
                         started: float, interrupts: Interrupts,
                         signers: tuple[str, ...],
                         signatures: tuple[Signature, ...], seams: _Seams) -> ApplyResult:
-    connected = connect_all(config, options, pinned_keys(plan), waits=seams.waits,
-                            **({"sessions": seams.sessions} if seams.sessions else {}))
+    connected = connect_all(config, options, pinned_keys(plan), sessions=seams.sessions,
+                            waits=seams.waits)
     failures = [str(c) for c in connected if isinstance(c, Exception)]
     writers = [c for c in connected if isinstance(c, HostWriter)]
     try:

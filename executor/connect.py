@@ -15,12 +15,13 @@ from .remote import HostWriter
 from .waits import DEFAULT, Waits
 
 # How apply opens a session: (label, the host's ssh settings, options, the pinned host key
-# or None). open_session in real runs; unit tests pass a fake (tests/unit/fakes.py).
+# or None): ssh_session in real runs; unit tests pass a fake (tests/unit/fakes.py).
 SessionFactory = Callable[[str, SshConfig, ConnectOptions, str | None], SshSession]
 
 
-def _open(label: str, ssh: SshConfig, options: ConnectOptions, pinned: str | None
-          ) -> SshSession:
+def ssh_session(label: str, ssh: SshConfig, options: ConnectOptions,
+                pinned: str | None) -> SshSession:
+    """The real one: SSH, held to `pinned` when it is given."""
     return open_session(label, ssh, options, pinned=pinned)
 
 
@@ -30,7 +31,7 @@ def pinned_keys(plan: Plan) -> dict[tuple[str, int], str | None]:
 
 def connect_all(config: ClusterConfig, options: ConnectOptions,
                 pinned: dict[tuple[str, int], str | None] | None = None, *,
-                sessions: SessionFactory = _open, waits: Waits = DEFAULT,
+                sessions: SessionFactory = ssh_session, waits: Waits = DEFAULT,
                 ) -> list[HostWriter | Exception]:
     """One writer per host, in config order (or the Exception that host raised)."""
     pinned = pinned or {}
