@@ -42,7 +42,7 @@ def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 # Each stays well above what a loaded 2-core machine needs when nothing is wrong: the
 # restart script prints a line every second, a cancelled one ends in well under a second,
 # and runit starts a killed sshd again within about a second.
-TEST_WAITS = {"silence": 6.0, "cancel_wait": 5.0, "reconnect_factor": 2.0,
+TEST_WAITS = {"silence": 8.0, "cancel_wait": 5.0, "reconnect_factor": 2.0,
               "reconnect_floor": 3.0}
 
 
