@@ -40,7 +40,9 @@ def _apply_checked(args: argparse.Namespace) -> int:
     from cargoship.lockwait import LockWait
     from cargoship.progress import Progress
     from executor.apply import apply as apply_plan
+    from executor.waits import from_environment
 
+    waits = from_environment()  # the defaults, but in cargoship's own tests (waits.py)
     as_json = getattr(args, "json", False)
     if args.lock_timeout < 0:
         raise CargoshipError("--lock-timeout: expected a number of seconds >= 0")
@@ -61,7 +63,8 @@ def _apply_checked(args: argparse.Namespace) -> int:
         # again.
         result = apply_plan(plan, args.plan, lock_timeout=args.lock_timeout,
                             progress=Progress(sys.stderr if as_json else sys.stdout),
-                            on_lock_wait=waiting, signers=signers, signatures=counted)
+                            on_lock_wait=waiting, signers=signers, signatures=counted,
+                            waits=waits)
     finally:
         waiting.done()
     return _report(args, result, time.monotonic() - started)

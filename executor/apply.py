@@ -39,7 +39,7 @@ from .actions.base import ApplyEnv, ApplyRefused, ClusterHandler, Item, ItemResu
 from .actions.hosts_stage import host_jobs, run_hosts_stage
 from .actions.registry import HANDLERS, check_handled
 from .cleanup import remove_temps
-from .connect import connect_all, pinned_keys
+from .connect import SessionFactory, connect_all, pinned_keys, ssh_session
 from .drift import HostKey, change_key, refusal
 from .errors import ApplyInterrupted
 from .host_lock import LockHeld, LockSet, new_lock_info
@@ -47,6 +47,7 @@ from .remote import HostWriter
 from .replay import Earlier, judge
 from .rollout import HostJob, HostOutcome
 from .signals import Interrupts
+from .waits import DEFAULT, Waits
 
 __all__ = ["ApplyRefused", "ApplyResult", "apply", "check_plan"]
 RECORD_VERSION = "2.0"
@@ -89,6 +90,14 @@ class ApplyResult:
         return "applied" if self.ok else ("interrupted" if self.interrupted else "failed")
 
 
+@dataclass(frozen=True)
+class _Seams:
+    """What a caller may swap in: how sessions open, and the waits."""
+
+    sessions: SessionFactory
+    waits: Waits
+
+
 def check_plan(plan: Plan) -> None:
     ours, theirs = __version__.split(".")[:2], plan.cargoship_version.split(".")[:2]
     # 0.x releases may change what a plan means: the minor must match; later, the major.
@@ -104,10 +113,13 @@ def check_plan(plan: Plan) -> None:
 def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
           progress: Callable[[str, str], None], accept_new_host_keys: bool = False,
           on_lock_wait: Callable[[LockHeld, float], None] | None = None,
-          signers: Sequence[str] = (), signatures: Sequence[Signature] = ()) -> ApplyResult:
+          signers: Sequence[str] = (), signatures: Sequence[Signature] = (),
+          sessions: SessionFactory = ssh_session, waits: Waits = DEFAULT) -> ApplyResult:
     """Apply `plan`, the one the caller read (once) and checked; `plan_file` only says where
     the local record goes. Nothing here reads the plan file again. `signers`: the
-    principals whose signatures the caller verified against an allowed-signers file."""
+    principals whose signatures the caller verified against an allowed-signers file.
+    `sessions` opens each host's SSH session (connect.py; unit tests pass a fake);
+    `waits`: how long to wait for things (waits.py)."""
     started = time.monotonic()
     check_plan(plan)
     salt = bytes.fromhex(plan.salt)
@@ -120,7 +132,8 @@ def apply(plan: Plan, plan_file: Path, *, lock_timeout: float,
         with interrupts:
             result = _connect_lock_apply(plan, plan_file, config, options, salt,
                                          lock_timeout, progress, on_lock_wait, started,
-                                         interrupts, tuple(signers), tuple(signatures))
+                                         interrupts, tuple(signers), tuple(signatures),
+                                         _Seams(sessions, waits))
     except KeyboardInterrupt as exc:
         if changing.is_set():
             raise
@@ -139,8 +152,9 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
                         on_lock_wait: Callable[[LockHeld, float], None] | None,
                         started: float, interrupts: Interrupts,
                         signers: tuple[str, ...],
-                        signatures: tuple[Signature, ...]) -> ApplyResult:
-    connected = connect_all(config, options, pinned_keys(plan))
+                        signatures: tuple[Signature, ...], seams: _Seams) -> ApplyResult:
+    connected = connect_all(config, options, pinned_keys(plan), sessions=seams.sessions,
+                            waits=seams.waits)
     failures = [str(c) for c in connected if isinstance(c, Exception)]
     writers = [c for c in connected if isinstance(c, HostWriter)]
     try:
@@ -155,7 +169,8 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
             signers = tuple(sorted({*signers, *_policy(plan, config, writers, signatures,
                                                        progress)}))
             return _apply_locked(plan, plan_file, config, options, salt, writers, progress,
-                                 lock.lost, started, interrupts, signers, signatures)
+                                 lock.lost, started, interrupts, signers, signatures,
+                                 seams.waits)
     finally:
         for writer in writers:
             writer.close()
@@ -185,7 +200,7 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
                   progress: Callable[[str, str], None],
                   locks_lost: Callable[[], set[str]], started: float,
                   interrupts: Interrupts, signers: tuple[str, ...],
-                  signatures: tuple[Signature, ...]) -> ApplyResult:
+                  signatures: tuple[Signature, ...], waits: Waits) -> ApplyResult:
     # The drift check reads through the sessions held for the rollout: one connection
     # per host for the whole apply.
     held = {h.index: w for h, w in zip(config.hosts, writers, strict=True)}
@@ -202,7 +217,7 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
         raise ApplyRefused(*drift)
     progress("drift", "hosts match the plan")
     env = ApplyEnv(plan, config, ctx, keyed, progress, locks_lost, stop=interrupts.stop,
-                   escalations=interrupts.escalations)
+                   escalations=interrupts.escalations, waits=waits)
     result = ApplyResult(plan, resumed=earlier.record is not None, signers=signers,
                          signatures=signatures)
     staged = [c for c in plan.changes if HANDLERS[c.action].stage == "hosts"

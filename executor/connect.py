@@ -3,19 +3,26 @@ was made against."""
 
 from __future__ import annotations
 
-from planner.config.model import ClusterConfig, HostConfig
+from collections.abc import Callable
+
+from planner.config.model import ClusterConfig, HostConfig, SshConfig
 from planner.errors import HostKeyError
 from planner.hosts.pool import parallel
 from planner.hosts.ssh import ConnectOptions, SshSession, open_session
 from planner.plan.model import Plan
 
 from .remote import HostWriter
+from .waits import DEFAULT, Waits
+
+# How apply opens a session: (label, the host's ssh settings, options, the pinned host key
+# or None): ssh_session in real runs; unit tests pass a fake (tests/unit/fakes.py).
+SessionFactory = Callable[[str, SshConfig, ConnectOptions, str | None], SshSession]
 
 
-def reconnect_window(connect_timeout: float) -> float:
-    """How long a writer keeps trying to reconnect to a host that dropped its connection:
-    long enough for an sshd restart, short enough that a dead host stops the rollout."""
-    return max(3 * connect_timeout, 5.0)
+def ssh_session(label: str, ssh: SshConfig, options: ConnectOptions,
+                pinned: str | None) -> SshSession:
+    """The real one: SSH, held to `pinned` when it is given."""
+    return open_session(label, ssh, options, pinned=pinned)
 
 
 def pinned_keys(plan: Plan) -> dict[tuple[str, int], str | None]:
@@ -23,14 +30,15 @@ def pinned_keys(plan: Plan) -> dict[tuple[str, int], str | None]:
 
 
 def connect_all(config: ClusterConfig, options: ConnectOptions,
-                pinned: dict[tuple[str, int], str | None] | None = None,
+                pinned: dict[tuple[str, int], str | None] | None = None, *,
+                sessions: SessionFactory = ssh_session, waits: Waits = DEFAULT,
                 ) -> list[HostWriter | Exception]:
     """One writer per host, in config order (or the Exception that host raised)."""
     pinned = pinned or {}
 
     def dial(host: HostConfig, want: str | None) -> SshSession:
         label = host.hostname or host.ssh.address
-        session = open_session(label, host.ssh, options, pinned=want)
+        session = sessions(label, host.ssh, options, want)
         # Checked again on the open session: the pin must hold whatever ~/.ssh/config did.
         if want and session.host_key_fingerprint != want:
             session.close()
@@ -45,6 +53,7 @@ def connect_all(config: ClusterConfig, options: ConnectOptions,
         first_key = session.host_key_fingerprint
         return HostWriter(session, session.user, config.options.command_timeout,
                           redial=lambda: dial(host, first_key),
-                          reconnect_within=reconnect_window(config.options.connect_timeout))
+                          reconnect_within=waits.reconnect_window(
+                              config.options.connect_timeout))
 
     return parallel(list(config.hosts), connect, config.options.host_concurrency)

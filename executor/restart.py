@@ -30,7 +30,7 @@ from .api_shape import ApiShapeError
 from .file_writes import Written
 from .host_lock import UNSAFE, WAIT_TIMEOUT, held_lock_id
 from .polling import pause
-from .readiness import POLL_CAP, Waiter
+from .readiness import Waiter
 from .remote import MAX_RERUNS, HostWriter
 from .swap_script import (
     GO,
@@ -51,17 +51,11 @@ from .swap_script import (
     finish,
     go_line,
 )
+from .waits import DEFAULT, Waits
 from .watch import WatchEvent, node_watcher
 
 log = logging.getLogger("cargoship.executor")
 
-# Seconds without a line from the restart script (it prints one at least every second
-# while it waits) after which its connection counts as lost.
-SILENCE = 15.0
-# Seconds a cancelled script is given to end on its host (removing what it staged).
-CANCEL_WAIT = 10.0
-# How often a wait looks whether it was interrupted a second time.
-ABORT_POLL = 0.5
 
 
 class NothingStopped(CommandError):
@@ -199,6 +193,7 @@ class RemoteSwap:
     timeout: float
     push: Callable[[Message], None]
     gate: Gate
+    silence: float = DEFAULT.silence  # without a line this long: the connection is lost
     started: bool = False
     # The run in progress is the one the gate feeds (not a watch run again after a lost
     # connection, whose input ended with it): `finish` reaches the host.
@@ -237,9 +232,9 @@ class RemoteSwap:
             now = time.monotonic()
             if data or self.gate.held:
                 heard[0] = now
-            elif now - heard[0] > SILENCE and not self._stop.is_set():
+            elif now - heard[0] > self.silence and not self._stop.is_set():
                 raise ConnectionLost(self.writer.label, f"the host said nothing for "
-                                                        f"{SILENCE:g} s: connection lost")
+                                                        f"{self.silence:g} s: connection lost")
             for event in reader.feed(data):
                 if isinstance(event, Started):
                     self.started = True
@@ -320,6 +315,7 @@ class Restart:
     clock: Callable[[], float] = time.monotonic
     # Set by a second interrupt: stop waiting now (the caller rolls the host back).
     abort: threading.Event = field(default_factory=threading.Event)
+    waits: Waits = DEFAULT
     _ahead: tuple[list[Step], queue.Queue[Message], RemoteSwap] | None = \
         field(default=None, init=False)
     _dropped: RemoteSwap | None = field(default=None, init=False)  # cancelled, not yet ended
@@ -335,7 +331,7 @@ class Restart:
                                stop_timeout=self.ready_timeout,
                                watch_seconds=self.ready_timeout + 30)
         swap = RemoteSwap(self.writer, script, 2 * self.ready_timeout + 60, messages.put,
-                          Gate())
+                          Gate(), self.waits.silence)
         swap.start()
         self._ahead = (steps, messages, swap)
 
@@ -355,7 +351,7 @@ class Restart:
         while True:
             self._check_abort()
             try:
-                message = messages.get(timeout=min(ABORT_POLL,
+                message = messages.get(timeout=min(self.waits.abort_poll,
                                                    max(0.0, deadline - self.clock())))
             except queue.Empty:
                 if self.clock() < deadline:
@@ -372,16 +368,16 @@ class Restart:
                                       f"the stop (exit {message.exit_code}): "
                                       f"{message.stderr or 'no message'}")
 
-    def cancel(self, wait: float = CANCEL_WAIT) -> None:
+    def cancel(self, wait: float | None = None) -> None:
         """Drop a script sent ahead that was never let go (nothing once `run` took it).
         Its shell removes what it staged on its way out; this waits up to `wait` seconds
-        for that (see `wait_cancelled`)."""
+        (by default waits.cancel_wait) for that (see `wait_cancelled`)."""
         if self._ahead is not None:
             _, _, swap = self._ahead
             self._ahead = None
             swap.gate.cancel()
             self._dropped = swap
-        self.wait_cancelled(wait)
+        self.wait_cancelled(self.waits.cancel_wait if wait is None else wait)
 
     def wait_cancelled(self, timeout: float) -> None:
         """Until the cancelled script has ended on the host (its staged files gone), or
@@ -423,7 +419,7 @@ class Restart:
             for watcher in watch:
                 watcher.close()
 
-    def finish(self, command: str, timeout: float = CANCEL_WAIT) -> bool:
+    def finish(self, command: str, timeout: float | None = None) -> bool:
         """Run `command` (a shell command: the in-progress marker's removal) at the end of
         the script kept by `run`, on its connection; True once the host says it
         succeeded. False, having run it or not, when there is no such script (the
@@ -436,7 +432,7 @@ class Restart:
         try:
             if not swap.finishable or not swap.gate.finish(finish(command)):
                 return False
-            deadline = self.clock() + timeout
+            deadline = self.clock() + (self.waits.cancel_wait if timeout is None else timeout)
             while True:
                 try:
                     message = messages.get(timeout=max(0.0, deadline - self.clock()))
@@ -467,10 +463,11 @@ class Restart:
                 # Once started: what the script wrote is all reported (a wait given up
                 # earlier would leave the rollback without the files still being written).
                 self._check_abort()
-            wait = ABORT_POLL  # before the start: the script's own lines (alive every second)
+            # Before the start: the script's own lines (alive every second).
+            wait = self.waits.abort_poll
             if deadline is not None:
                 until = min(deadline, readyz_due) if readyz_from is not None else deadline
-                wait = min(ABORT_POLL, max(0.0, until - self.clock()))
+                wait = min(self.waits.abort_poll, max(0.0, until - self.clock()))
             try:
                 message = messages.get(timeout=wait)
             except queue.Empty:
@@ -487,7 +484,7 @@ class Restart:
                 if readyz_from is None:
                     readyz_from = now
                 if now >= readyz_due:  # it was asked just now: pace the next time
-                    readyz_due = now + pause(now - readyz_from, POLL_CAP)
+                    readyz_due = now + pause(now - readyz_from, self.waits.ready_poll_cap)
             else:
                 readyz_from, readyz_due = None, 0.0
             if not waiting:

@@ -32,8 +32,9 @@ from . import inprogress, node_identity, quorum
 from .drain import DrainOptions, NodeOps
 from .file_writes import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
 from .remote import HostWriter
-from .restart import CANCEL_WAIT, NothingStopped, Restart
+from .restart import NothingStopped, Restart
 from .swap_script import Step, remove_step, restore_step, restore_tree_step, write_step
+from .waits import DEFAULT, Waits
 
 log = logging.getLogger("cargoship.executor")
 Progress = Callable[[str, str], None]  # (host, what is happening)
@@ -104,13 +105,12 @@ class Rollout:
     # Hosts whose lock another run took over (our touches failed for over a minute): no
     # further host may be started then, someone else may be changing the cluster.
     locks_lost: Callable[[], set[str]] = set
-    # How long a failing uncordon of a host that came back is retried.
-    uncordon_timeout: float = 60.0
     # Asked right before each controller is stopped (quorum.py); None: not gated.
     gate: quorum.Gate | None = None
     # After a controller's restart: waits until its member is back and caught up.
     back: quorum.Back | None = None
     _refused: str = field(default="", init=False)  # why the gate stopped the rollout
+    waits: Waits = DEFAULT
     # Hosts next in line, their restart script's head already on the host (sudo and the
     # shell started, the files staged) while the hosts before them roll: (restart, steps,
     # remote commands the host had run before).
@@ -235,7 +235,7 @@ class Rollout:
             self._preloaded.clear()
         for restart in dropped:
             restart.cancel(wait=0)
-        deadline = time.monotonic() + CANCEL_WAIT
+        deadline = time.monotonic() + self.waits.cancel_wait
         for restart in dropped:
             restart.wait_cancelled(deadline - time.monotonic())
 
@@ -341,7 +341,7 @@ class Rollout:
         return Restart(job.writer, job.init, job.service, job.node, job.controller,
                        job.readyz, self.ops.api, self.ready_timeout,
                        lambda what: self._note(job.label, what),
-                       abort=threading.Event() if rollback else self.abort)
+                       abort=threading.Event() if rollback else self.abort, waits=self.waits)
 
     def interrupt_now(self) -> None:
         """A second interrupt: stop, and end the waits of the host(s) in progress now, so
@@ -356,10 +356,11 @@ class Rollout:
         assert self.ops is not None
         try:
             self.ops.uncordon_retrying(
-                job.node, self.uncordon_timeout,
+                job.node, self.waits.uncordon_timeout,
                 lambda exc: self._note(job.label, f"{exc}; retrying"))
         except Exception as exc:  # noqa: BLE001 - the host is back whatever this raised
-            self._note(job.label, f"uncordon failed for {self.uncordon_timeout:g} s: {exc}")
+            self._note(job.label,
+                       f"uncordon failed for {self.waits.uncordon_timeout:g} s: {exc}")
             return False
         self._note(job.label, "uncordoned")
         return True

@@ -77,6 +77,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 
+from planner.errors import CargoshipError
 from planner.facts.distro import LINE_BYTES
 from planner.facts.lock_holder import HOST, STALE_AFTER, Place
 from planner.hosts.shell import load, variables
@@ -85,10 +86,14 @@ from . import file_writes
 from .file_writes import Written, backup_path, written
 from .host_lock import UNSAFE, WAIT_TIMEOUT, check_lock_id
 from .readiness import APISERVER_LOGS, EngineState, parse_probe
-from .service import ServiceError
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 INITS = ("systemd", "runit", "openrc")
+
+
+class ServiceError(CargoshipError):
+    """The host's init system is none the script knows how to stop and start."""
+
 # The shell, as shipped: the guard's and the bounded flock's functions, the file steps',
 # then the restart's own (executor/sh/swap.sh).
 _FILES = (("planner.facts", "guard.sh"), ("executor", "flock.sh"), ("executor", "files.sh"),

@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 
 MAX_EXPANDED_NODES = 100_000
-# libyaml's loader composes ~20x faster than the pure-Python one (a 1 MiB file: 0.4 s, not 8).
+# libyaml's loader: it composes an order of magnitude faster than the pure-Python one
+# (tests/bench/FINDINGS.md, "The test suite's time").
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

@@ -13,8 +13,8 @@ trap '.venv/bin/python -m tests.lab down --all --under "$RUN_TMP" >/dev/null 2>&
 find planner executor -name '*.sh' -path '*/sh/*' -print0 | xargs -0 shellcheck -s sh
 # Test files side by side (most lab time is waiting on hosts); one file's tests stay in one
 # worker, in order. CARGOSHIP_TEST_WORKERS=0 runs everything in this process. Four on 2
-# cores: the whole run used about one core with three (files of lab tests wait on hosts),
-# and took 10 min 49 s with four against 11 min 51 s to 13 min 19 s with three.
+# cores: with three, files of lab tests waiting on hosts left a core idle (the timings are
+# in tests/bench/FINDINGS.md, "The test suite's time").
 .venv/bin/python -m pytest -q --basetemp="$RUN_TMP/pytest" \
   -n "${CARGOSHIP_TEST_WORKERS:-4}" --dist loadfile --durations=15 "$@"
 # Every safety rule with a pure decision, broken one at a time: tests/unit must notice

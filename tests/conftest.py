@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +33,23 @@ def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     home of whoever runs the tests (a test may still give its own)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+        yield
+
+
+# Apply's waits for every `cargoship` a test runs (executor/waits.py): shorter than the
+# real ones where a fault test would otherwise wait them out (a host cut off is redialled
+# by each step after its failure: the rollback, the record, the lock's touch and release).
+# Each stays well above what a loaded 2-core machine needs when nothing is wrong: the
+# restart script prints a line every second, a cancelled one ends in well under a second,
+# and runit starts a killed sshd again within about a second.
+TEST_WAITS = {"silence": 8.0, "cancel_wait": 5.0, "reconnect_factor": 2.0,
+              "reconnect_floor": 3.0}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _test_waits() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CARGOSHIP_TEST_WAITS", json.dumps(TEST_WAITS))
         yield
 
 

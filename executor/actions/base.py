@@ -28,6 +28,7 @@ from planner.plan.model import Change, HostRef, Plan, Unassessed
 
 from ..remote import HostWriter
 from ..rollout import HostJob
+from ..waits import DEFAULT, Waits
 
 Progress = Callable[[str, str], None]
 Item = Change | Unassessed
@@ -64,6 +65,7 @@ class ApplyEnv:
     stop: threading.Event = field(default_factory=threading.Event)
     # Called on a second interrupt (signals.py): the rollout adds its own.
     escalations: list[Callable[[], None]] = field(default_factory=list)
+    waits: Waits = DEFAULT
     _api: Any = None
 
     def host(self, ref: HostRef) -> HostState:

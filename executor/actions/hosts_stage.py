@@ -80,9 +80,10 @@ def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
                       DrainOptions(timeout=float(o.drain_timeout),
                                    grace_period=o.drain_grace_period,
                                    delete_emptydir_data=o.drain_delete_emptydir_data,
-                                   force=o.drain_force),
+                                   force=o.drain_force,
+                                   retry_interval=env.waits.drain_retry),
                       float(o.ready_timeout), env.progress, stop=env.stop,
-                      locks_lost=env.locks_lost)
+                      locks_lost=env.locks_lost, waits=env.waits)
     if env.ctx.etcd_gated is not False:
         controllers = _controllers(env)
         rollout.gate = make_gate(controllers, env.config.engine.distro, _external(env))

@@ -53,16 +53,22 @@ def format_path(path: Path_) -> str:
 
 
 # libyaml's loader (C) where PyYAML has it: with hundreds of hosts, the pure-Python
-# scanner was a visible part of a plan's CPU. Its nodes carry the same line marks.
+# scanner is a visible part of a plan's CPU. Its nodes carry the same line marks.
 _FAST: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
+_TOO_DEEP = "invalid YAML: nested too deeply"
 
 
 def load_yaml(text: str) -> YamlDoc:
     try:
         return _load(text, _FAST)
-    except YamlSyntaxError:
+    except YamlSyntaxError as exc:
         if _FAST is yaml.SafeLoader:
             raise
+        # libyaml stops at 1000 levels; the pure-Python loader would reach the same end
+        # (Python's recursion limit) only after seconds of quadratic scanning.
+        if str(exc) == f"invalid YAML: {_LIBYAML_TOO_DEEP}":
+            raise YamlSyntaxError(None, _TOO_DEEP) from None
     # The pure-Python loader says what is wrong in the words the error messages (and the
     # tests of them) have always used.
     return _load(text, yaml.SafeLoader)
@@ -86,7 +92,7 @@ def _load(text: str, loader_class: type[yaml.SafeLoader]) -> YamlDoc:
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(None, f"invalid YAML: {exc}") from None
     except RecursionError:
-        raise YamlSyntaxError(None, "invalid YAML: nested too deeply") from None
+        raise YamlSyntaxError(None, _TOO_DEEP) from None
     finally:
         loader.dispose()
 

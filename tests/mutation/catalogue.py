@@ -191,4 +191,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "for c in found if c.flagged]", "for c in found if False]",
         (U + "test_render_apply_choices.py",),
         "a reviewer would not see a drain with --force or a concurrency of 50", unit=True),
+    Mutation(
+        "test waits: only under a test, and only shorter", "executor/waits.py",
+        "from_environment", "if not env.get(UNDER_TEST):", "if False:",
+        (U + "test_waits.py", E + "test_waits_channel.py"),
+        "anyone could make apply give up on hosts sooner than it should", unit=True),
 )

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ("digest", "drift", "signers", "replay", "fresh readiness", "controllers one at a "
          "time", "rollback restores and restarts", "lock", "secrets masked", "secrets salted",
          "default-deny phases", "unknown actions", "uncordon only", "host content is data",
-         "node identity", "bounded reads", "signals", "no shell injection", "quorum gate")
+         "node identity", "bounded reads", "signals", "no shell injection", "quorum gate",
+         "test waits")
 
 
 @pytest.mark.parametrize("m", MUTATIONS, ids=lambda m: m.rule[:60])

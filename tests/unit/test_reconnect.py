@@ -3,39 +3,11 @@ shows it end to end (tests/reliability/test_fault_ssh.py), this pins the rules."
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
-from executor.remote import MAX_RERUNS, HostWriter
+from executor.remote import MAX_RERUNS
 from planner.errors import CommandTimeout, ConnectError, ConnectionLost, HostKeyError
-from planner.hosts.ssh import CommandResult
-
-
-class FakeSession:
-    def __init__(self, behaviour: list[Exception | None], key: str = "SHA256:k") -> None:
-        self.label = "wrk-1"
-        self.user = "root"
-        self.host_key_fingerprint = key
-        self.round_trips = 0
-        self.behaviour = behaviour
-        self.closed = False
-        self.commands: list[str] = []
-
-    def run(self, command: str, timeout: float, stdin: bytes | None = None) -> CommandResult:
-        self.commands.append(command)
-        failure = self.behaviour.pop(0) if self.behaviour else None
-        if failure:
-            raise failure
-        return CommandResult(0, b"ok", b"")
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def writer(first: FakeSession, dial: Callable[[], FakeSession] | None,
-           within: float = 0.5) -> HostWriter:
-    return HostWriter(first, "root", 5, redial=dial, reconnect_within=within)  # type: ignore[arg-type]
+from tests.unit.fakes import FakeSession, writer
 
 
 def test_a_lost_connection_is_redialled_and_the_command_run_again() -> None:

@@ -12,6 +12,7 @@ import pytest
 from executor.drain import DrainOptions
 from executor.rollout import HostJob, HostOutcome, Rollout
 from planner.config.model import Options
+from tests.unit.fakes import FakeRestart, FakeRollout, restarting
 
 DEFAULT_WORKERS = Options().worker_concurrency  # concurrency.workers when the config says none
 
@@ -97,74 +98,29 @@ def test_interrupt_lets_the_host_in_progress_finish() -> None:
     assert [o.status for o in out] == ["applied", "not started", "not started"]
 
 
-class _Script:
-    def __init__(self) -> None:
-        self.cancelled = False
-
-    def preload(self, steps: list) -> None:  # type: ignore[type-arg]
-        pass
-
-    def cancel(self, wait: float = 0) -> None:
-        self.cancelled = True
-
-    def wait_cancelled(self, timeout: float) -> None:
-        pass
-
-
-class _Ops:
-    """What the preload asks of NodeOps: connections opened ahead."""
-
-    def __init__(self) -> None:
-        self.warmed: list[int] = []
-
-    def warm(self, count: int) -> None:
-        self.warmed.append(count)
-
-
-class Preloading(Rollout):
-    """The preload bookkeeping alone: a fake script per host, no host work."""
-
-    def __init__(self) -> None:
-        super().__init__(_Ops(), "p", DrainOptions(), 1.0, lambda h, w: None)  # type: ignore[arg-type]
-        self.scripts: list[_Script] = []
-
-    def _restart(self, job: HostJob) -> _Script:  # type: ignore[override]
-        self.scripts.append(_Script())
-        return self.scripts[-1]
-
-    def _steps(self, job: HostJob) -> list:  # type: ignore[type-arg, override]
-        return []
-
-    def _host(self, job: HostJob, ahead=None) -> HostOutcome:  # type: ignore[no-untyped-def, override]
-        return HostOutcome(job.label, "applied")
-
-
-class _Writer:
-    round_trips = 0
-
-
-def restarting(*names: str) -> list[HostJob]:
-    return [HostJob(n, n, _Writer(), "runit", "svc", restart=True)  # type: ignore[arg-type]
-            for n in names]
+def scripts(rollout: FakeRollout) -> list[FakeRestart]:
+    """Every restart script the rollout made, in the order of its hosts' names."""
+    return [r for host in sorted(rollout.restarts) for r in rollout.restarts[host]]
 
 
 def test_hosts_next_in_line_are_preloaded_once_and_never_after_they_began() -> None:
-    rollout = Preloading()
+    rollout = FakeRollout()
     w1, w2 = restarting("w1", "w2")
     rollout._upcoming = [w1, w2]
     rollout._preload()
     rollout._preload()  # a second host in flight reaching its evictions
-    assert len(rollout.scripts) == 2
-    rollout.run_host(w1)  # takes its preloaded script
+    assert len(scripts(rollout)) == 2
+    # Takes its preloaded script; its drain, waiting for pods, preloads the next ones.
+    assert rollout.run_host(w1).status == "applied"
     # The window begins a host before it moves its list of the next ones: a host in
     # flight reaching its evictions meanwhile must not send w1 a second script.
     rollout._preload()
-    assert len(rollout.scripts) == 2
+    assert len(scripts(rollout)) == 2
     rollout._drop_preloaded()  # w2 never began: its script is cancelled
-    assert [s.cancelled for s in rollout.scripts] == [False, True]
+    assert [s.cancelled for s in scripts(rollout)] == [False, True]
 
 
-def warmed(rollout: Preloading) -> list[int]:
+def warmed(rollout: FakeRollout) -> list[int]:
     for thread in threading.enumerate():
         if thread.name == "cargoship-warm":
             thread.join(5)
@@ -174,7 +130,7 @@ def warmed(rollout: Preloading) -> list[int]:
 def test_api_connections_are_opened_ahead_for_a_wave_larger_than_any_before() -> None:
     """Two connections per host next in line (its requests, its watch), opened while the
     hosts before it roll; only when the wave is larger than any before it."""
-    rollout = Preloading()
+    rollout = FakeRollout()
     ctl2, *wave = restarting("ctl-2", *(f"w{i}" for i in range(1, 9)))
     rollout._upcoming = [ctl2]
     rollout._preload()

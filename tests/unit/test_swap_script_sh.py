@@ -27,6 +27,7 @@ from executor.swap_script import (
     Event,
     OutputReader,
     Probed,
+    ServiceError,
     Staged,
     StepDone,
     Stopped,
@@ -44,33 +45,37 @@ QUICK = Timing(stop_tick=0.01, stop_fast_for=0.03, stop_slow_tick=0.01, start_ti
                run_tick=0.01, alive_every=0.05, nudge_after=0.05, clock_every=0.01,
                look_every=0.01, min_watch=0)
 
-# One stub for the three init systems, named by what it is run as.
+# One stub for the three init systems, named by what it is run as. A start runs in the
+# background (no-block, detached) while the script's probes run the stub too, so every
+# file a probe reads is replaced whole (written aside, then renamed), never seen half
+# written: a probe that read an empty `now` saw the service in no state at all.
 STUB = r"""#!/bin/sh
 d=@DIR@
 name=${0##*/}
 echo "$name $*" >> "$d/calls"
+put() { cat > "$1.$$" && mv "$1.$$" "$1"; }  # `put FILE < content`: replaced whole
 pop() {  # the first state answers; the next query gets the next one (the last stays)
   take
   if [ "$(wc -l < "$d/states")" -gt 1 ]; then
-    tail -n +2 "$d/states" > "$d/states.t"; mv "$d/states.t" "$d/states"
+    tail -n +2 "$d/states" | put "$d/states"
   fi
 }
 take() {
-  head -n 1 "$d/states" > "$d/now"
+  head -n 1 "$d/states" | put "$d/now"
   # runsv's own files, as the script's quick looks read them
   read -r w rest < "$d/now" || true
   if [ -d "@SERVICES@/@SVC@/supervise" ]; then
-    echo "${w%:}" > "@SERVICES@/@SVC@/supervise/stat"
+    echo "${w%:}" | put "@SERVICES@/@SVC@/supervise/stat"
     case "$rest" in *"(pid "*) p=${rest#*(pid }; echo "${p%%)*}";; *) echo;; esac \
-      > "@SERVICES@/@SVC@/supervise/pid"
+      | put "@SERVICES@/@SVC@/supervise/pid"
   fi
 }
 on() {  # a stop or a start: the states from here on, as the test set them
   if [ "$1" = start ]; then
     c=$(( $(cat "$d/starts" 2>/dev/null || echo 0) + 1 )); echo "$c" > "$d/starts"
-    if [ -f "$d/on-start-$c" ]; then cp "$d/on-start-$c" "$d/states"; take; return; fi
+    if [ -f "$d/on-start-$c" ]; then put "$d/states" < "$d/on-start-$c"; take; return; fi
   fi
-  if [ -f "$d/on-$1" ]; then cp "$d/on-$1" "$d/states"; take; fi
+  if [ -f "$d/on-$1" ]; then put "$d/states" < "$d/on-$1"; take; fi
 }
 case "$name ${1-}" in
   "systemctl cat") exit 0;;
@@ -342,3 +347,9 @@ def test_an_input_that_ends_after_go_stops_nothing(tmp_path: Path) -> None:
     done = run(host, go=go_line("00ab12"), lock=lock)
     assert done.code == GONE and host.asked("stop") == 0
     assert host.target.read_text() == "old: 1\n"
+
+
+def test_an_init_system_the_script_does_not_know_is_refused_before_anything_runs() -> None:
+    with pytest.raises(ServiceError, match="cannot restart rke2-server: unsupported init "
+                                           "system 'upstart'"):
+        SwapScript.of("upstart", "rke2-server", True, [], stop_timeout=1, watch_seconds=1)

@@ -1,0 +1,119 @@
+"""The rollout's decisions on what a host did (executor/rollout.py), over the shared fakes
+(tests/unit/fakes.py): what is rolled back, what is uncordoned, what is never started.
+The lab shows each end to end (tests/reliability/test_fault_engine.py,
+test_uncordon_only_ours.py, test_fault_ssh.py); these pin the rules in milliseconds."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from executor.apply import ApplyRefused, apply
+from planner.config import load_config
+from planner.plan.desired import to_desired
+from tests.unit.fakes import FakeNodeOps, FakeRollout, FakeSessions, restarting
+from tests.unit.test_plan_codec import sample_plan
+
+
+def test_a_host_that_does_not_come_back_is_rolled_back_and_nothing_after_it_starts() -> None:
+    rollout = FakeRollout({"w1": "not back"})
+    out = rollout.run([], restarting("w1", "w2"), 1)
+    assert [(o.host, o.status) for o in out] == [("w1", "rolled back"), ("w2", "not started")]
+    assert "previous files restored and the engine is running again" in out[0].detail
+    assert out[0].restarts == 2  # the change's start and the rollback's
+    [change, rollback] = rollout.restarts["w1"]
+    assert not change.rollback and change.prepared
+    assert rollback.rollback and len(rollback.ran) == 1 and len(rollback.ran[0]) == 1
+    assert rollout.ops.uncordoned() == ["w1"]  # type: ignore[union-attr]
+    assert ("cordon", "w2") not in rollout.ops.calls  # type: ignore[union-attr]
+
+
+def test_a_script_that_stopped_nothing_is_not_rolled_back() -> None:
+    rollout = FakeRollout({"w1": "refused"})
+    [out] = rollout.run([], restarting("w1"), 1)
+    assert out.status == "failed" and out.detail.endswith("nothing was changed")
+    assert out.restarts == 0 and len(rollout.restarts["w1"]) == 1  # no rollback restart
+    assert rollout.ops.uncordoned() == ["w1"]  # type: ignore[union-attr]
+
+
+def test_a_failed_rollback_says_what_is_left_and_keeps_the_node_cordoned() -> None:
+    rollout = FakeRollout({"c1": "rollback fails"})
+    out = rollout.run(restarting("c1", "c2", controller=True), restarting("w1"), 1)
+    assert [o.status for o in out] == ["failed", "not started", "not started"]
+    assert "ROLLBACK FAILED" in out[0].detail
+    assert "backups of the previous files are in" in out[0].detail
+    assert "the engine was stopped by cargoship and may still be stopped" in out[0].detail
+    assert out[0].detail.endswith("the node is left cordoned")
+    assert rollout.ops.uncordoned() == []  # type: ignore[union-attr]
+
+
+def test_a_node_the_operator_cordoned_is_never_uncordoned() -> None:
+    ops = FakeNodeOps(operator_cordoned={"w1", "w2"})
+    rollout = FakeRollout({"w2": "not back"}, ops)
+    out = rollout.run([], restarting("w1", "w2"), 2)
+    assert [o.status for o in out] == ["applied", "rolled back"]
+    assert ops.uncordoned() == []
+
+
+def test_a_failed_drain_changes_nothing_and_cancels_the_script_sent_ahead() -> None:
+    ops = FakeNodeOps(drain_fails={"w1"})
+    rollout = FakeRollout(ops=ops)
+    out = rollout.run([], restarting("w1", "w2"), 1)
+    assert [o.status for o in out] == ["failed", "not started"]
+    assert "could not be evicted" in out[0].detail and "nothing was changed" in out[0].detail
+    [script] = rollout.restarts["w1"]
+    assert script.prepared and script.cancelled and not script.ran
+    assert ops.uncordoned() == ["w1"]
+
+
+def test_an_uncordon_that_fails_after_the_host_came_back_never_rolls_it_back() -> None:
+    ops = FakeNodeOps(uncordon_fails={"w1"})
+    rollout = FakeRollout(ops=ops)
+    [out] = rollout.run([], restarting("w1"), 1)
+    assert out.status == "failed" and "the change is applied and the host is back" in \
+        out.detail and "no rollback" in out.detail
+    assert len(rollout.restarts["w1"]) == 1 and out.restarts == 1
+
+
+CONFIG = """\
+apiVersion: cargoship/v1
+kind: Cluster
+metadata: {name: prod-eu}
+spec:
+  engine: {distro: rke2, version: v1.30.4+rke2r1}
+  hosts:
+    - role: controller
+      hostname: ctl-1
+      ssh: {address: 10.0.0.1}
+  engineConfig: {registries: {mirrors: {}}}
+"""
+
+
+def _apply_with(sessions: FakeSessions, tmp_path: Path) -> str:
+    """Apply the sample plan, its desired state that of a one-controller config, through
+    `sessions`; the reason it was refused."""
+    (tmp_path / "cluster.yaml").write_text(CONFIG)
+    plan = sample_plan()
+    config = load_config(tmp_path / "cluster.yaml")
+    plan = dataclasses.replace(plan, desired=to_desired(config, bytes.fromhex(plan.salt)))
+    with pytest.raises(ApplyRefused) as refused:
+        apply(plan, tmp_path / "plan.json", lock_timeout=0, progress=lambda h, w: None,
+              sessions=sessions)
+    return str(refused.value)
+
+
+def test_apply_refuses_before_any_command_when_a_host_cannot_be_reached(tmp_path: Path) -> None:
+    sessions = FakeSessions(down={"ctl-1"})
+    why = _apply_with(sessions, tmp_path)
+    assert why.startswith("cannot reach every host of the plan: ctl-1: cannot connect")
+    assert sessions.opened == []
+
+
+def test_apply_holds_each_host_to_the_key_the_plan_was_made_against(tmp_path: Path) -> None:
+    sessions = FakeSessions(keys={"ctl-1": "SHA256:another"})
+    why = _apply_with(sessions, tmp_path)
+    assert "host key is SHA256:another, the plan was made against SHA256:AAAA" in why
+    [session] = sessions.opened
+    assert session.closed and session.commands == []  # refused before a single command
