@@ -23,7 +23,8 @@ def _facts(ctx: PlanContext, host: HostState) -> list[Fact[Any]]:
     layout = LAYOUTS[ctx.config.engine.distro]
     # The service's state for whichever init system the host runs ("auto"): the same
     # read whether or not Detect host operating systems has found it yet.
-    return [engine_fact(layout, host.config.role, "auto"), engine_config_fact(layout)]
+    return [engine_fact(layout, host.config.role, "auto"),
+            engine_config_fact(layout, host.config.role)]
 
 
 class GatherDistroFacts(Phase):
@@ -55,7 +56,11 @@ class GatherDistroFacts(Phase):
                                                 "Kubernetes node name (RFC 1123 subdomain)")
                 continue
             host.node_name = name
-            ctx.found(self.title, host, f"{verdict}, node {host.node_name}")
+            # Where the engine's settings come from when not from the defaults: said, so
+            # a reader can check the plan reads what the engine reads.
+            moved = settings.moved(LAYOUTS[engine.distro])
+            ctx.found(self.title, host, f"{verdict}, node {host.node_name}"
+                      + "".join(f"; {m}" for m in moved))
         _unique_nodes(self.title, ctx)
 
 

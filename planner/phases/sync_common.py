@@ -12,8 +12,18 @@ from typing import Any, ClassVar
 
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import FileChange, compare, deletion, file_digest
-from ..desired.engine_files import OWNED_PREFIX, DesiredFile, desired_files, is_owned, owned_paths
-from ..desired.engine_merge import overridden
+from ..desired.engine_files import (
+    OWNED_PREFIX,
+    PLACEMENT_READ,
+    DesiredFile,
+    Placement,
+    default_placement,
+    desired_files,
+    is_owned,
+    owned_paths,
+    placement_of,
+)
+from ..desired.engine_merge import RKE2_KEYS, apiserver_overrides, overridden
 from ..facts.applied import APPLIED
 from ..facts.applied import TARGET as APPLIED_TARGET
 from ..facts.distro import LAYOUTS
@@ -45,7 +55,7 @@ class SyncRolePhase(Phase):
     def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
         if host.config.role != self.role:
             return []
-        return [(fact, True) for fact in _facts(ctx, self.role)]
+        return [(fact, True) for fact in _facts(ctx, self.role, _placement(ctx, host))]
 
     def may_write(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         if host.config.role != self.role:
@@ -60,19 +70,28 @@ class SyncRolePhase(Phase):
 
 def sync_reads(ctx: PlanContext, host: HostState) -> frozenset[str]:
     layout = LAYOUTS[ctx.config.engine.distro]
-    paths = {f.path for f in desired_files(ctx.config, host.config.role)}
-    return frozenset({f"file:{p}" for p in paths} | {f"dir:{d}" for d in owned_paths(layout)})
+    where = _placement(ctx, host)
+    paths = {f.path for f in desired_files(ctx.config, host.config.role, where)}
+    return frozenset({f"file:{p}" for p in paths}
+                     | {f"dir:{d}" for d in owned_paths(layout, where)})
 
 
-def _facts(ctx: PlanContext, role: str) -> list[Fact[Any]]:
+def _placement(ctx: PlanContext, host: HostState) -> Placement:
+    """Where this host's engine reads cargoship's files (its config, once read)."""
+    return placement_of(host.engine_settings, LAYOUTS[ctx.config.engine.distro])
+
+
+def _facts(ctx: PlanContext, role: str, where: Placement) -> list[Fact[Any]]:
     """What assessing a host of this role reads, as root: its target files and owned
     directories, an interrupted run's marker, its apply records (and on controllers, the
-    manifests another HelmChartConfig could be in)."""
+    manifests another HelmChartConfig could be in). Prefetched at the default places; a
+    host whose engine moved them is read again, there."""
     layout = LAYOUTS[ctx.config.engine.distro]
-    paths = [f.path for f in desired_files(ctx.config, role)]
-    facts: list[Fact[Any]] = [files_fact(paths, owned_paths(layout)), INTERRUPTED, APPLIED]
+    paths = [f.path for f in desired_files(ctx.config, role, where)]
+    facts: list[Fact[Any]] = [files_fact(paths, owned_paths(layout, where)), INTERRUPTED,
+                              APPLIED]
     if role == "controller":
-        facts.append(foreign_charts_fact(layout.manifests_dir, OWNED_PREFIX))
+        facts.append(foreign_charts_fact(where.locations.manifests_dir, OWNED_PREFIX))
     return facts
 
 
@@ -80,15 +99,19 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
                 hosts: Sequence[HostState]) -> set[Resource]:
     ours = [h for h in hosts if h.config.role == role]
     layout = LAYOUTS[ctx.config.engine.distro]
-    wanted = desired_files(ctx.config, role)
-    dirs = owned_paths(layout)
     writes: set[Resource] = set()
-    facts = _facts(ctx, role)
     gathered = {h.config.index: v for h, v in
-                ctx.gather(phase, lambda _: facts, as_root=True, hosts=ours)}
+                ctx.gather(phase, lambda h: _facts(ctx, role, _placement(ctx, h)),
+                           as_root=True, hosts=ours)}
     for host in ours:
         if host.config.index not in gathered:
             continue  # failed to read: the host has a problem recorded already
+        where = _placement(ctx, host)
+        if where != default_placement(layout):
+            # What the executor writes where: a host that moves them since is drifted.
+            ctx.record_read(host, PLACEMENT_READ, where.encode())
+        wanted = desired_files(ctx.config, role, where)
+        dirs = owned_paths(layout, where)
         (live, listings), interrupted, applied, *foreign = gathered[host.config.index]
         # Not a change: the order apply judges the plan by (no replay of a superseded plan).
         ctx.record_read(host, APPLIED_TARGET, applied.without(ctx.applying).fingerprint)
@@ -113,7 +136,8 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
         for change in changes:
             # Chart values are reconciled by the engine; anything else is read at start.
             own = change.path in needs_restart or (
-                change.action == "delete" and not change.path.startswith(layout.manifests_dir))
+                change.action == "delete"
+                and not change.path.startswith(where.locations.manifests_dir))
             restart |= own
             ctx.change(PlannedChange(phase, host.config.index, _action(change.action, own),
                                      change.path, change.before, change.after, change.diff,
@@ -156,9 +180,14 @@ def _engine_semantics(ctx: PlanContext, phase: str, host: HostState,
                     f"other; remove that one, or leave {name} out of engineConfig.charts"))
                 continue
         if desired.kind == "config-dropin" and host.engine_settings is not None:
-            for message in overridden(list(host.engine_settings.layers), desired.path,
-                                      desired.data):
-                ctx.warn(phase, host, message)
+            # Overrides are problems: the plan would promise a policy the engine ignores.
+            distro = ctx.config.engine.distro
+            skip = frozenset(RKE2_KEYS) if distro == "rke2" else frozenset()
+            for message in [*overridden(list(host.engine_settings.layers), desired.path,
+                                        desired.data, skip),
+                            *apiserver_overrides(host.engine_settings, distro, desired.path,
+                                                 desired.data)]:
+                ctx.problem(phase, host, message)
         kept.append(desired)
     if foreign is not None:
         for path in foreign.unreadable:
