@@ -118,7 +118,7 @@ def test_relocated_config_data_dir_registries_and_env_node_name(lab_factory,
     assert "node-name Edge-Seven (from /etc/systemd/system/k3s-agent.service.env:1 " \
            "(K3S_NODE_NAME))" in said
     assert "data-dir /var/lib/k3s-alt (from /etc/service/k3s/run)" in said
-    planned, applied = plan_and_apply(lab, tmp_path)
+    _, applied = plan_and_apply(lab, tmp_path)
     assert "drained node edge-seven" in applied
     state = engine_state(lab, "wrk-1", "k3s")
     assert state["registries"] == "/etc/k3s-alt/reg.yaml" and state["node"] == "edge-seven"

@@ -174,4 +174,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "for c in found if c.flagged]", "for c in found if False]",
         (U + "test_render_apply_choices.py",),
         "a reviewer would not see a drain with --force or a concurrency of 50", unit=True),
+    Mutation(
+        "engine config: another audit policy or admission config for the API server is a "
+        "problem", "planner/desired/engine_merge.py", "apiserver_overrides",
+        "if flag in ours and value != ours[flag]:", "if False:",
+        (U + "test_engine_semantics.py",
+         E + "test_engine_sources.py::test_a_yml_dropin_setting_another_audit_policy_is_a_"
+             "problem_with_its_line"),
+        "the plan would promise cargoship's audit policy while the API server ran another",
+        unit=True),
 )
