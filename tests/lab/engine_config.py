@@ -285,12 +285,18 @@ def check_apiserver_files(files: dict[str, str]) -> None:
         if policy.get("kind") != "Policy":
             raise ConfigError(f"loading audit policy file: {path}: expected kind Policy, "
                               f"got {policy.get('kind')!r}")
+        # kubernetes apiserver/pkg/apis/audit/validation/validation.go, validatePolicyRule.
         for i, rule in enumerate(_as_list(policy.get("rules"))):
             level = rule.get("level") if isinstance(rule, dict) else None
             if level not in AUDIT_LEVELS:
                 raise ConfigError(f"loading audit policy file: {path}: rules[{i}].level: "
                                   f"Unsupported value: {level!r}: supported values: "
                                   + ", ".join(f'"{v}"' for v in AUDIT_LEVELS))
+            urls = rule.get("nonResourceURLs") or []
+            if urls and (rule.get("resources") or rule.get("namespaces")):
+                raise ConfigError(f"loading audit policy file: {path}: rules[{i}]."
+                                  f"nonResourceURLs: Invalid value: {urls!r}: rules cannot "
+                                  "apply to both regular resources and non-resource URLs")
     if "admission" in files:
         path = Path(files["admission"])
         admission = load_mapping(path)
