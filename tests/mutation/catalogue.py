@@ -183,4 +183,11 @@ MUTATIONS: tuple[Mutation, ...] = (
              "problem_with_its_line"),
         "the plan would promise cargoship's audit policy while the API server ran another",
         unit=True),
+    Mutation(
+        "labels: only a label cargoship set is ever removed from a node",
+        "planner/phases/label_nodes.py", "LabelNodes.assess",
+        "(ours | owned_by[name]) & {k for k in nodes[name]",
+        "{k for k in nodes[name]",
+        (E + "test_labels_removed.py",),
+        "a node-role label the user or the engine set would be planned away"),
 )
