@@ -40,7 +40,9 @@ from ..plan.actions import (
     WRITE_FILE,
     WRITE_FILE_IN_PLACE,
 )
+from .admin_access import admin_prefetch
 from .base import Phase, Resource
+from .drain_forecast import forecast
 
 
 class SyncRolePhase(Phase):
@@ -55,7 +57,9 @@ class SyncRolePhase(Phase):
     def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
         if host.config.role != self.role:
             return []
-        return [(fact, True) for fact in _facts(ctx, self.role, _placement(ctx, host))]
+        # Controllers' admin kubeconfigs too: what a drain would meet is asked of the API.
+        return [(fact, True) for fact in _facts(ctx, self.role, _placement(ctx, host))] \
+            + admin_prefetch(ctx, host)
 
     def may_write(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         if host.config.role != self.role:
@@ -100,6 +104,7 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
     ours = [h for h in hosts if h.config.role == role]
     layout = LAYOUTS[ctx.config.engine.distro]
     writes: set[Resource] = set()
+    draining: list[tuple[HostState, str]] = []
     gathered = {h.config.index: v for h, v in
                 ctx.gather(phase, lambda h: _facts(ctx, role, _placement(ctx, h)),
                            as_root=True, hosts=ours)}
@@ -133,12 +138,15 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
                                 keep={f.path for f in wanted})
         needs_restart = {f.path for f in wanted if f.restart}
         restart = False
+        read_at_start: list[str] = []  # why the host would be drained, for the plan to say
         for change in changes:
             # Chart values are reconciled by the engine; anything else is read at start.
             own = change.path in needs_restart or (
                 change.action == "delete"
                 and not change.path.startswith(where.locations.manifests_dir))
             restart |= own
+            if own:
+                read_at_start.append(change.path)
             ctx.change(PlannedChange(phase, host.config.index, _action(change.action, own),
                                      change.path, change.before, change.after, change.diff,
                                      key_changes=change.keys))
@@ -154,10 +162,18 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
                 "would drain, restart the engine and uncordon"))
             writes.add((host.config.index, f"file:{MARKER}"))
             restart = True
+        if restart or restoring:
+            why = [f"the engine restarts to read {', '.join(read_at_start)}"] \
+                if read_at_start else []
+            why += ["the files from before a failed apply are restored"] if restoring else []
+            why += ["an interrupted apply is finished"] \
+                if interrupted is not None and not restoring else []
+            draining.append((host, "; ".join(why)))
         if restart:
             # Draining cordons the node; restarting rewrites the engine's admin kubeconfig.
             writes |= {(host.config.index, "node"),
                        (host.config.index, f"file:{admin_kubeconfig_path(layout.distro)}")}
+    forecast(ctx, phase, draining)
     return writes
 
 

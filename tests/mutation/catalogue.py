@@ -190,4 +190,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "{k for k in nodes[name]",
         (E + "test_labels_removed.py",),
         "a node-role label the user or the engine set would be planned away"),
+    Mutation(
+        "drain forecast: a pod the drain would refuse is a plan problem",
+        "planner/phases/drain_forecast.py", "forecast",
+        'if action == "refuse":', "if False:",
+        (E + "test_drain_forecast.py",),
+        "a plan would be approved that apply can only fail at its first drain"),
 )
