@@ -7,6 +7,7 @@ a restart is drained and restarted; chart values alone are written in place.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -27,6 +28,7 @@ from ..desired.engine_merge import RKE2_KEYS, apiserver_overrides, overridden
 from ..facts.applied import APPLIED
 from ..facts.applied import TARGET as APPLIED_TARGET
 from ..facts.distro import LAYOUTS
+from ..facts.engine_config import EngineSettings
 from ..facts.file_reads import LiveFile, files_fact
 from ..facts.interrupted import INTERRUPTED, MARKER, Interrupted
 from ..facts.manifests import DEFAULT_NAMESPACE, ForeignManifests, foreign_charts_fact
@@ -195,6 +197,15 @@ def _engine_semantics(ctx: PlanContext, phase: str, host: HostState,
                     f"{', '.join(others)}: the engine would apply both, each overwriting the "
                     f"other; remove that one, or leave {name} out of engineConfig.charts"))
                 continue
+        if desired.kind == "registries" and host.engine_settings is not None:
+            rancher = _rancher_owned(host.engine_settings)
+            if rancher:
+                ctx.problem(phase, host, (
+                    f"{rancher} is rancher-system-agent's: this cluster is managed by "
+                    "Rancher, whose agent owns the engine's config drop-in and "
+                    f"{desired.path} and rewrites them on every plan it applies; set "
+                    "registries in Rancher's cluster config, not in cargoship's"))
+                continue
         if desired.kind == "config-dropin" and host.engine_settings is not None:
             # Overrides are problems: the plan would promise a policy the engine ignores.
             distro = ctx.config.engine.distro
@@ -211,6 +222,13 @@ def _engine_semantics(ctx: PlanContext, phase: str, host: HostState,
                                   "YAML: cargoship cannot tell whether it defines a chart "
                                   "config it writes too")
     return kept
+
+
+def _rancher_owned(settings: EngineSettings) -> str | None:
+    """The drop-in rancher-system-agent writes on the nodes of a Rancher-provisioned
+    cluster (rancher/rancher pkg/capr/planner: config.yaml.d/50-rancher.yaml), if read."""
+    return next((path for path, _ in settings.layers
+                 if posixpath.basename(path) == "50-rancher.yaml"), None)
 
 
 def _plan_restore(ctx: PlanContext, phase: str, host: HostState,
