@@ -207,6 +207,28 @@ def test_config_sources_as_the_engines_find_them(lab_factory) -> None:
     assert state()["node"] == "flagged"
 
 
+def test_the_deploy_controller_applies_and_prunes_as_k3s_does(lab_factory) -> None:
+    """k3s pkg/deploy/controller.go: manifests in subdirectories too; an emptied manifest
+    prunes what it applied; a deleted one leaves its objects in place."""
+    lab = lab_factory([HostSpec("ctl-1", "controller")], timing=TIMING)
+    manifests = "/var/lib/rancher/rke2/server/manifests"
+    configs = "/apis/helm.cattle.io/v1/namespaces/kube-system/helmchartconfigs"
+
+    def names() -> set[str]:
+        return {i["metadata"]["name"] for i in lab.api("GET", configs)["items"]}
+
+    lab.exec("ctl-1", f"mkdir -p {manifests}/extra && printf 'apiVersion: helm.cattle.io/v1\n"
+                      "kind: HelmChartConfig\nmetadata: {name: one, namespace: kube-system}\n"
+                      "spec: {valuesContent: \"a: 1\"}\n' > " + f"{manifests}/extra/one.yaml"
+                      " && printf 'apiVersion: helm.cattle.io/v1\nkind: HelmChartConfig\n"
+                      "metadata: {name: two}\nspec: {valuesContent: \"b: 2\"}\n' > "
+                      f"{manifests}/two.yml")
+    poll(lambda: names() == {"one", "two"})
+    lab.exec("ctl-1", f"printf '# emptied\n' > {manifests}/extra/one.yaml && "
+                      f"rm {manifests}/two.yml")
+    poll(lambda: names() == {"two"})  # pruned; the deleted file's object stays
+
+
 def test_lab_up_takes_the_timing_flags(tmp_path: Path) -> None:
     import os
 

@@ -161,6 +161,12 @@ class Engine:
             threading.Thread(target=self._heartbeats, args=(float(timing.get(
                 "heartbeat", HEARTBEAT)),), daemon=True).start()
         if cluster is not None and self.role == "controller":
+            # The deploy controller, on its data dir's manifests (deploy.py).
+            import deploy
+
+            controller = deploy.DeployController(cluster["api"], cluster["token"],
+                                                 self.data_dir / "server" / "manifests")
+            threading.Thread(target=controller.run, args=(self.stop,), daemon=True).start()
             # write-kubeconfig's default: /etc/rancher/<distro>/<distro>.yaml, wherever the
             # config file is.
             write_admin_kubeconfig(Path(f"/etc/rancher/{self.distro}/{self.distro}.yaml"),

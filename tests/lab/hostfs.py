@@ -25,7 +25,7 @@ ENGINE_SOURCE = HERE / "engine.py"
 # engine is a module behind a two-line script, so that Python caches its bytecode: a script
 # is compiled anew at every start.
 HOST_PROGRAMS = {"lab_engine.py": "engine.py", "engine_node.py": "engine_node.py",
-                 "engine_config.py": "engine_config.py"}
+                 "engine_config.py": "engine_config.py", "deploy.py": "deploy.py"}
 ENGINE_SCRIPT = "import lab_engine\n\nlab_engine.entry()\n"
 API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py", "kubeapi_watch.py",
                 "kubeapi_views.py", "kubeapi_hostile.py", "kubeapi_hostile_serve.py")
