@@ -7,6 +7,7 @@ Pod Security config and the config drop-in that points at them on controllers; c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -19,6 +20,13 @@ from ..facts.distro import LAYOUTS, DistroLayout
 from ..facts.engine_config import EngineSettings, Locations, default_locations
 
 OWNED_PREFIX = "cargoship-"  # files cargoship may delete when no longer desired
+# A chart taken out of engineConfig.charts: its manifest is first emptied, not deleted. The
+# deploy controller (k3s pkg/deploy/controller.go) prunes what an emptied manifest applied
+# but leaves the objects of a deleted one in force; the empty file goes once it has pruned.
+CHART_REMOVAL = "chart-removal"
+CHART_REMOVED = ("# cargoship no longer manages this chart's values: emptied so that the "
+                 "deploy controller\n# prunes its HelmChartConfig; cargoship deletes this "
+                 "file once it has.\n")
 DROPIN_NAME = "50-cargoship.yaml"
 # A plan's read of where a host's engine keeps what cargoship writes, when not the default:
 # the executor writes there, and a plan whose host moved them since is drifted.
@@ -80,6 +88,8 @@ class DesiredFile:
     def _rendered(self) -> str:
         # Once per file, not once or twice per host: every host of a role shares it, and
         # the YAML dump was a large part of a plan's own CPU per host.
+        if self.kind == CHART_REMOVAL:
+            return CHART_REMOVED
         return dump_yaml(_reveal(self.data), sort_keys=True)
 
 
@@ -181,3 +191,28 @@ def _reveal(value: Any) -> Any:
     if isinstance(value, list):
         return [_reveal(v) for v in value]
     return value
+
+
+def chart_name(path: str, where: Placement) -> str | None:
+    """The chart a cargoship manifest at `path` holds values for (None: not one)."""
+    directory, _, name = path.rpartition("/")
+    if directory != where.locations.manifests_dir or not name.startswith(OWNED_PREFIX) \
+            or not name.endswith(".yaml"):
+        return None
+    return name[len(OWNED_PREFIX):-len(".yaml")]
+
+
+def chart_removal(path: str) -> DesiredFile:
+    """The emptied manifest of a chart no longer in engineConfig.charts."""
+    return DesiredFile(path, CHART_REMOVAL, None, 0o600, restart=False)
+
+
+def wanted_files(config: ClusterConfig, role: str, where: Placement,
+                 targets: Sequence[str]) -> dict[str, DesiredFile]:
+    """By path: the desired files, and the emptied manifest of each target that is a
+    cargoship chart manifest no longer desired (what a plan's in-place writes may hold)."""
+    wanted = {f.path: f for f in desired_files(config, role, where)}
+    for target in targets:
+        if target not in wanted and chart_name(target, where) is not None:
+            wanted[target] = chart_removal(target)
+    return wanted

@@ -33,7 +33,7 @@ def forecast(ctx: PlanContext, phase: str, draining: Sequence[tuple[HostState, s
     if not draining:
         return
     controller = first_controller(ctx)
-    admin = _admin(ctx, phase, controller) if controller is not None else None
+    admin = admin_quietly(ctx, phase, controller) if controller is not None else None
     if admin is None:
         for host, why in draining:
             ctx.found(phase, host, f"would drain node {host.node} ({why}); what the drain "
@@ -80,7 +80,7 @@ def forecast(ctx: PlanContext, phase: str, draining: Sequence[tuple[HostState, s
                 + f", up to options.drain.timeoutSeconds ({options.drain_timeout} s)"))
 
 
-def _admin(ctx: PlanContext, phase: str, host: HostState) -> dict[str, Any] | None:
+def admin_quietly(ctx: PlanContext, phase: str, host: HostState) -> dict[str, Any] | None:
     """The admin kubeconfig (prefetched with the controllers' files), or None without a
     word: a cluster not up yet has none, and that is no problem of the drain's."""
     path = admin_kubeconfig_path(ctx.config.engine.distro)

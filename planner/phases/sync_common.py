@@ -18,6 +18,7 @@ from ..desired.engine_files import (
     PLACEMENT_READ,
     DesiredFile,
     Placement,
+    chart_name,
     default_placement,
     desired_files,
     is_owned,
@@ -44,6 +45,7 @@ from ..plan.actions import (
 )
 from .admin_access import admin_prefetch
 from .base import Phase, Resource
+from .chart_removal import removals
 from .drain_forecast import forecast
 
 
@@ -136,8 +138,10 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
             assert interrupted is not None
             writes |= _plan_restore(ctx, phase, host, interrupted)
         # A chart left out for a conflict is not "no longer desired": never deleted here.
-        changes = _file_changes(ctx, host, mine, live, listings, dirs,
-                                keep={f.path for f in wanted})
+        changes, stale = _file_changes(ctx, host, mine, live, listings, dirs,
+                                       keep={f.path for f in wanted}, where=where)
+        # A chart no longer desired: its manifest emptied first, deleted once pruned.
+        changes += removals(ctx, phase, host, where, stale)
         needs_restart = {f.path for f in wanted if f.restart}
         restart = False
         read_at_start: list[str] = []  # why the host would be drained, for the plan to say
@@ -259,8 +263,12 @@ def _action(kind: str, restart: bool) -> str:
 
 def _file_changes(ctx: PlanContext, host: HostState, wanted: list[DesiredFile],
                   live: dict[str, LiveFile], listings: dict[str, list[str]],
-                  dirs: Sequence[str], keep: set[str]) -> list[FileChange]:
+                  dirs: Sequence[str], keep: set[str],
+                  where: Placement) -> tuple[list[FileChange], list[str]]:
+    """The changes of the desired and no longer desired files, and the chart manifests no
+    longer desired (their content is read before deciding: chart_removal.py)."""
     changes: list[FileChange] = []
+    stale: list[str] = []
     for desired in wanted:
         current = live[desired.path]
         ctx.record_read(host, desired.path, file_digest(current.content, ctx.salt)
@@ -272,6 +280,9 @@ def _file_changes(ctx: PlanContext, host: HostState, wanted: list[DesiredFile],
         for name in listings.get(directory, []):
             path = f"{directory}/{name}"
             if is_owned(name) and path not in keep:
+                if chart_name(path, where) is not None:
+                    stale.append(path)
+                    continue
                 ctx.record_read(host, path, "present")
                 changes.append(deletion(path))
-    return changes
+    return changes, stale

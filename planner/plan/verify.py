@@ -23,7 +23,7 @@ from ..desired.engine_files import (
     DesiredFile,
     Placement,
     default_placement,
-    desired_files,
+    wanted_files,
 )
 from ..desired.keys import leaves
 from ..facts.distro import LAYOUTS
@@ -47,8 +47,10 @@ def problems(plan: Plan) -> Iterator[str]:
     layout = LAYOUTS[config.engine.distro]
     # A host's role, and where its engine reads cargoship's files (the plan's read of it).
     roles = {h.ref.key: (h.role, h.reads.get(PLACEMENT_READ)) for h in plan.hosts}
-    by_role = {(role, at): {f.path: f for f in desired_files(
-                   config, role, Placement.decode(at) if at else default_placement(layout))}
+    targets = [c.target for c in plan.changes if c.action == WRITE_FILE_IN_PLACE]
+    by_role = {(role, at): wanted_files(
+                   config, role, Placement.decode(at) if at else default_placement(layout),
+                   targets)
                for role, at in set(roles.values())}
     for change in plan.changes:
         where = f"change of {change.target} on {change.host or 'local'}"

@@ -196,4 +196,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         'if action == "refuse":', "if False:",
         (E + "test_drain_forecast.py",),
         "a plan would be approved that apply can only fail at its first drain"),
+    Mutation(
+        "chart removal: a removed chart's manifest is emptied, never deleted while applied",
+        "planner/phases/sync_common.py", "_file_changes",
+        "if chart_name(path, where) is not None:", "if False:",
+        (E + "test_chart_removal.py",),
+        "a chart taken out of cluster.yaml would keep its values in force under No changes"),
 )
