@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tests.e2e.cli import cargoship, edit_config
 from tests.lab import HostSpec
+from tests.lab.stock import stock_pods
 
 REGISTRIES = "/etc/rancher/rke2/registries.yaml"
 
@@ -33,7 +34,9 @@ def test_the_plan_says_what_each_drain_would_meet(lab_factory, tmp_path: Path) -
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
                        HostSpec("wrk-2", "worker"), HostSpec("wrk-3", "worker")])
     base = "/api/v1/namespaces/kube-system/pods"
-    lab.api("POST", base, pod("traefik-5d8", "wrk-1", empty_dir=True))  # as stock traefik
+    for stock in stock_pods("rke2", {"wrk-1": ["rke2-metrics-server"],
+                                     "wrk-3": ["rke2-ingress-nginx-controller"]}):
+        lab.api("POST", base, stock)  # the stock metrics-server's emptyDir
     lab.api("POST", base, pod("bare", "wrk-1", owner=None))
     lab.api("POST", base, pod("dns-7f", "wrk-2", labels={"app": "dns"}))
     lab.api("POST", "/apis/policy/v1/namespaces/kube-system/poddisruptionbudgets", {
@@ -49,8 +52,9 @@ def test_the_plan_says_what_each_drain_would_meet(lab_factory, tmp_path: Path) -
     problems = [(p["host"]["name"], p["text"]) for p in plan["problems"]]
     assert problems == [("wrk-1", "the drain of node wrk-1 would be refused: "
                                   "kube-system/bare (not managed by a controller, needs force), "
-                                  "kube-system/traefik-5d8 (has emptyDir data, needs "
-                                  "delete_emptydir_data); set options.drain.deleteEmptyDirData "
+                                  "kube-system/rke2-metrics-server-wrk-1 (has emptyDir data, "
+                                  "needs delete_emptydir_data); set "
+                                  "options.drain.deleteEmptyDirData "
                                   "(the pods' emptyDir data is lost) or options.drain.force "
                                   "(unmanaged pods are deleted for good), or move those pods "
                                   "first")], problems
