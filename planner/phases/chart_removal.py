@@ -8,14 +8,14 @@ in the plan as what it is."""
 
 from __future__ import annotations
 
-from typing import Any
+import urllib.parse
 
 from ..context import HostState, PlanContext
 from ..desired.compare import FileChange, compare, deletion, file_digest
 from ..desired.engine_files import Placement, chart_name, chart_removal
 from ..facts.file_reads import files_fact
 from ..facts.manifests import DEFAULT_NAMESPACE
-from ..kube import raw_get
+from ..kube_get import ApiGetError, get_json
 from ..safeyaml import safe_load_all
 from .admin_access import first_controller
 from .drain_forecast import admin_quietly
@@ -71,11 +71,9 @@ def _still_applied(ctx: PlanContext, phase: str, chart: str) -> bool | None:
     if admin is None:
         return None
     try:
-        api: Any = ctx.kube_api(admin)
-        response = raw_get(api.api_client, f"/apis/helm.cattle.io/v1/namespaces/"
-                                           f"{DEFAULT_NAMESPACE}/helmchartconfigs/{chart}",
-                           timeout=30)
-        response.release_conn()
-    except Exception as exc:  # noqa: BLE001 - a 404 is the answer; others: cannot ask
-        return False if getattr(exc, "status", None) == 404 else None
+        # The name comes from a file on the host: quoted, it stays one path segment.
+        get_json(admin, f"/apis/helm.cattle.io/v1/namespaces/{DEFAULT_NAMESPACE}/"
+                        f"helmchartconfigs/{urllib.parse.quote(chart, safe='')}")
+    except ApiGetError as exc:  # a 404 is the answer; others: cannot ask
+        return False if exc.status == 404 else None
     return True

@@ -9,7 +9,6 @@ pod but its namespace, name and what decides its fate reaches the plan."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +17,8 @@ from ..context import HostState, PlanContext
 from ..desired.compare import file_digest
 from ..drain_rules import classify, selects
 from ..facts.file_reads import files_fact
-from ..kube import KubeconfigError, admin_kubeconfig_path, parse_admin, raw_get, with_server
+from ..kube import KubeconfigError, admin_kubeconfig_path, parse_admin, with_server
+from ..kube_get import get_json
 from .admin_access import first_controller
 
 # Pods and budgets listed at most this many per page; a cluster with more is listed in
@@ -40,9 +40,8 @@ def forecast(ctx: PlanContext, phase: str, draining: Sequence[tuple[HostState, s
                                    "would meet is unknown: no admin kubeconfig to ask the API")
         return
     try:
-        api = ctx.kube_api(admin)
-        pods = _list(api, "/api/v1/pods")
-        budgets = _list(api, "/apis/policy/v1/poddisruptionbudgets")
+        pods = _list(admin, "/api/v1/pods")
+        budgets = _list(admin, "/apis/policy/v1/poddisruptionbudgets")
     except Exception as exc:  # noqa: BLE001 - API errors, a cut-off answer, a wrong shape
         for host, why in draining:
             ctx.warn(phase, host, f"would drain node {host.node} ({why}); cannot ask the API "
@@ -98,17 +97,13 @@ def admin_quietly(ctx: PlanContext, phase: str, host: HostState) -> dict[str, An
     return with_server(admin, server_for(ctx, host, admin)[0])
 
 
-def _list(api: Any, path: str) -> list[dict[str, Any]]:
+def _list(admin: dict[str, Any], path: str) -> list[dict[str, Any]]:
     """Every item of a list, page by page, as plain JSON."""
     items: list[dict[str, Any]] = []
     token = ""
     for _ in range(MAX_PAGES):
         query = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
-        response = raw_get(api.api_client, path, timeout=30, query=query)
-        try:
-            body = json.loads(response.data)
-        finally:
-            response.release_conn()
+        body = get_json(admin, path, query)
         if not isinstance(body, dict) or not isinstance(body.get("items"), list):
             raise ValueError(f"{path}: not a list")
         items += [i for i in body["items"] if isinstance(i, dict)]
