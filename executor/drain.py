@@ -26,6 +26,7 @@ from typing import Any, Literal
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from planner.drain_rules import classify
 from planner.errors import CargoshipError
 from planner.kube import raw_get
 from planner.kube_bounds import HOLD, AnswerRefused
@@ -36,7 +37,6 @@ from .watch import WatchEvent, pods_watcher
 
 log = logging.getLogger("cargoship.executor")
 
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 # Bounds every single API request, in all (planner/kube_bounds.py): without it a stalled
 # connection blocks forever and no drain or readiness timeout could fire.
 REQUEST_TIMEOUT = 10
@@ -91,36 +91,10 @@ class PodVerdict:
 Obj = dict[str, Any]  # an API object as the JSON the API sent
 
 
-def _controller_kind(meta: Obj) -> str | None:
-    for ref in meta.get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("controller"):
-            return str(ref.get("kind"))
-    return None
-
-
 def classify_pod(pod: Obj, options: DrainOptions) -> PodVerdict:
-    """kubectl drain's filters, in its order: what is skipped never counts as refused."""
-    meta = pod.get("metadata") or {}
-    key, uid = pod_name(pod), pod_uid(pod)
-    phase = (pod.get("status") or {}).get("phase")
-    if phase in ("Succeeded", "Failed"):
-        return PodVerdict(key, uid, "skip", f"already {phase}")
-    if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
-        return PodVerdict(key, uid, "skip", "mirror pod")
-    controller = _controller_kind(meta)
-    if controller == "DaemonSet":
-        return PodVerdict(key, uid, "skip", "DaemonSet-managed")
-    problems = []
-    volumes = (pod.get("spec") or {}).get("volumes") or []
-    # An empty emptyDir is `"emptyDir": {}`: present is what counts.
-    if not options.delete_emptydir_data and any(
-            isinstance(v, dict) and v.get("emptyDir") is not None for v in volumes):
-        problems.append("has emptyDir data, needs delete_emptydir_data")
-    if not options.force and controller is None:
-        problems.append("not managed by a controller, needs force")
-    if problems:
-        return PodVerdict(key, uid, "refuse", "; ".join(problems))
-    return PodVerdict(key, uid, "evict")
+    """kubectl drain's filters (planner/drain_rules.py, which the plan predicts with)."""
+    action, why = classify(pod, options.delete_emptydir_data, options.force)
+    return PodVerdict(pod_name(pod), pod_uid(pod), action, why)
 
 
 def eviction_body(namespace: str, name: str, grace_period: int) -> Obj:

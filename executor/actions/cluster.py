@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from planner.plan.actions import LABEL_NODE, LABEL_PREFIX, MERGE_KUBECONFIG
+from planner.plan.actions import LABEL_NODE, LABEL_PREFIX, MERGE_KUBECONFIG, UNLABEL_NODE
 from planner.plan.model import Change
 
-from ..cluster_steps import label_node, merge_kubeconfig
+from ..cluster_steps import label_node, merge_kubeconfig, owned_labels
 from .base import ApplyEnv, ClusterHandler, Item, ItemResult
 
 
@@ -48,8 +48,17 @@ class LabelNode(ClusterHandler):
             else:  # unassessed: the node is back now; what to set comes from the config
                 node = host.node
                 key = f"{LABEL_PREFIX}{profile}" if profile else ""
+                if api is not None:  # and what it no longer asks for goes
+                    ours = {f"{LABEL_PREFIX}{p}" for p in env.config.profiles}
+                    for stale in sorted(owned_labels(api, node, ours) - {key}):
+                        if label_node(api, node, stale, host.label, host.addresses,
+                                      remove=True):
+                            env.progress(str(item.host),
+                                         f"removed label {stale} from node {node}")
             if api is None or not key:
-                results.append(ItemResult(item, "not done", "no Kubernetes API or profile"))
+                results.append(ItemResult(item, "not done" if api is None else "done",
+                                          "no Kubernetes API" if api is None else
+                                          "no profile: only labels cargoship set removed"))
                 continue
             if label_node(api, node, key, host.label, host.addresses):
                 detail = f"labelled node {node} with {key}=true"
@@ -57,4 +66,30 @@ class LabelNode(ClusterHandler):
                 results.append(ItemResult(item, "done", detail))
             else:
                 results.append(ItemResult(item, "unchanged", f"node {node} already had {key}"))
+        return results
+
+
+class UnlabelNode(ClusterHandler):
+    """Remove a label cargoship set from a node whose host no longer has that profile."""
+
+    action = UNLABEL_NODE
+    needs_api = True
+
+    def run(self, items: Sequence[Item], env: ApplyEnv) -> list[ItemResult]:
+        results = []
+        api = env.api()
+        for item in items:
+            assert item.host is not None and isinstance(item, Change)
+            host = env.host(item.host)
+            if api is None or not item.node or not item.label:
+                results.append(ItemResult(item, "not done", "no Kubernetes API"))
+                continue
+            if label_node(api, item.node, item.label, host.label, host.addresses,
+                          remove=True):
+                detail = f"removed label {item.label} from node {item.node}"
+                env.progress(str(item.host), detail)
+                results.append(ItemResult(item, "done", detail))
+            else:
+                results.append(ItemResult(item, "unchanged",
+                                          f"node {item.node} no longer had {item.label}"))
         return results

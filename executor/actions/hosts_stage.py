@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from planner.api_server import host_address
-from planner.desired.engine_files import desired_files
+from planner.desired.engine_files import placement_of, wanted_files
 from planner.facts.distro import LAYOUTS
 from planner.facts.etcd_gate import external_datastore
 from planner.plan.model import Change
@@ -35,7 +35,9 @@ def host_jobs(env: ApplyEnv, changes: Sequence[Change]) -> dict[str, list[HostJo
                       writer=env.writers[host.ref.key], init=host.init_system or "unknown",
                       service=layout.service(role), controller=role == "controller",
                       addresses=host.addresses)
-        wanted = {f.path: f for f in desired_files(env.config, role)}
+        # Where this host's engine reads them, as the plan found (a move since is drift).
+        where = placement_of(host.engine_settings, layout)
+        wanted = wanted_files(env.config, role, where, [c.target for c in mine])
         for change in mine:
             handler = HANDLERS[change.action]
             assert isinstance(handler, HostHandler)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from planner.plan.model import Plan
 
 from .base import ApplyRefused, Handler
-from .cluster import LabelNode, MergeKubeconfig
+from .cluster import LabelNode, MergeKubeconfig, UnlabelNode
 from .host_files import (
     DeleteFile,
     DeleteFileInPlace,
@@ -19,7 +19,7 @@ from .host_files import (
 HANDLERS: dict[str, Handler] = {h.action: h for h in (
     WriteFile(), WriteFileInPlace(), DeleteFile(), DeleteFileInPlace(), Recover(),
     RestoreBackup(),
-    MergeKubeconfig(), LabelNode(),
+    MergeKubeconfig(), LabelNode(), UnlabelNode(),
 )}
 
 

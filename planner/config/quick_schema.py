@@ -107,6 +107,13 @@ def _keyword(key: str, value: Any, schema: dict[str, Any], x: Any,
         return sum(_valid(sub, x, root) for sub in value) == 1
     if key == "format":
         return _format(value, x)
+    if key == "if":
+        return True  # judged with its then / else
+    if key in ("then", "else"):
+        if "if" not in schema:
+            return True  # without an `if`, JSON Schema ignores them
+        return _valid(value, x, root) if _valid(schema["if"], x, root) == (key == "then") \
+            else True
     raise _Unsure
 
 

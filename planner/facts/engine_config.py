@@ -1,11 +1,15 @@
-"""The engine's own configuration as rke2 and k3s read it: `config.yaml`, then every
-`config.yaml.d/*.yaml` in name order. A later value of a key replaces the earlier one; a
-key written with a `+` suffix (`kube-apiserver-arg+:`) appends to what earlier files set.
+"""The engine's own configuration as rke2 and k3s read it: the config file (where
+`$<PROGRAM>_CONFIG_FILE` or the unit's `--config` puts it, else config.yaml), then every
+`<config>.d/*.yaml` and `*.yml` (any case) in name order; a later value of a key replaces
+the earlier one, a key written with a `+` suffix (`kube-apiserver-arg+:`) appends to what
+earlier files set (k3s pkg/configfilearg/parser.go, readConfigFile and dotDFiles). Then the
+unit's own flags and environment files (facts/engine_sources.py).
 
 cargoship reads it (as root, read-only) for what the engine derives from it: the node's
-name, the addresses the API certificate covers, and whether a later file overrides what
-cargoship's drop-in sets. Content never leaves this module: only those derived values
-(and file names) reach a plan or a message.
+name, the addresses the API certificate covers, where the engine keeps its files, and
+whether a setting overrides what cargoship's drop-in sets. Content never leaves this module
+and engine_sources.py: only those derived values (and file names and lines) reach a plan
+or a message.
 """
 
 from __future__ import annotations
@@ -16,15 +20,42 @@ from typing import Any
 
 import yaml
 
-from ..hosts.batch import Fact, FactParseError, Output, quote
+from ..hosts.batch import Fact, FactParseError, Output
+from ..hosts.shell import script
 from ..safeyaml import YamlTooLarge, safe_load
 from .bounds import capped, check_size, decimal
 from .distro import DistroLayout
+from .engine_sources import Sourced, command_flags, effective, env_files, parse_env_file
 
 MAX_BYTES = 256 * 1024  # per file; an engine config is a few hundred bytes
 # The whole listing: config.yaml and its drop-ins, base64 (4/3 of their bytes). A drop-in
 # directory of hundreds of files is no engine config; more is refused unread.
 MAX_LISTING = 2 << 20
+MAX_EXEC = 4096  # the unit's command line
+
+
+@dataclass(frozen=True)
+class Locations:
+    """Where the engine reads what cargoship writes: the config drop-in directory
+    (`<config file>.d`), the registries file (`private-registry`) and the chart manifests
+    (`<data-dir>/server/manifests`)."""
+
+    dropin_dir: str
+    registries: str
+    manifests_dir: str
+
+    def encode(self) -> str:
+        return f"{self.dropin_dir}\n{self.registries}\n{self.manifests_dir}"
+
+    @classmethod
+    def decode(cls, text: str) -> Locations:
+        dropin_dir, registries, manifests_dir = text.split("\n")
+        return cls(dropin_dir, registries, manifests_dir)
+
+
+def default_locations(layout: DistroLayout) -> Locations:
+    return Locations(f"{layout.config_dir}/config.yaml.d", layout.registries_path,
+                     layout.manifests_dir)
 
 
 @dataclass(frozen=True)
@@ -32,6 +63,32 @@ class EngineSettings:
     layers: tuple[tuple[str, dict[str, Any]], ...]  # (path, settings) in the engine's order
     problems: tuple[str, ...] = ()  # "path: what is wrong", never the content
     merged: dict[str, Any] = field(default_factory=dict)
+    # setting -> where its value came from ("path:line", the unit's command line, an
+    # environment file and its variable)
+    sources: dict[str, str] = field(default_factory=dict)
+    # Every kube-apiserver-arg item, in the engine's order, with where it came from.
+    apiserver_args: tuple[Sourced, ...] = ()
+    config_path: str = ""  # the config file the engine reads ("": the default's)
+    config_from: str | None = None  # what moved it there; None: the default place
+    env: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (value, where)
+    occurrences: tuple[tuple[str, Any, str], ...] = ()  # every (key, value, where) given
+
+    def locations(self, layout: DistroLayout) -> Locations:
+        config = self.config_path or f"{layout.config_dir}/config.yaml"
+        data_dir = str(self.merged.get("data-dir") or self.merged.get("d") or layout.data_dir)
+        registries = str(self.merged.get("private-registry") or layout.registries_path)
+        return Locations(f"{config}.d", registries, f"{data_dir.rstrip('/')}/server/manifests")
+
+    def moved(self, layout: DistroLayout) -> list[str]:
+        """What the engine reads from somewhere else than its default, and why: for the
+        plan to say."""
+        said = []
+        if self.config_from:
+            said.append(f"config file {self.config_path} ({self.config_from})")
+        for key in ("node-name", "data-dir", "private-registry"):
+            if key in self.sources and self.merged.get(key) not in (None, ""):
+                said.append(f"{key} {self.merged[key]} (from {self.sources[key]})")
+        return said
 
     @property
     def with_node_id(self) -> bool:
@@ -73,28 +130,41 @@ def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else [value]
 
 
-def engine_config_fact(layout: DistroLayout) -> Fact[EngineSettings]:
-    main = f"{layout.config_dir}/config.yaml"
-    # One line per file: its size, its content in base64, its path (last: paths may hold
-    # spaces). `-f` follows a link as the engine does, but only to a regular file.
-    command = (
-        f"for f in {quote(main)} {quote(layout.config_dir)}/config.yaml.d/*.yaml; do "
-        "[ -f \"$f\" ] || continue; "
-        "s=$(wc -c < \"$f\" 2>/dev/null || echo -1); "
-        f"echo \"file $s $(head -c {MAX_BYTES} \"$f\" | base64 -w0) $f\"; done; true"
-    )
-    return Fact("engine config", capped(f"LC_ALL=C; {command}", MAX_LISTING),
-                parse_engine_config)
+def engine_config_fact(layout: DistroLayout, role: str = "controller") -> Fact[EngineSettings]:
+    service = layout.service(role)
+    command = script("planner.facts", ("engine_config.sh",), {
+        "PROGRAM": layout.distro.upper(), "SERVICE": service,
+        "DEFAULT_CONFIG": f"{layout.config_dir}/config.yaml",
+        "ENV_FILES": " ".join(env_files(layout.distro, service)),
+        "MAX_BYTES": MAX_BYTES, "MAX_LINE": MAX_EXEC})
+    distro = layout.distro
+    return Fact("engine config", capped(command, MAX_LISTING),
+                lambda out: parse_engine_config(out, distro))
 
 
-def parse_engine_config(out: Output) -> EngineSettings:
-    layers: list[tuple[str, dict[str, Any]]] = []
+def parse_engine_config(out: Output, distro: str = "rke2") -> EngineSettings:
+    layers: list[tuple[str, dict[str, Any], str]] = []
     problems: list[str] = []
+    env: dict[str, tuple[str, str]] = {}
+    flags: list[str] = []
+    flags_from = ""
+    config_path = ""
     for line in check_size(out, MAX_LISTING, "the engine config listing").splitlines():
+        if line.startswith("exec "):
+            _, encoded, flags_from = [*line.split(" ", 2), "", ""][:3]
+            flags_from = "" if flags_from == "-" else flags_from
+            try:
+                flags = command_flags(base64.b64decode(encoded, validate=True).decode())
+            except ValueError:
+                problems.append(f"{flags_from}: the engine's command line is not UTF-8 text")
+            continue
+        if line.startswith("config "):
+            config_path = line[len("config "):]
+            continue
         parts = line.split(" ", 3)
-        if len(parts) != 4 or parts[0] != "file":
+        if len(parts) != 4 or parts[0] not in ("file", "env"):
             raise FactParseError(f"unexpected engine config line {line[:60]!r}")
-        _, size_text, encoded, path = parts
+        kind, size_text, encoded, path = parts
         size = decimal(size_text)  # `wc -c` failed: -1
         if size is None:
             problems.append(f"{path}: cannot be read")
@@ -107,6 +177,9 @@ def parse_engine_config(out: Output) -> EngineSettings:
             text = base64.b64decode(encoded, validate=True).decode("utf-8")
         except ValueError:  # not base64 (binascii.Error, or not even ASCII), not UTF-8
             problems.append(f"{path}: not UTF-8 text")
+            continue
+        if kind == "env":
+            env.update(parse_env_file(path, text))
             continue
         try:
             data = safe_load(text)
@@ -128,6 +201,16 @@ def parse_engine_config(out: Output) -> EngineSettings:
         if not isinstance(data, dict):
             problems.append(f"{path}: not a mapping of settings")
             continue
-        layers.append((path, data))
-    return EngineSettings(tuple(layers), tuple(problems),
-                          merge_layers([data for _, data in layers]))
+        layers.append((path, data, text))
+    settings, apiserver, seen = effective(layers, flags, flags_from or "the unit's command line",
+                                    env, distro)
+    program = distro.upper()
+    config_from = None
+    if env.get(f"{program}_CONFIG_FILE", ("", ""))[0]:
+        config_from = f"{program}_CONFIG_FILE in {env[f'{program}_CONFIG_FILE'][1]}"
+    elif any(f == "-c" or f.startswith(("--config", "-c=")) for f in flags):
+        config_from = f"--config in {flags_from}"
+    return EngineSettings(tuple((p, d) for p, d, _ in layers), tuple(problems),
+                          {k: v.value for k, v in settings.items()},
+                          {k: v.where for k, v in settings.items()}, tuple(apiserver),
+                          config_path, config_from, env, tuple(seen))

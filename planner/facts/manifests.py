@@ -2,7 +2,10 @@
 not cargoship's: two files defining the same HelmChartConfig overwrite each other on every
 reconcile, so cargoship reports the other file instead of fighting it.
 
-Only regular files are read (`find -type f` never follows a link), at most MAX_BYTES each,
+The directory is walked as deeply as the deploy controller walks it (k3s pkg/deploy/
+controller.go lists it with filepath.Walk: every subdirectory, as Rancher's
+`manifests/rancher/` is, links not followed). Only regular files are read (`find -type f`
+never follows a link), at most MAX_BYTES each,
 and only those that mention HelmChartConfig at all; nothing of their content but the kind,
 namespace and name of their objects leaves this module.
 """
@@ -42,7 +45,7 @@ def foreign_charts_fact(manifests_dir: str, owned_prefix: str) -> Fact[ForeignMa
     d = quote(manifests_dir)
     prefix = quote(owned_prefix)
     command = (
-        f"[ -d {d} ] && [ ! -L {d} ] && find {d} -maxdepth 1 -type f "
+        f"[ -d {d} ] && [ ! -L {d} ] && find {d} -type f "
         r"\( -name '*.yaml' -o -name '*.yml' -o -name '*.json' \) "
         f"! -name {prefix}'*' -print 2>/dev/null | LC_ALL=C sort | "
         "while IFS= read -r f; do "

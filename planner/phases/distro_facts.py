@@ -27,7 +27,7 @@ def _facts(ctx: PlanContext, host: HostState) -> list[Fact[Any]]:
     # The service's state for whichever init system the host runs ("auto"): the same
     # read whether or not Detect host operating systems has found it yet.
     facts: list[Fact[Any]] = [engine_fact(layout, host.config.role, "auto"),
-                              engine_config_fact(layout)]
+                              engine_config_fact(layout, host.config.role)]
     if host.config.role == "controller":
         facts.append(etcd_fact(layout))
     return facts
@@ -63,7 +63,11 @@ class GatherDistroFacts(Phase):
                                                 "Kubernetes node name (RFC 1123 subdomain)")
                 continue
             host.node_name = name
-            ctx.found(self.title, host, f"{verdict}, node {host.node_name}")
+            # Where the engine's settings come from when not from the defaults: said, so
+            # a reader can check the plan reads what the engine reads.
+            moved = settings.moved(LAYOUTS[engine.distro])
+            ctx.found(self.title, host, f"{verdict}, node {host.node_name}"
+                      + "".join(f"; {m}" for m in moved))
         _unique_nodes(self.title, ctx)
         gate(ctx, self.title, looks)
 

@@ -1,5 +1,7 @@
 """10. Labeling nodes with their profile group: if enabled, each node of a host with a
-profile gets node-role.kubernetes.io/<profile>=true where missing or different.
+profile gets node-role.kubernetes.io/<profile>=true where missing or different, and a
+label cargoship set (listed in the node's cargoship.io/labels annotation, or the label of a
+profile cluster.yaml names) on a node whose host no longer has that profile is removed.
 
 Assessed read-only through the Kubernetes API (official client, node list).
 """
@@ -11,7 +13,7 @@ from typing import Any
 
 from ..context import HostState, PlanContext, PlannedChange
 from ..hosts.batch import Fact
-from ..plan.actions import LABEL_NODE, LABEL_PREFIX
+from ..plan.actions import LABEL_NODE, LABEL_PREFIX, LABELLED_ANNOTATION, UNLABEL_NODE
 from .admin_access import admin_prefetch, first_controller, read_admin
 from .base import Phase, Resource
 
@@ -21,25 +23,28 @@ class LabelNodes(Phase):
     unassessed_action = LABEL_NODE
 
     def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
-        wanted = ctx.config.options.label_profiles and any(h.profile for h in ctx.config.hosts)
+        wanted = ctx.config.options.label_profiles and _profiled(ctx)
         return admin_prefetch(ctx, host) if wanted else []
 
     def reads(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
-        if ctx.config.options.label_profiles and host.config.profile:
+        if ctx.config.options.label_profiles and _profiled(ctx):
             return frozenset({"node"})
         return frozenset()
 
     def would(self, ctx: PlanContext, host: HostState | None) -> str | None:
-        if host is None or not host.config.profile:
+        if host is None:
             return None
+        stale = f"remove the {LABEL_PREFIX}* labels cargoship set there for other profiles"
+        if not host.config.profile:
+            return f"{stale} of node {host.node}"
         return (f"set {LABEL_PREFIX}{host.config.profile}=true on node {host.node} (where "
-                "missing or different)")
+                f"missing or different) and {stale}")
 
     def assess(self, ctx: PlanContext, hosts: Sequence[HostState]) -> set[Resource]:
         if not ctx.config.options.label_profiles:
             ctx.found(self.title, None, "disabled (options.labelProfiles is false)")
             return set()
-        wanted = [h for h in hosts if h.config.profile]
+        wanted = hosts if _profiled(ctx) else []
         controller = first_controller(ctx)
         if not wanted or controller is None:
             return set()
@@ -48,19 +53,31 @@ class LabelNodes(Phase):
             return set()
         try:
             nodes: dict[str, dict[str, str]] = {}
+            owned_by: dict[str, set[str]] = {}
             for node in ctx.kube_api(admin).list_node(_request_timeout=30).items:
                 if node.metadata is None:
                     raise ValueError("a node without metadata")
                 nodes[str(node.metadata.name)] = dict(node.metadata.labels or {})
+                listed = (node.metadata.annotations or {}).get(LABELLED_ANNOTATION) or ""
+                owned_by[str(node.metadata.name)] = {k for k in str(listed).split(",") if k}
         except Exception as exc:  # noqa: BLE001 - API errors, a cut-off answer, a wrong shape
             ctx.problem(self.title, None, f"cannot list nodes through the Kubernetes API: "
                                           f"{_reason(exc)}")
             return set()
         writes: set[Resource] = set()
+        # Labels cargoship sets: every profile's, and any a node's annotation lists.
+        ours = {f"{LABEL_PREFIX}{p}" for p in ctx.config.profiles}
         for host in wanted:
             name = host.node
             if name not in nodes:
-                ctx.warn(self.title, host, f"node {name} is not registered in the cluster")
+                if host.config.profile:
+                    ctx.warn(self.title, host, f"node {name} is not registered in the cluster")
+                continue
+            if _unlabel(ctx, self.title, host, name, nodes[name],
+                        (ours | owned_by[name]) & {k for k in nodes[name]
+                                                   if k.startswith(LABEL_PREFIX)}):
+                writes.add((host.config.index, "node"))
+            if not host.config.profile:
                 continue
             key = f"{LABEL_PREFIX}{host.config.profile}"
             current = nodes[name].get(key)
@@ -73,6 +90,26 @@ class LabelNodes(Phase):
                                      current, "true", diff, node=name, label=key))
             writes.add((host.config.index, "node"))
         return writes
+
+
+def _profiled(ctx: PlanContext) -> bool:
+    """Whether cargoship labels nodes at all: some profile to label with, or to have been."""
+    return bool(ctx.config.profiles) or any(h.profile for h in ctx.config.hosts)
+
+
+def _unlabel(ctx: PlanContext, phase: str, host: HostState, name: str,
+             labels: dict[str, str], owned: set[str]) -> bool:
+    """Plan the removal of each label cargoship set on this node that its host's profile no
+    longer asks for; whether any is planned."""
+    keep = f"{LABEL_PREFIX}{host.config.profile}" if host.config.profile else None
+    planned = False
+    for key in sorted(owned - {keep}):
+        current = labels[key]
+        ctx.record_read(host, f"label:{key}", current)
+        ctx.change(PlannedChange(phase, host.config.index, UNLABEL_NODE, f"node/{name}",
+                                 current, None, f"- {key}={current}\n", node=name, label=key))
+        planned = True
+    return planned
 
 
 def _reason(exc: Exception) -> str:

@@ -7,16 +7,29 @@ a restart is drained and restarted; chart values alone are written in place.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import FileChange, compare, deletion, file_digest
-from ..desired.engine_files import OWNED_PREFIX, DesiredFile, desired_files, is_owned, owned_paths
-from ..desired.engine_merge import overridden
+from ..desired.engine_files import (
+    OWNED_PREFIX,
+    PLACEMENT_READ,
+    DesiredFile,
+    Placement,
+    chart_name,
+    default_placement,
+    desired_files,
+    is_owned,
+    owned_paths,
+    placement_of,
+)
+from ..desired.engine_merge import RKE2_KEYS, apiserver_overrides, overridden
 from ..facts.applied import APPLIED
 from ..facts.applied import TARGET as APPLIED_TARGET
 from ..facts.distro import LAYOUTS
+from ..facts.engine_config import EngineSettings
 from ..facts.file_reads import LiveFile, files_fact
 from ..facts.interrupted import INTERRUPTED, MARKER, Interrupted
 from ..facts.manifests import DEFAULT_NAMESPACE, ForeignManifests, foreign_charts_fact
@@ -30,7 +43,10 @@ from ..plan.actions import (
     WRITE_FILE,
     WRITE_FILE_IN_PLACE,
 )
+from .admin_access import admin_prefetch
 from .base import Phase, Resource
+from .chart_removal import removals
+from .drain_forecast import forecast
 
 
 class SyncRolePhase(Phase):
@@ -45,7 +61,9 @@ class SyncRolePhase(Phase):
     def prefetch(self, ctx: PlanContext, host: HostState) -> list[tuple[Fact[Any], bool]]:
         if host.config.role != self.role:
             return []
-        return [(fact, True) for fact in _facts(ctx, self.role)]
+        # Controllers' admin kubeconfigs too: what a drain would meet is asked of the API.
+        return [(fact, True) for fact in _facts(ctx, self.role, _placement(ctx, host))] \
+            + admin_prefetch(ctx, host)
 
     def may_write(self, ctx: PlanContext, host: HostState) -> frozenset[str]:
         if host.config.role != self.role:
@@ -60,19 +78,28 @@ class SyncRolePhase(Phase):
 
 def sync_reads(ctx: PlanContext, host: HostState) -> frozenset[str]:
     layout = LAYOUTS[ctx.config.engine.distro]
-    paths = {f.path for f in desired_files(ctx.config, host.config.role)}
-    return frozenset({f"file:{p}" for p in paths} | {f"dir:{d}" for d in owned_paths(layout)})
+    where = _placement(ctx, host)
+    paths = {f.path for f in desired_files(ctx.config, host.config.role, where)}
+    return frozenset({f"file:{p}" for p in paths}
+                     | {f"dir:{d}" for d in owned_paths(layout, where)})
 
 
-def _facts(ctx: PlanContext, role: str) -> list[Fact[Any]]:
+def _placement(ctx: PlanContext, host: HostState) -> Placement:
+    """Where this host's engine reads cargoship's files (its config, once read)."""
+    return placement_of(host.engine_settings, LAYOUTS[ctx.config.engine.distro])
+
+
+def _facts(ctx: PlanContext, role: str, where: Placement) -> list[Fact[Any]]:
     """What assessing a host of this role reads, as root: its target files and owned
     directories, an interrupted run's marker, its apply records (and on controllers, the
-    manifests another HelmChartConfig could be in)."""
+    manifests another HelmChartConfig could be in). Prefetched at the default places; a
+    host whose engine moved them is read again, there."""
     layout = LAYOUTS[ctx.config.engine.distro]
-    paths = [f.path for f in desired_files(ctx.config, role)]
-    facts: list[Fact[Any]] = [files_fact(paths, owned_paths(layout)), INTERRUPTED, APPLIED]
+    paths = [f.path for f in desired_files(ctx.config, role, where)]
+    facts: list[Fact[Any]] = [files_fact(paths, owned_paths(layout, where)), INTERRUPTED,
+                              APPLIED]
     if role == "controller":
-        facts.append(foreign_charts_fact(layout.manifests_dir, OWNED_PREFIX))
+        facts.append(foreign_charts_fact(where.locations.manifests_dir, OWNED_PREFIX))
     return facts
 
 
@@ -80,15 +107,20 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
                 hosts: Sequence[HostState]) -> set[Resource]:
     ours = [h for h in hosts if h.config.role == role]
     layout = LAYOUTS[ctx.config.engine.distro]
-    wanted = desired_files(ctx.config, role)
-    dirs = owned_paths(layout)
     writes: set[Resource] = set()
-    facts = _facts(ctx, role)
+    draining: list[tuple[HostState, str]] = []
     gathered = {h.config.index: v for h, v in
-                ctx.gather(phase, lambda _: facts, as_root=True, hosts=ours)}
+                ctx.gather(phase, lambda h: _facts(ctx, role, _placement(ctx, h)),
+                           as_root=True, hosts=ours)}
     for host in ours:
         if host.config.index not in gathered:
             continue  # failed to read: the host has a problem recorded already
+        where = _placement(ctx, host)
+        if where != default_placement(layout):
+            # What the executor writes where: a host that moves them since is drifted.
+            ctx.record_read(host, PLACEMENT_READ, where.encode())
+        wanted = desired_files(ctx.config, role, where)
+        dirs = owned_paths(layout, where)
         (live, listings), interrupted, applied, *foreign = gathered[host.config.index]
         # Not a change: the order apply judges the plan by (no replay of a superseded plan).
         ctx.record_read(host, APPLIED_TARGET, applied.without(ctx.applying).fingerprint)
@@ -106,15 +138,21 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
             assert interrupted is not None
             writes |= _plan_restore(ctx, phase, host, interrupted)
         # A chart left out for a conflict is not "no longer desired": never deleted here.
-        changes = _file_changes(ctx, host, mine, live, listings, dirs,
-                                keep={f.path for f in wanted})
+        changes, stale = _file_changes(ctx, host, mine, live, listings, dirs,
+                                       keep={f.path for f in wanted}, where=where)
+        # A chart no longer desired: its manifest emptied first, deleted once pruned.
+        changes += removals(ctx, phase, host, where, stale)
         needs_restart = {f.path for f in wanted if f.restart}
         restart = False
+        read_at_start: list[str] = []  # why the host would be drained, for the plan to say
         for change in changes:
             # Chart values are reconciled by the engine; anything else is read at start.
             own = change.path in needs_restart or (
-                change.action == "delete" and not change.path.startswith(layout.manifests_dir))
+                change.action == "delete"
+                and not change.path.startswith(where.locations.manifests_dir))
             restart |= own
+            if own:
+                read_at_start.append(change.path)
             ctx.change(PlannedChange(phase, host.config.index, _action(change.action, own),
                                      change.path, change.before, change.after, change.diff,
                                      key_changes=change.keys))
@@ -130,10 +168,18 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
                 "would drain, restart the engine and uncordon"))
             writes.add((host.config.index, f"file:{MARKER}"))
             restart = True
+        if restart or restoring:
+            why = [f"the engine restarts to read {', '.join(read_at_start)}"] \
+                if read_at_start else []
+            why += ["the files from before a failed apply are restored"] if restoring else []
+            why += ["an interrupted apply is finished"] \
+                if interrupted is not None and not restoring else []
+            draining.append((host, "; ".join(why)))
         if restart:
             # Draining cordons the node; restarting rewrites the engine's admin kubeconfig.
             writes |= {(host.config.index, "node"),
                        (host.config.index, f"file:{admin_kubeconfig_path(layout.distro)}")}
+    forecast(ctx, phase, draining)
     return writes
 
 
@@ -155,10 +201,24 @@ def _engine_semantics(ctx: PlanContext, phase: str, host: HostState,
                     f"{', '.join(others)}: the engine would apply both, each overwriting the "
                     f"other; remove that one, or leave {name} out of engineConfig.charts"))
                 continue
+        if desired.kind == "registries" and host.engine_settings is not None:
+            rancher = _rancher_owned(host.engine_settings)
+            if rancher:
+                ctx.problem(phase, host, (
+                    f"{rancher} is rancher-system-agent's: this cluster is managed by "
+                    "Rancher, whose agent owns the engine's config drop-in and "
+                    f"{desired.path} and rewrites them on every plan it applies; set "
+                    "registries in Rancher's cluster config, not in cargoship's"))
+                continue
         if desired.kind == "config-dropin" and host.engine_settings is not None:
-            for message in overridden(list(host.engine_settings.layers), desired.path,
-                                      desired.data):
-                ctx.warn(phase, host, message)
+            # Overrides are problems: the plan would promise a policy the engine ignores.
+            distro = ctx.config.engine.distro
+            skip = frozenset(RKE2_KEYS) if distro == "rke2" else frozenset()
+            for message in [*overridden(list(host.engine_settings.layers), desired.path,
+                                        desired.data, skip),
+                            *apiserver_overrides(host.engine_settings, distro, desired.path,
+                                                 desired.data)]:
+                ctx.problem(phase, host, message)
         kept.append(desired)
     if foreign is not None:
         for path in foreign.unreadable:
@@ -166,6 +226,13 @@ def _engine_semantics(ctx: PlanContext, phase: str, host: HostState,
                                   "YAML: cargoship cannot tell whether it defines a chart "
                                   "config it writes too")
     return kept
+
+
+def _rancher_owned(settings: EngineSettings) -> str | None:
+    """The drop-in rancher-system-agent writes on the nodes of a Rancher-provisioned
+    cluster (rancher/rancher pkg/capr/planner: config.yaml.d/50-rancher.yaml), if read."""
+    return next((path for path, _ in settings.layers
+                 if posixpath.basename(path) == "50-rancher.yaml"), None)
 
 
 def _plan_restore(ctx: PlanContext, phase: str, host: HostState,
@@ -196,8 +263,12 @@ def _action(kind: str, restart: bool) -> str:
 
 def _file_changes(ctx: PlanContext, host: HostState, wanted: list[DesiredFile],
                   live: dict[str, LiveFile], listings: dict[str, list[str]],
-                  dirs: Sequence[str], keep: set[str]) -> list[FileChange]:
+                  dirs: Sequence[str], keep: set[str],
+                  where: Placement) -> tuple[list[FileChange], list[str]]:
+    """The changes of the desired and no longer desired files, and the chart manifests no
+    longer desired (their content is read before deciding: chart_removal.py)."""
     changes: list[FileChange] = []
+    stale: list[str] = []
     for desired in wanted:
         current = live[desired.path]
         ctx.record_read(host, desired.path, file_digest(current.content, ctx.salt)
@@ -209,6 +280,9 @@ def _file_changes(ctx: PlanContext, host: HostState, wanted: list[DesiredFile],
         for name in listings.get(directory, []):
             path = f"{directory}/{name}"
             if is_owned(name) and path not in keep:
+                if chart_name(path, where) is not None:
+                    stale.append(path)
+                    continue
                 ctx.record_read(host, path, "present")
                 changes.append(deletion(path))
-    return changes
+    return changes, stale

@@ -35,8 +35,13 @@ RECOVER = "recover"
 RESTORE_BACKUP = "restore-backup"
 MERGE_KUBECONFIG = "merge-kubeconfig"
 LABEL_NODE = "label-node"
+UNLABEL_NODE = "unlabel-node"
 # The node label a label-node change sets: this prefix, then the host's profile, "=true".
 LABEL_PREFIX = "node-role.kubernetes.io/"
+# The node annotation that lists (comma-separated, sorted) the labels cargoship set there:
+# what is cargoship's to remove when a host leaves its profile, and nothing else is (the
+# engines set node-role.kubernetes.io/control-plane, etcd, master themselves).
+LABELLED_ANNOTATION = "cargoship.io/labels"
 
 ACTIONS: dict[str, ActionSpec] = {a.name: a for a in (
     ActionSpec(WRITE_FILE, "host", True, True, ("before", "after"),
@@ -62,4 +67,7 @@ ACTIONS: dict[str, ActionSpec] = {a.name: a for a in (
                "its path) as a named context, other contexts kept"),
     ActionSpec(LABEL_NODE, "host", False, False, ("node", "label", "after"),
                "set the label `label`=`after` on the node `node` through the Kubernetes API"),
+    ActionSpec(UNLABEL_NODE, "host", False, False, ("node", "label"),
+               "remove the label `label`, which cargoship set, from the node `node` through "
+               "the Kubernetes API (its host no longer has that profile)"),
 )}

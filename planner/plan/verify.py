@@ -18,8 +18,15 @@ from pathlib import Path
 
 from ..config.model import ClusterConfig, Engine
 from ..desired.compare import deletion, shown_desired, shown_structure
-from ..desired.engine_files import DesiredFile, desired_files
+from ..desired.engine_files import (
+    PLACEMENT_READ,
+    DesiredFile,
+    Placement,
+    default_placement,
+    wanted_files,
+)
 from ..desired.keys import leaves
+from ..facts.distro import LAYOUTS
 from .actions import DELETE_FILE, DELETE_FILE_IN_PLACE, WRITE_FILE, WRITE_FILE_IN_PLACE
 from .desired import stand_in_secrets
 from .model import Change, Plan
@@ -37,9 +44,14 @@ def problems(plan: Plan) -> Iterator[str]:
                            engine=Engine(plan.desired["engine"]["distro"],
                                          plan.desired["engine"]["version"]),
                            engine_config=stand_in_secrets(plan.desired["engineConfig"]))
-    roles = {h.ref.key: h.role for h in plan.hosts}
-    by_role = {role: {f.path: f for f in desired_files(config, role)}
-               for role in set(roles.values())}
+    layout = LAYOUTS[config.engine.distro]
+    # A host's role, and where its engine reads cargoship's files (the plan's read of it).
+    roles = {h.ref.key: (h.role, h.reads.get(PLACEMENT_READ)) for h in plan.hosts}
+    targets = [c.target for c in plan.changes if c.action == WRITE_FILE_IN_PLACE]
+    by_role = {(role, at): wanted_files(
+                   config, role, Placement.decode(at) if at else default_placement(layout),
+                   targets)
+               for role, at in set(roles.values())}
     for change in plan.changes:
         where = f"change of {change.target} on {change.host or 'local'}"
         if change.action in FILE_DELETES:
@@ -47,7 +59,7 @@ def problems(plan: Plan) -> Iterator[str]:
                 yield f"{where}: its text is not the deletion's"
         elif change.action in FILE_WRITES:
             role = roles.get(change.host.key) if change.host else None
-            wanted = by_role.get(role or "", {}).get(change.target)
+            wanted = by_role.get(role, {}).get(change.target) if role else None
             if wanted is None:
                 yield f"{where}: the plan's desired state writes no such file there"
                 continue

@@ -18,6 +18,7 @@ from ..plan.actions import (
     MERGE_KUBECONFIG,
     RECOVER,
     RESTORE_BACKUP,
+    UNLABEL_NODE,
     WRITE_FILE,
     WRITE_FILE_IN_PLACE,
 )
@@ -132,7 +133,7 @@ def summary_line(plan: Plan) -> str:
     files = [c for c in plan.changes if c.action in FILE_ACTIONS]
     hosts = {host_name(c) for c in plan.changes if c.host is not None}
     restarts = {host_name(c) for c in plan.changes if c.restart}
-    labels = [c for c in plan.changes if c.action == LABEL_NODE]
+    labels = [c for c in plan.changes if c.action in (LABEL_NODE, UNLABEL_NODE)]
     text = (f"Plan: {_count(len(files), 'file')} to change on {_count(len(hosts), 'host')}, "
             f"{_count(len(restarts), 'restart')}, {_count(len(labels), 'label')}, "
             f"{len(plan.unassessed)} unassessed")

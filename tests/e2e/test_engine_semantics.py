@@ -59,14 +59,14 @@ def test_k3s_users_own_apiserver_args_survive_the_audit_dropin(lab_factory,
     assert "kube-apiserver-arg+:" in dropin
 
 
-def test_a_later_config_file_that_overrides_the_dropin_is_a_warning(lab_factory) -> None:
+def test_a_later_config_file_that_overrides_the_dropin_is_a_problem(lab_factory) -> None:
     lab = lab_factory([HostSpec("ctl-1", "controller")], distro="k3s")
     lab.exec("ctl-1", "mkdir -p /etc/rancher/k3s/config.yaml.d && printf "
                       "'kube-apiserver-arg: [v=4]\\n' > /etc/rancher/k3s/config.yaml.d/90-me.yaml")
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
         auditPolicy=AUDIT))
     result = cargoship("plan", "-c", lab.dir / "cluster.yaml")
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr
     assert ("/etc/rancher/k3s/config.yaml.d/90-me.yaml sets kube-apiserver-arg after "
             "cargoship's 50-cargoship.yaml") in result.stdout
 

@@ -365,7 +365,7 @@ def test_discovery_and_version(kube: Kube) -> None:
     core = {r.name for r in kube.core.get_api_resources().resources}
     assert {"nodes", "nodes/status", "pods", "pods/eviction"} <= core
     groups = client.ApisApi(kube.api_client).get_api_versions().groups
-    assert [g.preferred_version.group_version for g in groups] == ["policy/v1"]
+    assert [g.preferred_version.group_version for g in groups] == ["policy/v1", "helm.cattle.io/v1"]
     assert [r.name for r in kube.policy.get_api_resources().resources] == [
         "poddisruptionbudgets"]
 

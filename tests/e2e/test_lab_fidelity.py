@@ -162,6 +162,73 @@ def test_node_names_and_config_files_as_the_engines_read_them(lab_factory) -> No
     assert state["node"] == name
 
 
+def test_config_sources_as_the_engines_find_them(lab_factory) -> None:
+    """k3s pkg/configfilearg/parser.go: `.yml` drop-ins (any case) count, directories and
+    other names do not; the unit's environment file names the node unless a config file
+    does; K3S_CONFIG_FILE moves the config and its `.d`; the unit's ExecStart flags win
+    over the files; data-dir and private-registry move the engine's files."""
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")],
+                      timing=TIMING, distro="k3s")
+
+    def state() -> dict:  # type: ignore[type-arg]
+        return dict(json.loads(lab.exec("wrk-1", "cat /var/lib/rancher/k3s/lab-engine.json")
+                               .stdout or "{}"))
+
+    def restart() -> None:
+        old = state().get("pid")
+        lab.exec("wrk-1", "sv restart /etc/service/k3s-agent")
+        poll(lambda: state().get("pid") not in (None, old))
+
+    lab.exec("wrk-1", "mkdir -p /etc/rancher/k3s/config.yaml.d/99-dir.yaml && "
+                      "printf 'K3S_NODE_NAME=From-Env\n' > "
+                      "/etc/systemd/system/k3s-agent.service.env")
+    restart()
+    assert state()["node"] == "from-env"  # the environment, lowercased
+    lab.exec("wrk-1", "printf 'node-name: Upper-YML\n' > "
+                      "/etc/rancher/k3s/config.yaml.d/10-a.YML && "
+                      "printf 'node-name: ignored\n' > /etc/rancher/k3s/config.yaml.d/20-b.txt")
+    restart()
+    assert state()["node"] == "upper-yml"  # a file wins over the environment
+    # The config moved: neither /etc/rancher/k3s/config.yaml nor its .d is read any more.
+    lab.exec("wrk-1", "mkdir -p /etc/k3s-alt/c.yaml.d && printf 'node-label: [a=1]\n' > "
+                      "/etc/k3s-alt/c.yaml && printf 'data-dir: /var/lib/k3s-alt\n"
+                      "private-registry: /etc/k3s-alt/reg.yaml\n' > /etc/k3s-alt/c.yaml.d/1.yml && "
+                      "printf 'K3S_CONFIG_FILE=/etc/k3s-alt/c.yaml\n' >> "
+                      "/etc/systemd/system/k3s-agent.service.env")
+    restart()
+    got = state()
+    assert got["node"] == "from-env" and got["config_file"] == "/etc/k3s-alt/c.yaml"
+    assert got["config"]["node-label"] == ["a=1"]
+    assert got["data_dir"] == "/var/lib/k3s-alt" and got["registries"] == "/etc/k3s-alt/reg.yaml"
+    # A flag on the unit's command line wins over the files.
+    lab.exec("wrk-1", "sed -i 's|k3s agent|k3s agent --node-name=Flagged|' "
+                      "/etc/service/k3s-agent/run")
+    restart()
+    assert state()["node"] == "flagged"
+
+
+def test_the_deploy_controller_applies_and_prunes_as_k3s_does(lab_factory) -> None:
+    """k3s pkg/deploy/controller.go: manifests in subdirectories too; an emptied manifest
+    prunes what it applied; a deleted one leaves its objects in place."""
+    lab = lab_factory([HostSpec("ctl-1", "controller")], timing=TIMING)
+    manifests = "/var/lib/rancher/rke2/server/manifests"
+    configs = "/apis/helm.cattle.io/v1/namespaces/kube-system/helmchartconfigs"
+
+    def names() -> set[str]:
+        return {i["metadata"]["name"] for i in lab.api("GET", configs)["items"]}
+
+    lab.exec("ctl-1", f"mkdir -p {manifests}/extra && printf 'apiVersion: helm.cattle.io/v1\n"
+                      "kind: HelmChartConfig\nmetadata: {name: one, namespace: kube-system}\n"
+                      "spec: {valuesContent: \"a: 1\"}\n' > " + f"{manifests}/extra/one.yaml"
+                      " && printf 'apiVersion: helm.cattle.io/v1\nkind: HelmChartConfig\n"
+                      "metadata: {name: two}\nspec: {valuesContent: \"b: 2\"}\n' > "
+                      f"{manifests}/two.yml")
+    poll(lambda: names() == {"one", "two"})
+    lab.exec("ctl-1", f"printf '# emptied\n' > {manifests}/extra/one.yaml && "
+                      f"rm {manifests}/two.yml")
+    poll(lambda: names() == {"two"})  # pruned; the deleted file's object stays
+
+
 def test_lab_up_takes_the_timing_flags(tmp_path: Path) -> None:
     import os
 

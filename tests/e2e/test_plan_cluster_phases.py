@@ -68,7 +68,8 @@ def test_labels_of_a_node_being_restarted_are_unassessed(lab_factory, tmp_path: 
         ("label-node", "Labeling nodes with their profile group", "wrk-1",
          "reads its node object, which 'Sync Registry Config Worker' would change first; "
          f"once it can be read, apply would set {EDGE}=true on node wrk-1 (where missing "
-         "or different)")]
+         "or different) and remove the node-role.kubernetes.io/* labels cargoship set there "
+         "for other profiles")]
     assert data["complete"] is False
     # wrk-2 could be assessed and still is.
     assert [c["target"] for c in data["changes"]] == [REGISTRIES, "node/wrk-2"]

@@ -124,7 +124,8 @@ def test_crash_looping_api_server_is_rolled_back_with_its_log(lab_factory, tmp_p
     # An audit policy cargoship's schema accepts but kube-apiserver refuses at start.
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
         auditPolicy={"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
-                     "rules": [{"level": "Verbose"}]}))
+                     "rules": [{"level": "Metadata", "namespaces": ["default"],
+                                "nonResourceURLs": ["/healthz*"]}]}))
     plan_file = tmp_path / "plan.json"
     plan(lab, plan_file)
     lab.record_service_requests("ctl-1")
@@ -135,7 +136,7 @@ def test_crash_looping_api_server_is_rolled_back_with_its_log(lab_factory, tmp_p
     assert f"{looping} is crash-looping" in out and "rolling back" in out, out
     restarted_by_cargoship(lab, "ctl-1", since)
     # The API server's own words, from the host, in the failure message.
-    assert "Unsupported value: 'Verbose'" in out, out
+    assert "rules[0].nonResourceURLs: Invalid value" in out, out
     assert "previous files restored" in out, out
     # Well before readyTimeoutSeconds (60 s): detected from the restarts, not by timing out.
     assert "not back after" not in out, out

@@ -4,10 +4,13 @@ The per-host wrapper /usr/local/bin/{rke2,k3s} answers `--version` itself (no Py
 and execs this for everything else, adding `--distro` and `--role`. It behaves like the real
 engine where cargoship's safety depends on it:
 
-* `server` / `agent` read config.yaml, config.yaml.d/*.yaml (merged as the real engines do,
-  see engine_config.py) and registries.yaml from /etc/rancher/<distro>/ at start; a file
-  that is not YAML or not a mapping is one fatal line on stderr and exit 1. runit restarts
-  it, so it keeps failing, like systemd's Restart=always.
+* `server` / `agent` find and read their config as the real engines do (engine_config.py:
+  the config file named by `<PROGRAM>_CONFIG_FILE` or `--config`, its `.d` drop-ins, the
+  command line's flags, the unit's environment) and the registries file `private-registry`
+  names, at start; a file that is not YAML or not a mapping is one fatal line on stderr
+  and exit 1. runit restarts it, so it keeps failing, like systemd's Restart=always.
+  The lab's own files (lab-engine.json, lab-fault, lab-timing.json, lab-cluster.json) stay
+  in /var/lib/rancher/<distro> wherever `data-dir` moves the engine's data.
 * Start-up takes `start_delay` seconds (lab-timing.json): the node registers under the
   name the real engine derives (`node-name`, else the lowercased hostname) and posts its
   status every `heartbeat` seconds, as a kubelet does; on a controller that happens
@@ -55,6 +58,7 @@ CLUSTER_FILE = "lab-cluster.json"  # where the lab tells the engine its API and 
 # the engine is up (a real one takes 30-120 s), how often the node posts its status, and
 # how much of the start a controller's API server takes after its kubelet is up.
 TIMING_FILE = "lab-timing.json"
+APISERVER_ARGS_FILE = "lab-apiserver-args.json"  # the API server's flags, engine-built
 EVENTS_LOG = Path("/var/log/lab-engine/events.log")
 APISERVER_SERVICE = "/etc/service/kube-apiserver"  # rke2's static pod
 ETCD_SERVICE = Path("/etc/service/etcd")  # the controller's member, in a lab with etcd
@@ -99,20 +103,19 @@ class Engine:
     # A plain class, not a dataclass: importing dataclasses (and inspect with it) is ~10 ms
     # of every start's CPU. What only controllers use (ssl, urllib, subprocess) is imported
     # where it is used, for the same reason.
-    def __init__(self, distro: str, role: str, config_path: Path, data_dir: Path) -> None:
-        self.distro, self.role = distro, role
-        self.config_path, self.data_dir = config_path, data_dir
+    def __init__(self, distro: str, role: str, argv: list[str]) -> None:
+        self.distro, self.role, self.argv = distro, role, argv
+        # The lab's own bookkeeping: a fixed place, whatever data-dir says.
+        self.lab_dir = Path(f"/var/lib/rancher/{distro}")
+        self.config_path = Path(f"/etc/rancher/{distro}/config.yaml")
+        self.data_dir = self.lab_dir
         self.stop = threading.Event()
         self.node: Node | None = None
         self.api_server: Any = None  # k3s: the API server inside this process
 
     @property
-    def registries_path(self) -> Path:
-        return self.config_path.parent / "registries.yaml"
-
-    @property
     def state_path(self) -> Path:
-        return self.data_dir / STATE_FILE
+        return self.lab_dir / STATE_FILE
 
     def start(self) -> None:
         """Everything the real engine does before it reports itself up."""
@@ -120,7 +123,7 @@ class Engine:
         self.state_path.unlink(missing_ok=True)
         event("starting")
         self.ready = True
-        fault_file = self.data_dir / FAULT_FILE
+        fault_file = self.lab_dir / FAULT_FILE
         fault = fault_file.read_text().strip() if fault_file.exists() else ""
         if fault == "fail-start":
             raise EngineError("lab fault: this engine refuses to start")
@@ -128,11 +131,15 @@ class Engine:
             fault_file.unlink()
             self.ready = False
         try:
-            self.config = engine_config.load_config(self.config_path)
-            self.registries = engine_config.load_mapping(self.registries_path)
+            self.config_path, self.config = engine_config.effective_settings(
+                self.distro, self.argv, dict(os.environ))
+            self.data_dir = engine_config.data_dir(self.distro, self.config)
+            registries_path = engine_config.registries_path(self.distro, self.config)
+            self.registries = engine_config.load_mapping(registries_path)
         except engine_config.ConfigError as exc:
             raise EngineError(str(exc)) from None
-        _check_endpoints(self.registries_path, self.registries)
+        _check_endpoints(registries_path, self.registries)
+        self.apiserver_args = engine_config.apiserver_args(self.distro, self.config)
         self.name = engine_config.node_name(self.config, self.data_dir)
         timing = self._timing()
         # Counted from the process's start, so the stand-in's own start-up (Python,
@@ -157,7 +164,15 @@ class Engine:
                 "heartbeat", HEARTBEAT)),), daemon=True).start()
         if cluster is not None and self.role == "controller":
             self._start_etcd()
-            write_admin_kubeconfig(self.config_path.parent / f"{self.distro}.yaml",
+            # The deploy controller, on its data dir's manifests (deploy.py).
+            import deploy
+
+            controller = deploy.DeployController(cluster["api"], cluster["token"],
+                                                 self.data_dir / "server" / "manifests")
+            threading.Thread(target=controller.run, args=(self.stop,), daemon=True).start()
+            # write-kubeconfig's default: /etc/rancher/<distro>/<distro>.yaml, wherever the
+            # config file is.
+            write_admin_kubeconfig(Path(f"/etc/rancher/{self.distro}/{self.distro}.yaml"),
                                    cluster["tls_dir"])
             self._start_api_server(cluster)
         event("ready")  # first: nobody may see this engine's API server ready before it
@@ -166,7 +181,11 @@ class Engine:
         # give (the stand-in logs it only after its own Python start-up, 0.1-1 s under load).
         self._write_state({"pid": os.getpid(), "started_at": time.time(), "node": self.name,
                            "ready_after": round(engine_config.process_age(), 3),
-                           "config": self.config})
+                           "config": self.config, "config_file": str(self.config_path),
+                           "data_dir": str(self.data_dir),
+                           "registries": str(engine_config.registries_path(self.distro,
+                                                                           self.config)),
+                           "apiserver_args": self.apiserver_args})
         log("info", f"{self.distro} {self.role} running (pid {os.getpid()}, node {self.name})")
 
     def _wait(self, seconds: float) -> None:
@@ -177,25 +196,29 @@ class Engine:
 
     def _timing(self) -> dict[str, Any]:
         try:
-            data = json.loads((self.data_dir / TIMING_FILE).read_text())
+            data = json.loads((self.lab_dir / TIMING_FILE).read_text())
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
 
     def _cluster(self) -> dict[str, Any] | None:
-        cluster_file = self.data_dir / CLUSTER_FILE
+        cluster_file = self.lab_dir / CLUSTER_FILE
         if not cluster_file.exists():
             return None  # a lab without a Kubernetes API
         data: dict[str, Any] = json.loads(cluster_file.read_text())
         return data
 
     def _start_api_server(self, cluster: dict[str, Any]) -> None:
+        # The API server's arguments, as rke2 writes them into the static pod's manifest
+        # (and k3s passes them to the server it runs in-process).
+        args_file = self.lab_dir / APISERVER_ARGS_FILE
+        args_file.write_text(json.dumps(self.apiserver_args) + "\n")
         if self.distro == "k3s":
             # In this very process: a bad API server config is the engine's own fatal error.
             import kubeapi
 
             try:
-                kubeapi.check_engine_config(self.distro, self.config_path)
+                kubeapi.check_apiserver_args(args_file)
             except engine_config.ConfigError as exc:
                 raise EngineError(f"kube-apiserver exited: {exc}") from None
             self.api_server = kubeapi.make_server(kubeapi.parse_args(cluster["apiserver_args"]))
@@ -266,7 +289,7 @@ class Engine:
 
     def _write_state(self, state: dict[str, Any]) -> None:
         # Atomic, so a reader never sees a half-written file.
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.lab_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state) + "\n")
         tmp.rename(self.state_path)
@@ -301,12 +324,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args, rest = parser.parse_known_args(argv)
     if args.role is None:  # the wrapper may leave it out: the subcommand says it
         args.role = "worker" if args.command == "agent" else "controller"
-    # The real `server` / `agent` take many flags; these two are the ones that move files.
-    sub = argparse.ArgumentParser(prog=f"{args.distro} {args.command}", add_help=False)
-    sub.add_argument("--config", "-c", default=f"/etc/rancher/{args.distro}/config.yaml")
-    sub.add_argument("--data-dir", "-d", default=f"/var/lib/rancher/{args.distro}")
-    opts, _ = sub.parse_known_args(rest)
-    args.config, args.data_dir = Path(opts.config), Path(opts.data_dir)
+    # The subcommand's own flags (the unit's ExecStart): read with the config files.
+    args.flags = rest
     return args
 
 
@@ -316,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Incorrect Usage: {args.distro}: unknown command {args.command!r} "
               "(the lab engine knows server, agent, --version)", file=sys.stderr)
         return 1
-    engine = Engine(args.distro, args.role, args.config, args.data_dir)
+    engine = Engine(args.distro, args.role, args.flags)
     # Before start(), so a stop request during start-up is not lost.
     signal.signal(signal.SIGTERM, lambda *_: engine.stop.set())
     try:

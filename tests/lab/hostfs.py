@@ -25,7 +25,7 @@ ENGINE_SOURCE = HERE / "engine.py"
 # engine is a module behind a two-line script, so that Python caches its bytecode: a script
 # is compiled anew at every start.
 HOST_PROGRAMS = {"lab_engine.py": "engine.py", "engine_node.py": "engine_node.py",
-                 "engine_config.py": "engine_config.py"}
+                 "engine_config.py": "engine_config.py", "deploy.py": "deploy.py"}
 ENGINE_SCRIPT = "import lab_engine\n\nlab_engine.entry()\n"
 API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py", "kubeapi_watch.py",
                 "kubeapi_views.py", "kubeapi_hostile.py", "kubeapi_hostile_serve.py",
@@ -154,11 +154,29 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
     return " ".join((key.with_suffix(".pub")).read_text().split()[:2])
 
 
-def _engine_service(service: Path, distro: str, mode: str, stops_etcd: bool = False) -> None:
+def env_files(distro: str, service: str) -> tuple[str, ...]:
+    """The unit's EnvironmentFile= lines, in order (a missing one is skipped, the `-`):
+    k3s's install.sh writes /etc/default/%N, /etc/sysconfig/%N and
+    /etc/systemd/system/<unit>.env; rke2's units (bundle/lib/systemd/system/
+    rke2-server.service) /etc/default/%N, /etc/sysconfig/%N and
+    /usr/local/lib/systemd/system/%N.env."""
+    last = f"/etc/systemd/system/{service}.service.env" if distro == "k3s" \
+        else f"/usr/local/lib/systemd/system/{service}.env"
+    return (f"/etc/default/{service}", f"/etc/sysconfig/{service}", last)
+
+
+def _engine_service(service: Path, distro: str, mode: str,
+                    stops_etcd: bool = False) -> None:
     """The engine under runit, logging through svlogd to /var/log/<service>/current (the
     usual runit layout); `check` is true once the engine is READY (Type=notify), so
-    `sv start` waits for that, as `systemctl start` does."""
-    write(service / "run", f"#!/bin/sh\nexec /usr/local/bin/{distro} {mode} 2>&1\n", 0o755)
+    `sv start` waits for that, as `systemctl start` does. The `run` script stands in for
+    the systemd unit: it exports the unit's environment files (KEY=value lines, which
+    systemd's EnvironmentFile= and the shell read alike) and its last line is the unit's
+    ExecStart (tests add flags there)."""
+    sources = " ".join(env_files(distro, service.name))
+    write(service / "run", "#!/bin/sh\nset -a\n"
+          f"for f in {sources}; do [ -r \"$f\" ] && . \"$f\"; done\nset +a\n"
+          f"exec /usr/local/bin/{distro} {mode} 2>&1\n", 0o755)
     write(service / "log" / "run", f"#!/bin/sh\nmkdir -p /var/log/{service.name}\n"
           f"exec svlogd -tt /var/log/{service.name}\n", 0o755)
     # Shell builtins only, no program: a restart's script runs it at every tick while the
@@ -211,7 +229,7 @@ def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[
             "--tls-cert", f"{tls}/serving-kube-apiserver.crt",
             "--tls-key", f"{tls}/serving-kube-apiserver.key",
             "--client-ca", f"{tls}/client-ca.crt",
-            "--engine-config", f"/etc/rancher/{distro}/config.yaml", "--distro", distro,
+            "--apiserver-args", f"/var/lib/rancher/{distro}/lab-apiserver-args.json",
             "--timing-file", f"/var/lib/rancher/{distro}/lab-timing.json",
             "--engine-state", f"/var/lib/rancher/{distro}/lab-engine.json",
             "--node-name", spec.node_name()]

@@ -9,13 +9,14 @@ as the real kube-apiserver does (bearer tokens are accepted too):
                                 [--stale-after SECONDS] [--verbose]
     /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6443 --token TOKEN --upstream URL
                                 --tls-cert CRT --tls-key KEY --client-ca CA
-                                [--engine-config PATH --distro D] [--pod-log-dir DIR]
+                                [--apiserver-args PATH] [--pod-log-dir DIR]
                                 [--node-name NAME]
                                 [--etcd-servers URL --etcd-cafile CA --etcd-certfile CRT
                                  --etcd-keyfile KEY]
 
 A front end answers /readyz, /livez and /healthz itself (anonymous, as the real
-system:public-info-viewer role allows) and forwards the rest. With --engine-config it
+system:public-info-viewer role allows) and forwards the rest. With --apiserver-args (a JSON
+list of the kube-apiserver flags the engine built, engine_config.apiserver_args) it
 first checks the API server's own config files (audit policy, admission configuration) and
 exits 1 when they are invalid, as kube-apiserver does; runit then restarts it: a crash
 loop. With --pod-log-dir its log goes to DIR/<restart count>.log, as the kubelet keeps a
@@ -79,6 +80,8 @@ def parse_path(path: str) -> tuple[Kind, str | None, str | None, str | None]:
         group, rest = "", parts[2:]
     elif parts[:3] == ["apis", "policy", "v1"]:
         group, rest = "policy", parts[3:]
+    elif parts[:3] == ["apis", "helm.cattle.io", "v1"]:
+        group, rest = "helm.cattle.io", parts[3:]
     else:
         raise no_such_path()
     ns = None
@@ -455,9 +458,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tls-cert", type=Path)
     parser.add_argument("--tls-key", type=Path)
     parser.add_argument("--client-ca", type=Path)
-    parser.add_argument("--engine-config", type=Path,
-                        help="check the API server files this engine config names first")
-    parser.add_argument("--distro", default="rke2")
+    parser.add_argument("--apiserver-args", type=Path,
+                        help="check the API server files these flags (JSON) name first")
     parser.add_argument("--pod-log-dir", type=Path)
     parser.add_argument("--node-name", default="", help="a front end's controller: faults "
                         "of kind readyz with this node meet its /readyz")
@@ -473,12 +475,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def check_engine_config(distro: str, config_path: Path) -> None:
-    """Raises engine_config.ConfigError when kube-apiserver would refuse to start."""
+def check_apiserver_args(args_file: Path) -> None:
+    """Raises engine_config.ConfigError when kube-apiserver would refuse to start with the
+    flags the engine gave it."""
     import engine_config  # a sibling only the front ends need
 
-    files = engine_config.apiserver_files(distro, engine_config.load_config(config_path))
-    engine_config.check_apiserver_files(files)
+    try:
+        args = json.loads(args_file.read_text())
+    except (OSError, ValueError):
+        args = []  # the engine has not written them: no config files to check
+    engine_config.check_apiserver_files(engine_config.apiserver_files(args))
 
 
 def make_server(args: argparse.Namespace) -> KubeServer:
@@ -519,9 +525,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.pod_log_dir:
         _pod_log(args.pod_log_dir)
-    if args.engine_config:
+    if args.apiserver_args:
         try:
-            check_engine_config(args.distro, args.engine_config)
+            check_apiserver_args(args.apiserver_args)
         except Exception as exc:
             _log("F", f"Error: {exc}")
             return 1

@@ -54,7 +54,11 @@ class Kind:
 NODES = Kind("nodes", "Node", "v1", namespaced=False)
 PODS = Kind("pods", "Pod", "v1", namespaced=True)
 PDBS = Kind("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", True, group="policy")
-KINDS = {(k.group, k.resource): k for k in (NODES, PODS, PDBS)}
+# k3s's and rke2's helm-controller CRD (k3s-io/helm-controller pkg/apis/helm.cattle.io/v1):
+# what the deploy controller applies from a chart-values manifest.
+HELM_CONFIGS = Kind("helmchartconfigs", "HelmChartConfig", "helm.cattle.io/v1", True,
+                    group="helm.cattle.io")
+KINDS = {(k.group, k.resource): k for k in (NODES, PODS, PDBS, HELM_CONFIGS)}
 
 
 class ApiError(Exception):

@@ -26,10 +26,18 @@ def _resource(name: str, kind: str, namespaced: bool, verbs: str, **extra: Any) 
 # Discovery lists only what is served here, so a client that checks it is told the truth.
 POLICY = {"name": "policy", "versions": [{"groupVersion": "policy/v1", "version": "v1"}],
           "preferredVersion": {"groupVersion": "policy/v1", "version": "v1"}}
+HELM = {"name": "helm.cattle.io", "versions": [{"groupVersion": "helm.cattle.io/v1",
+                                                "version": "v1"}],
+        "preferredVersion": {"groupVersion": "helm.cattle.io/v1", "version": "v1"}}
 DISCOVERY: dict[str, Obj] = {
     "/version": VERSION,
-    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [POLICY]},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [POLICY, HELM]},
     "/apis/policy": {"kind": "APIGroup", "apiVersion": "v1", **POLICY},
+    "/apis/helm.cattle.io": {"kind": "APIGroup", "apiVersion": "v1", **HELM},
+    "/apis/helm.cattle.io/v1": {"kind": "APIResourceList", "apiVersion": "v1",
+                                "groupVersion": "helm.cattle.io/v1", "resources": [
+        _resource("helmchartconfigs", "HelmChartConfig", True,
+                  "create delete get list patch update")]},
     "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
         _resource("nodes", "Node", False, "create delete get list patch", shortNames=["no"]),
         _resource("nodes/status", "Node", False, "get patch"),

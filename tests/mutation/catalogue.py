@@ -196,4 +196,32 @@ MUTATIONS: tuple[Mutation, ...] = (
         "from_environment", "if not env.get(UNDER_TEST):", "if False:",
         (U + "test_waits.py", E + "test_waits_channel.py"),
         "anyone could make apply give up on hosts sooner than it should", unit=True),
+    Mutation(
+        "engine config: another audit policy or admission config for the API server is a "
+        "problem", "planner/desired/engine_merge.py", "apiserver_overrides",
+        "if flag in ours and value != ours[flag]:", "if False:",
+        (U + "test_engine_semantics.py",
+         E + "test_engine_sources.py::test_a_yml_dropin_setting_another_audit_policy_is_a_"
+             "problem_with_its_line"),
+        "the plan would promise cargoship's audit policy while the API server ran another",
+        unit=True),
+    Mutation(
+        "labels: only a label cargoship set is ever removed from a node",
+        "planner/phases/label_nodes.py", "LabelNodes.assess",
+        "(ours | owned_by[name]) & {k for k in nodes[name]",
+        "{k for k in nodes[name]",
+        (E + "test_labels_removed.py",),
+        "a node-role label the user or the engine set would be planned away"),
+    Mutation(
+        "drain forecast: a pod the drain would refuse is a plan problem",
+        "planner/phases/drain_forecast.py", "forecast",
+        'if action == "refuse":', "if False:",
+        (E + "test_drain_forecast.py",),
+        "a plan would be approved that apply can only fail at its first drain"),
+    Mutation(
+        "chart removal: a removed chart's manifest is emptied, never deleted while applied",
+        "planner/phases/sync_common.py", "_file_changes",
+        "if chart_name(path, where) is not None:", "if False:",
+        (E + "test_chart_removal.py",),
+        "a chart taken out of cluster.yaml would keep its values in force under No changes"),
 )

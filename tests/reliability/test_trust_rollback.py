@@ -29,7 +29,8 @@ def test_a_run_killed_while_rolling_back_is_restored_not_restarted(  # type: ign
     # An audit policy the schema accepts and kube-apiserver refuses: a failed change.
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
         auditPolicy={"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
-                     "rules": [{"level": "Verbose"}]}))
+                     "rules": [{"level": "Metadata", "namespaces": ["default"],
+                                "nonResourceURLs": ["/healthz*"]}]}))
     bad = tmp_path / "bad.json"
     plan(lab, bad)
     bad_id = json.loads(bad.read_text())["plan_id"]

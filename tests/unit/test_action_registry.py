@@ -26,7 +26,7 @@ def test_every_documented_action_has_exactly_one_handler_of_its_scope() -> None:
         "write-file", "write-file-in-place", "delete-file", "delete-file-in-place", "recover",
         "restore-backup"]
     assert [n for n, h in HANDLERS.items() if isinstance(h, ClusterHandler)] == [
-        "merge-kubeconfig", "label-node"]
+        "merge-kubeconfig", "label-node", "unlabel-node"]
     readme = (ROOT / "README.md").read_text()
     assert all(f"| `{name}` |" in readme for name in ACTIONS)
 

@@ -274,3 +274,19 @@ def test_a_node_uncordoned_since_it_was_read_is_cordoned() -> None:
     assert ops.cordon("wrk-1", owner="plan-1", read=read) is True
     assert api.node["spec"]["unschedulable"] is True
     assert api.node["metadata"]["annotations"] == {CORDONED_BY: "plan-1"}
+
+
+def test_a_budgets_selector_as_the_api_matches_it() -> None:
+    from planner.drain_rules import selects
+
+    labels = {"app": "dns", "tier": "core"}
+    assert selects({}, labels)  # policy/v1: empty selects all
+    assert not selects(None, labels)  # missing: none
+    assert selects({"matchLabels": {"app": "dns"}}, labels)
+    assert not selects({"matchLabels": {"app": "web"}}, labels)
+    assert selects({"matchExpressions": [{"key": "tier", "operator": "In",
+                                          "values": ["core", "x"]}]}, labels)
+    assert not selects({"matchExpressions": [{"key": "tier", "operator": "NotIn",
+                                              "values": ["core"]}]}, labels)
+    assert selects({"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}, labels)
+    assert not selects({"matchExpressions": [{"key": "zone", "operator": "Exists"}]}, labels)

@@ -4,11 +4,15 @@ rke2 and k3s do: pure parse and merge functions over data fixtures."""
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 
-from planner.desired.engine_merge import overridden
-from planner.facts.engine_config import merge_layers, parse_engine_config
+from planner.config.model import ClusterConfig, Engine
+from planner.desired.engine_files import desired_files, placement_of
+from planner.desired.engine_merge import apiserver_overrides, overridden
+from planner.facts.distro import LAYOUTS
+from planner.facts.engine_config import Locations, merge_layers, parse_engine_config
 from planner.facts.manifests import parse_foreign_charts
 from planner.hosts.batch import FactParseError, Output
 from planner.kube import api_server, own_address
@@ -116,3 +120,73 @@ def test_own_address_never_takes_an_address_the_host_does_not_have() -> None:
     assert own_address("127.0.0.1", ["127.0.0.1", "10.0.0.1"], [], "10.0.0.1") == "10.0.0.1"
     assert own_address("203.0.113.7", ["10.0.0.1", "10.1.0.1"], ["10.1.0.1"],
                        "10.0.0.1") == "10.1.0.1"
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_env_files_command_line_and_files_in_the_engines_precedence() -> None:
+    env = "# comment\nK3S_NODE_NAME='From-Env'\nK3S_CONFIG_FILE=\"/etc/alt/c.yaml\"\n"
+    out = Output(
+        f"env {len(env)} {_b64(env)} /etc/systemd/system/k3s.service.env\n"
+        f"exec {_b64('/usr/local/bin/k3s server --data-dir /d --kube-apiserver-arg=v=9')} "
+        "ExecStart of k3s.service\n"
+        "config /etc/alt/c.yaml\n"
+        + listing(("/etc/alt/c.yaml", "kube-apiserver-arg: [v=2]\n"),
+                  ("/etc/alt/c.yaml.d/1.YML", "private-registry: /r.yaml\n")).stdout, 0)
+    settings = parse_engine_config(out, "k3s")
+    assert settings.node_name("host") == "from-env"  # no file or flag set it: the variable
+    assert settings.config_from == ("K3S_CONFIG_FILE in "
+                                    "/etc/systemd/system/k3s.service.env:3")
+    at = settings.locations(LAYOUTS["k3s"])
+    assert at == Locations("/etc/alt/c.yaml.d", "/r.yaml", "/d/server/manifests")
+    # The files' items, then the command line's (which comes after them).
+    assert [(a.value, a.where) for a in settings.apiserver_args] == [
+        ("v=2", "/etc/alt/c.yaml:1"), ("v=9", "ExecStart of k3s.service")]
+    assert settings.sources["data-dir"] == "ExecStart of k3s.service"
+    named = parse_engine_config(Output(out.stdout + listing(
+        ("/etc/alt/c.yaml.d/2.yaml", "node-name: File\n")).stdout, 0), "k3s")
+    assert named.node_name("host") == "file"  # a file wins over the environment
+
+
+def test_apiserver_flags_other_than_ours_are_overrides_wherever_they_are() -> None:
+    ours = desired_files(_config("k3s"), "controller")
+    dropin = next(f for f in ours if f.kind == "config-dropin")
+    early = listing((MAIN, "kube-apiserver-arg:\n- v=2\n- audit-policy-file=/theirs.yaml\n"))
+    found = apiserver_overrides(parse_engine_config(early, "k3s"), "k3s", dropin.path,
+                                dropin.data)
+    assert len(found) == 1 and found[0].startswith(
+        f"{MAIN}:3: kube-apiserver-arg sets audit-policy-file=/theirs.yaml"), found
+    same = listing((MAIN, "kube-apiserver-arg: [audit-policy-file="
+                          "/etc/rancher/k3s/cargoship-audit-policy.yaml]\n"))
+    assert apiserver_overrides(parse_engine_config(same, "k3s"), "k3s", dropin.path,
+                               dropin.data) == []
+    # rke2's own key, from its environment file.
+    env = "RKE2_AUDIT_POLICY_FILE=/env.yaml\n"
+    rke2 = desired_files(_config("rke2"), "controller")
+    rke2_dropin = next(f for f in rke2 if f.kind == "config-dropin")
+    settings = parse_engine_config(
+        Output(f"env {len(env)} {_b64(env)} /etc/default/rke2-server\n", 0), "rke2")
+    found = apiserver_overrides(settings, "rke2", rke2_dropin.path, rke2_dropin.data)
+    assert found and found[0].startswith("/etc/default/rke2-server:1 (RKE2_AUDIT_POLICY_FILE)")
+
+
+def test_the_k3s_dropin_keeps_a_users_own_audit_log_path() -> None:
+    layout = LAYOUTS["k3s"]
+    mine = parse_engine_config(listing((MAIN, "kube-apiserver-arg: [audit-log-path=/l]\n")),
+                               "k3s")
+    dropin = next(f for f in desired_files(_config("k3s"), "controller",
+                                           placement_of(mine, layout))
+                  if f.kind == "config-dropin")
+    assert not [a for a in dropin.data["kube-apiserver-arg+"] if "audit-log-path" in a]
+    plain = next(f for f in desired_files(_config("k3s"), "controller")
+                 if f.kind == "config-dropin")
+    assert [a for a in plain.data["kube-apiserver-arg+"] if "audit-log-path" in a]
+
+
+def _config(distro: str) -> ClusterConfig:
+    return ClusterConfig(path=Path("<test>"), name="t", hosts=(),
+                         engine=Engine(distro, "v1.30.4"),
+                         engine_config={"auditPolicy": {"apiVersion": "audit.k8s.io/v1",
+                                                        "kind": "Policy", "rules": []}})

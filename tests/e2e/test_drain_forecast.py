@@ -1,0 +1,72 @@
+"""The plan predicts what apply's drains will meet (issue 28): for every node it would
+drain, the pods the drain would refuse (emptyDir data, as the stock traefik and
+metrics-server have, without drain.deleteEmptyDirData; no controller without drain.force)
+are problems, pods whose PodDisruptionBudget allows no disruption now are warnings, and the
+plan says which nodes it drains and why. Apply used to meet them as "drain refused"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.e2e.cli import cargoship, edit_config
+from tests.lab import HostSpec
+from tests.lab.stock import stock_pods
+
+REGISTRIES = "/etc/rancher/rke2/registries.yaml"
+
+
+def pod(name: str, node: str, *, owner: str | None = "ReplicaSet", empty_dir: bool = False,
+        labels: dict[str, str] | None = None) -> dict:  # type: ignore[type-arg]
+    meta: dict = {"name": name, "namespace": "kube-system",  # type: ignore[type-arg]
+                  "labels": labels or {"app": name}}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": name,
+                                    "uid": f"uid-{name}", "controller": True}]
+    spec: dict = {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}  # type: ignore[type-arg]
+    if empty_dir:
+        spec["volumes"] = [{"name": "data", "emptyDir": {}}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
+            "status": {"phase": "Running"}}
+
+
+def test_the_plan_says_what_each_drain_would_meet(lab_factory, tmp_path: Path) -> None:
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker"),
+                       HostSpec("wrk-2", "worker"), HostSpec("wrk-3", "worker")])
+    base = "/api/v1/namespaces/kube-system/pods"
+    for stock in stock_pods("rke2", {"wrk-1": ["rke2-metrics-server"],
+                                     "wrk-3": ["rke2-ingress-nginx-controller"]}):
+        lab.api("POST", base, stock)  # the stock metrics-server's emptyDir
+    lab.api("POST", base, pod("bare", "wrk-1", owner=None))
+    lab.api("POST", base, pod("dns-7f", "wrk-2", labels={"app": "dns"}))
+    lab.api("POST", "/apis/policy/v1/namespaces/kube-system/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "dns", "namespace": "kube-system"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "dns"}}}})
+    lab.api("POST", base, pod("web-1", "wrk-3"))
+    for host in ("wrk-1", "wrk-2", "wrk-3"):
+        lab.exec(host, f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--json")
+    plan = json.loads(result.stdout)
+    assert result.returncode == 1, result.stdout
+    problems = [(p["host"]["name"], p["text"]) for p in plan["problems"]]
+    assert problems == [("wrk-1", "the drain of node wrk-1 would be refused: "
+                                  "kube-system/bare (not managed by a controller, needs force), "
+                                  "kube-system/rke2-metrics-server-wrk-1 (has emptyDir data, "
+                                  "needs delete_emptydir_data); set "
+                                  "options.drain.deleteEmptyDirData "
+                                  "(the pods' emptyDir data is lost) or options.drain.force "
+                                  "(unmanaged pods are deleted for good), or move those pods "
+                                  "first")], problems
+    warnings = [(w["host"]["name"], w["text"]) for w in plan["warnings"]]
+    assert ("wrk-2", "the drain of node wrk-2 would wait for kube-system/dns-7f "
+                     "(PodDisruptionBudget kube-system/dns allows no disruption now), up to "
+                     "options.drain.timeoutSeconds (300 s)") in warnings, warnings
+    said = json.dumps(plan)
+    assert ("would drain node wrk-3 (the engine restarts to read "
+            f"{REGISTRIES}): 1 pod(s) to evict") in said
+    # With the options apply needs, no problem is left: the forecast follows them.
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
+        drain={"deleteEmptyDirData": True, "force": True}))
+    again = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--json")
+    assert again.returncode == 0, again.stdout

@@ -1,0 +1,55 @@
+"""The engine config fact's shell (planner/facts/sh/engine_config.sh), run for real with a
+stub `systemctl`: the unit's ExecStart as `systemctl show` prints it, its environment files
+read (never sourced), the config file they move, `.yml` and upper-case drop-ins, in name
+order; then parsed as the plan parses it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from planner.facts.distro import LAYOUTS
+from planner.facts.engine_config import engine_config_fact
+from planner.hosts.batch import Output
+
+
+def run_fact(tmp_path: Path, exec_line: str, env_text: str) -> Output:
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "systemctl").write_text(
+        "#!/bin/sh\ncase \"$1\" in cat) exit 0;; show) printf '%s\\n' "
+        f"'{{ path=/usr/local/bin/k3s ; argv[]={exec_line} ; ignore_errors=no ; "
+        "start_time=[n/a] }'; exit 0;; esac\nexit 1\n")
+    (stub / "systemctl").chmod(0o755)
+    env_file = tmp_path / "k3s.service.env"
+    env_file.write_text(env_text)
+    fact = engine_config_fact(LAYOUTS["k3s"], "controller")
+    command = fact.command.replace("/etc/systemd/system/k3s.service.env", str(env_file))
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PATH": f"{stub}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    return Output(done.stdout, 0)
+
+
+def test_systemd_execstart_env_file_and_relocated_config(tmp_path: Path) -> None:
+    alt = tmp_path / "alt"
+    (alt / "c.yaml.d").mkdir(parents=True)
+    (alt / "c.yaml").write_text("node-label: [a=1]\n")
+    (alt / "c.yaml.d" / "20-b.YML").write_text("node-label+: [b=2]\n")
+    (alt / "c.yaml.d" / "10-a.yaml").write_text("node-label+: [c=3]\n")
+    (alt / "c.yaml.d" / "30-c.txt").write_text("node-name: never\n")
+    marker = tmp_path / "sourced"
+    out = run_fact(tmp_path, "/usr/local/bin/k3s server --node-name Flag-Name "
+                             "--data-dir /srv/k3s",
+                   f"# a comment\nK3S_CONFIG_FILE='{alt}/c.yaml'\n"
+                   f"X=$(touch {marker})\n")
+    assert not marker.exists()  # read, never run
+    settings = engine_config_fact(LAYOUTS["k3s"]).parse(out)
+    assert settings.config_path == f"{alt}/c.yaml"
+    assert [p for p, _ in settings.layers] == [
+        f"{alt}/c.yaml", f"{alt}/c.yaml.d/10-a.yaml", f"{alt}/c.yaml.d/20-b.YML"]
+    assert settings.merged["node-label"] == ["a=1", "c=3", "b=2"]
+    assert settings.node_name("host") == "flag-name"  # the command line wins, lowercased
+    assert settings.sources["data-dir"] == "ExecStart of k3s.service"
+    assert settings.locations(LAYOUTS["k3s"]).manifests_dir == "/srv/k3s/server/manifests"
