@@ -73,6 +73,9 @@ class HostJob:
     files: list[DesiredFile] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
     restart: bool = False
+    # Cordoned and drained before the restart: what the plan said for its changes
+    # (options.drain.when); a restart without it leaves the node's containers running.
+    drain: bool = False
     controller: bool = False
     # A controller's own API server: (ready, why not) from its /readyz.
     readyz: Callable[[], tuple[bool, str]] | None = None
@@ -272,13 +275,18 @@ class Rollout:
                 restart.prepare(steps, inprogress.mark_script(self.plan_id))
                 read = node.result()
                 node_identity.check(read, job.node, job.label, job.addresses)
-                cordoned = self.ops.cordon(job.node, owner=self.plan_id, read=read)
-                self._note(job.label, f"cordoned node {job.node}" if cordoned
-                           else f"node {job.node} was already cordoned")
-                report = self.ops.drain(job.node, self.drain, cordoned=True,
-                                        then=self._preload)
-                self._note(job.label, f"drained node {job.node} "
-                                      f"({len(report.evicted)} pod(s) evicted)")
+                if job.drain:
+                    cordoned = self.ops.cordon(job.node, owner=self.plan_id, read=read)
+                    self._note(job.label, f"cordoned node {job.node}" if cordoned
+                               else f"node {job.node} was already cordoned")
+                    report = self.ops.drain(job.node, self.drain, cordoned=True,
+                                            then=self._preload)
+                    self._note(job.label, f"drained node {job.node} "
+                                          f"({len(report.evicted)} pod(s) evicted)")
+                else:
+                    self._preload()
+                    self._note(job.label, f"node {job.node} not cordoned or drained, as "
+                                          "the plan says (options.drain.when)")
                 stopped = True  # from the moment we ask: a lost answer may hide a stop
                 restart.run(steps, written, keep=True)
             else:

@@ -117,12 +117,16 @@ class PlannedChange:
     label: str | None = None  # label-node
     context: str | None = None  # merge-kubeconfig
     key_changes: tuple[KeyChange, ...] = ()  # by key path, for YAML file changes
+    # Whether the node is drained before the restart: options.drain.when's answer for this
+    # file (desired/drain_policy.py); None: as the action says.
+    drain_first: bool | None = None
 
     @property
     def drain(self) -> bool:
         from .plan.actions import ACTIONS
 
-        return ACTIONS[self.action].drain
+        spec = ACTIONS[self.action]
+        return spec.drain and (self.drain_first is None or self.drain_first)
 
     @property
     def restart(self) -> bool:

@@ -36,6 +36,7 @@ class WriteFile(HostHandler):
                                "changed")
         job.files.append(desired)
         job.restart |= self.restart
+        job.drain |= self.restart and change.drain  # as the plan says (options.drain.when)
 
 
 class WriteFileInPlace(WriteFile):
@@ -52,6 +53,7 @@ class DeleteFile(HostHandler):
     def shape(self, job: HostJob, change: Change, wanted: dict[str, DesiredFile]) -> None:
         job.deletes.append(change.target)
         job.restart |= self.restart
+        job.drain |= self.restart and change.drain
 
 
 class DeleteFileInPlace(DeleteFile):
@@ -71,7 +73,7 @@ class RestoreBackup(HostHandler):
             raise ApplyRefused(f"{change.host}: {change.action} {change.target}: not a backup "
                                "directory of cargoship's; nothing was changed")
         job.restore_from = change.target
-        job.restart = True
+        job.restart = job.drain = True
 
 
 class Recover(HostHandler):
@@ -81,4 +83,4 @@ class Recover(HostHandler):
     needs_api = True
 
     def shape(self, job: HostJob, change: Change, wanted: dict[str, DesiredFile]) -> None:
-        job.restart = True
+        job.restart = job.drain = True

@@ -69,6 +69,10 @@ class Options:
     drain_grace_period: int = -1
     drain_delete_emptydir_data: bool = False
     drain_force: bool = False
+    # options.drain.when, per kind of change: "always" (cordon and drain first) or "never"
+    # (restart in place: the engine's restart leaves the containers running).
+    drain_registries: str = "always"
+    drain_control_plane: str = "always"
     ready_timeout: int = 300
     kubeconfig_enabled: bool = False
     kubeconfig_path: Path = Path("~/.kube/config")

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from ..context import HostState, PlanContext, PlannedChange
 from ..desired.compare import FileChange, compare, deletion, file_digest
+from ..desired.drain_policy import drains, restarts_in_place
 from ..desired.engine_files import (
     OWNED_PREFIX,
     PLACEMENT_READ,
@@ -143,8 +144,10 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
         # A chart no longer desired: its manifest emptied first, deleted once pruned.
         changes += removals(ctx, phase, host, where, stale)
         needs_restart = {f.path for f in wanted if f.restart}
+        kinds = {f.path: f.kind for f in wanted}
         restart = False
         read_at_start: list[str] = []  # why the host would be drained, for the plan to say
+        restarting_kinds: list[str | None] = []
         for change in changes:
             # Chart values are reconciled by the engine; anything else is read at start.
             own = change.path in needs_restart or (
@@ -153,9 +156,13 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
             restart |= own
             if own:
                 read_at_start.append(change.path)
+                restarting_kinds.append(kinds.get(change.path))
             ctx.change(PlannedChange(phase, host.config.index, _action(change.action, own),
                                      change.path, change.before, change.after, change.diff,
-                                     key_changes=change.keys))
+                                     key_changes=change.keys,
+                                     drain_first=drains(ctx.config.options,
+                                                        kinds.get(change.path))
+                                     if own else None))
             writes.add((host.config.index, f"file:{change.path}"))
         if interrupted is not None and not restoring:
             # Files may be right and the host still not: its engine may be stopped and its
@@ -168,7 +175,13 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
                 "would drain, restart the engine and uncordon"))
             writes.add((host.config.index, f"file:{MARKER}"))
             restart = True
-        if restart or restoring:
+        in_place = restarts_in_place(ctx.config.options, restarting_kinds) \
+            if interrupted is None and not restoring else None
+        if restart and in_place is not None:
+            ctx.found(phase, host, f"would restart the engine to read "
+                                   f"{', '.join(read_at_start)} without cordoning or "
+                                   f"draining node {host.node} ({in_place})")
+        elif restart or restoring:
             why = [f"the engine restarts to read {', '.join(read_at_start)}"] \
                 if read_at_start else []
             why += ["the files from before a failed apply are restored"] if restoring else []

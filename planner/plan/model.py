@@ -107,7 +107,9 @@ class Change:
     before: str | None  # content digest, None when absent
     after: str | None
     diff: str  # a unified diff for people, secrets masked
-    drain: bool = False  # as the action says (the schema holds them to it): for readers
+    # Whether apply cordons and drains the node first: as the action says, unless
+    # options.drain.when says never for this file (the schema holds them to it).
+    drain: bool = False
     restart: bool = False
     node: str | None = None  # label-node: the node
     label: str | None = None  # label-node: the label key

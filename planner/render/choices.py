@@ -100,6 +100,13 @@ def _server(v: Any, _: dict[str, Any]) -> str:
             f"{v}" if v else "the API server is derived from the admin kubeconfig")
 
 
+def _when(v: Any, what: str) -> str:
+    if v == "never":
+        return (f"a node whose {what} restarts its engine in place, never cordoned or "
+                "drained (its containers keep running)")
+    return f"a node whose {what} is cordoned and drained before its engine restarts"
+
+
 Meaning = Callable[[Any, dict[str, Any]], str]
 # (field of Options, name in the cluster config, how a value is shown, what apply does),
 # the drain and rollout first: what can cost data or capacity.
@@ -113,6 +120,10 @@ _OPTIONS: tuple[tuple[str, str, Callable[[Any], str], Meaning], ...] = (
     ("worker_concurrency", "concurrency.workers", str, _workers),
     ("ready_timeout", "readyTimeoutSeconds", _seconds,
      lambda v, _: f"a restarted host not freshly Ready within {_seconds(v)} s is rolled back"),
+    ("drain_registries", "drain.when.registries", str,
+     lambda v, _: _when(v, "registries.yaml changed")),
+    ("drain_control_plane", "drain.when.controlPlane", str,
+     lambda v, _: _when(v, "the audit policy, Pod Security config or its drop-in changed")),
     ("host_concurrency", "concurrency.hosts", str,
      lambda v, _: f"up to {v} hosts are connected to and read at once"),
     ("connect_timeout", "ssh.connectTimeoutSeconds", _seconds,

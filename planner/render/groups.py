@@ -114,7 +114,9 @@ def _follows(previous: str, name: str) -> bool:
 
 
 def flags(change: Change) -> str:
-    return "drain + restart" if change.restart else "in place"
+    if not change.restart:
+        return "in place"
+    return "drain + restart" if change.drain else "restart, no drain"
 
 
 def flagged_hosts(plan: Plan) -> set[str]:

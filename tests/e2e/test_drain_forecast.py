@@ -70,3 +70,42 @@ def test_the_plan_says_what_each_drain_would_meet(lab_factory, tmp_path: Path) -
         drain={"deleteEmptyDirData": True, "force": True}))
     again = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--json")
     assert again.returncode == 0, again.stdout
+
+
+def test_a_restart_in_place_by_choice_neither_cordons_nor_drains(lab_factory,
+                                                                  tmp_path: Path) -> None:
+    """options.drain.when.registries: never. The stock metrics-server's emptyDir would make
+    the default drain refuse (a plan problem); restarting in place, the plan says so and has
+    no problem, apply restarts the engine, and the pod stays where it was: never evicted,
+    the node never cordoned."""
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
+    base = "/api/v1/namespaces/kube-system/pods"
+    [stock] = stock_pods("rke2", {"wrk-1": ["rke2-metrics-server"]})
+    lab.api("POST", base, stock)
+    lab.exec("wrk-1", f"printf 'mirrors: {{}}\\n' > {REGISTRIES}")
+    drained = cargoship("plan", "-c", lab.dir / "cluster.yaml")
+    assert drained.returncode == 1 and "the drain of node wrk-1 would be refused" \
+        in drained.stdout, drained.stdout
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
+        drain={"when": {"registries": "never"}}))
+    plan_file = tmp_path / "plan.json"
+    planned = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
+    assert planned.returncode == 0, planned.stdout
+    assert (f"would restart the engine to read {REGISTRIES} without cordoning or draining "
+            "node wrk-1 (options.drain.when.registries: never; an engine restart leaves the "
+            "node's containers running)") in planned.stdout, planned.stdout
+    assert "! drain.when.registries: never  (NOT the default" in planned.stdout
+    assert f"write-file {REGISTRIES} (restart, no drain) on wrk-1" in planned.stdout
+    change = next(c for c in json.loads(plan_file.read_text())["changes"]
+                  if c["target"] == REGISTRIES and c["host"]["name"] == "wrk-1")
+    assert (change["action"], change["drain"], change["restart"]) == ("write-file", False, True)
+    since = lab.events("wrk-1")[-1][0]
+    applied = cargoship("apply", plan_file, "--confirm")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert lab.outages("wrk-1", since), "the engine was not restarted"
+    assert "docker.io" in lab.exec("wrk-1", f"cat {REGISTRIES}").stdout
+    name = stock["metadata"]["name"]
+    assert lab.api("GET", f"{base}/{name}")["spec"]["nodeName"] == "wrk-1"  # not evicted
+    # A drain of it would have been refused (deleteEmptyDirData is false): none was made.
+    assert "node wrk-1 not cordoned or drained, as the plan says" in applied.stdout + \
+        applied.stderr, applied.stdout

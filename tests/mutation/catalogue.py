@@ -192,6 +192,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         (U + "test_render_apply_choices.py",),
         "a reviewer would not see a drain with --force or a concurrency of 50", unit=True),
     Mutation(
+        "drain choice: a restart the plan says to drain is drained, only that one in place",
+        "executor/rollout.py", "Rollout._host", "if job.drain:", "if False:",
+        (U + "test_rollback.py", U + "test_rollout_order.py",
+         E + "test_drain_forecast.py::test_a_restart_in_place_by_choice_neither_cordons_nor_"
+             "drains"),
+        "a node the plan promised to drain would restart with its pods on it", unit=True),
+    Mutation(
+        "drain choice: options.drain.when decides per kind, always by default",
+        "planner/desired/drain_policy.py", "drains",
+        'return key is None or setting(options, key) == "always"', "return False",
+        (U + "test_drain_policy.py",),
+        "every restart would skip its drain, whatever the config says", unit=True),
+    Mutation(
         "test waits: only under a test, and only shorter", "executor/waits.py",
         "from_environment", "if not env.get(UNDER_TEST):", "if False:",
         (U + "test_waits.py", E + "test_waits_channel.py"),

@@ -204,7 +204,7 @@ class FakeRollout(Rollout):
 
 def restarting(*names: str, controller: bool = False) -> list[HostJob]:
     """Jobs that change a file the engine reads at start, on fake hosts."""
-    return [HostJob(n, n, writer(FakeSession(label=n)), "runit", "svc", restart=True,
+    return [HostJob(n, n, writer(FakeSession(label=n)), "runit", "svc", restart=True, drain=True,
                     controller=controller,
                     addresses=frozenset({f"10.0.0.{sum(map(ord, n)) % 250 + 1}"}))
             for n in names]

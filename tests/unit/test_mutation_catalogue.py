@@ -18,7 +18,7 @@ RULES = ("digest", "drift", "signers", "replay", "fresh readiness", "controllers
          "time", "rollback restores and restarts", "lock", "secrets masked", "secrets salted",
          "default-deny phases", "unknown actions", "uncordon only", "host content is data",
          "node identity", "bounded reads", "signals", "no shell injection", "quorum gate",
-         "test waits")
+         "test waits", "drain choice")
 
 
 @pytest.mark.parametrize("m", MUTATIONS, ids=lambda m: m.rule[:60])

@@ -57,6 +57,20 @@ def test_a_node_the_operator_cordoned_is_never_uncordoned() -> None:
     assert ops.uncordoned() == []
 
 
+def test_a_restart_the_plan_says_not_to_drain_neither_cordons_nor_drains() -> None:
+    # options.drain.when: never (the plan's change says drain: false): restart in place;
+    # a failure then rolls back without an uncordon of a node never cordoned.
+    jobs = restarting("w1", "w2")
+    for job in jobs:
+        job.drain = False
+    rollout = FakeRollout({"w2": "not back"})
+    out = rollout.run([], jobs, 1)
+    assert [o.status for o in out] == ["applied", "rolled back"]
+    assert not [c for c in rollout.ops.calls  # type: ignore[union-attr]
+                if c[0] in ("cordon", "drain", "uncordon")]
+    assert [len(r) for r in rollout.restarts.values()] == [1, 2]  # w2's rollback restarts
+
+
 def test_a_failed_drain_changes_nothing_and_cancels_the_script_sent_ahead() -> None:
     ops = FakeNodeOps(drain_fails={"w1"})
     rollout = FakeRollout(ops=ops)

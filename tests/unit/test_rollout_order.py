@@ -148,7 +148,7 @@ def test_api_connections_are_opened_ahead_for_a_wave_larger_than_any_before() ->
 def restarting_controllers(*names: str) -> list[HostJob]:
     out = jobs(*names, controller=True)
     for job in out:
-        job.restart = True
+        job.restart = job.drain = True
     return out
 
 
