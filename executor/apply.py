@@ -300,7 +300,8 @@ def _remove_temps(env: ApplyEnv) -> None:
     """The disconnect step of a real run: temps a killed run left (see cleanup.py)."""
     for host in env.ctx.hosts:
         try:
-            removed = remove_temps(env.writers[host.ref.key], env.config.engine.distro)
+            removed = remove_temps(env.writers[host.ref.key], env.config.engine.distro,
+                                   host.engine_settings)
         except CargoshipError as exc:
             env.progress(host.label, f"could not remove leftover temp files: {exc}")
             continue

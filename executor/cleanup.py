@@ -10,7 +10,11 @@ never removes anything: it only reads.
 
 from __future__ import annotations
 
+import posixpath
+
+from planner.desired.engine_files import placement_of
 from planner.facts.distro import LAYOUTS
+from planner.facts.engine_config import EngineSettings, Locations
 from planner.facts.interrupted import MARKER
 from planner.facts.lock_holder import GUARD
 from planner.host_paths import RECORD_DIR
@@ -21,10 +25,17 @@ from .host_lock import BOUNDED_FLOCK, LOCK_DIR, MUTEX_PATH, MUTEX_WAIT
 from .remote import HostWriter
 
 
-def temp_cleanup_script(distro: str) -> str:
+def temp_cleanup_script(distro: str, locations: Locations | None = None) -> str:
+    """`locations`: where this host's engine reads cargoship's files when its config
+    moves them (data-dir, private-registry, a relocated config file): the writes went
+    there, so may their temps."""
     layout = LAYOUTS[distro]
-    dirs = (layout.config_dir, f"{layout.config_dir}/config.yaml.d", layout.manifests_dir,
-            RECORD_DIR)
+    dirs = [layout.config_dir, f"{layout.config_dir}/config.yaml.d", layout.manifests_dir,
+            RECORD_DIR]
+    if locations is not None:
+        dirs += [locations.dropin_dir, posixpath.dirname(locations.registries),
+                 locations.manifests_dir]
+    dirs = list(dict.fromkeys(dirs))
     # Only names our writers make: exactly six random characters after the prefix.
     temps = " ".join(f"{quote(d)}/.cargoship.??????" for d in dirs)
     m = quote(MUTEX_PATH)
@@ -52,7 +63,9 @@ echo "$n"
 """
 
 
-def remove_temps(host: HostWriter, distro: str) -> int:
-    """How many leftover temp files were removed from the host."""
-    out = host.run_root(temp_cleanup_script(distro)).stdout.decode().strip()
+def remove_temps(host: HostWriter, distro: str, settings: EngineSettings | None = None) -> int:
+    """How many leftover temp files were removed from the host (`settings`: its engine's,
+    as the plan read them: where its config puts cargoship's files)."""
+    locations = placement_of(settings, LAYOUTS[distro]).locations
+    out = host.run_root(temp_cleanup_script(distro, locations)).stdout.decode().strip()
     return int(out) if out.isdigit() else 0
