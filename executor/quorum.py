@@ -1,6 +1,9 @@
-"""The quorum gate again, right before each controller is stopped (the plan's preflight
-judged the cluster as it was then; minutes of rollout later a member may have stopped or
-fallen behind). Every controller is read now, in parallel, over the apply's own sessions:
+"""The quorum gate again before each controller (the plan's preflight judged the cluster
+as it was then; minutes of rollout later a member may have stopped or fallen behind): once
+before its node is cordoned (a cluster already short of a member is not drained for
+nothing) and once more after the drain, right before its engine is stopped (a drain can
+take minutes, and a member lost meanwhile must stop the rollout there). Every controller
+is read each time, in parallel, over the apply's own sessions:
 its engine service's state and its look at its etcd member and API server
 (planner/facts/etcd.py); planner/facts/etcd_gate.py judges them with the controller about
 to stop named. A cluster the gate does not cover (one controller, an external datastore,
@@ -71,13 +74,20 @@ def make_gate(controllers: Sequence[Controller], distro: str, external: bool) ->
     return gate
 
 
-def refusal(gate: Gate, label: str, note: Callable[[str, str], None]) -> str | None:
-    """Ask the gate before `label` stops: None to go on, else why not (what to fix)."""
+class Refused(CargoshipError):
+    """The gate right before a controller's stop said no: nothing of it was stopped or
+    changed (its node, drained and cordoned by us, is given back)."""
+
+
+def refusal(gate: Gate, label: str, note: Callable[[str, str], None],
+            when: str = "") -> str | None:
+    """Ask the gate before `label` stops: None to go on, else why not (what to fix).
+    `when`: which of its looks this is, for the progress line."""
     verdict = gate(label)
     if not verdict.gated:
         return None
     if not verdict.problems:
-        note(label, f"quorum gate passed: {verdict.summary}")
+        note(label, f"quorum gate passed{when}: {verdict.summary}")
         return None
     return (f"the etcd quorum gate refused to stop {label}: {verdict.message()}; fix that "
             "(the hosts already done keep their changes), then plan and apply again")

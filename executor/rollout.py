@@ -4,7 +4,9 @@ window of workers, and a rollback of the host in progress when it does not come 
 Per host with a change the engine reads at start, one remote script (restart.py,
 swap_script.py), sent while the hosts before it roll, stages the new files; at the host's
 turn it sets the in-progress marker; then cordon (remembering whether we did) and drain
-(evicted pods followed with a watch); then the script stops the engine, puts the files
+(evicted pods followed with a watch); a controller then passes the etcd quorum gate once
+more (quorum.py: a member lost during the drain stops the rollout here, the node given
+back); then the script stops the engine, puts the files
 in place (atomic, backed up) and starts it, and the host is awaited until it is freshly
 back (readiness.py: a new engine process, a node status posted after the restart, seen
 through the API's watch, and for a controller its API server's /readyz with its etcd
@@ -106,7 +108,8 @@ class Rollout:
     locks_lost: Callable[[], set[str]] = set
     # How long a failing uncordon of a host that came back is retried.
     uncordon_timeout: float = 60.0
-    # Asked right before each controller is stopped (quorum.py); None: not gated.
+    # Asked before each controller's cordon and again right before its stop (quorum.py);
+    # None: not gated.
     gate: quorum.Gate | None = None
     # After a controller's restart: waits until its member is back and caught up.
     back: quorum.Back | None = None
@@ -145,7 +148,8 @@ class Rollout:
             # workers) gets its script.
             self._upcoming = controllers[i + 1:i + 2] or workers[:worker_concurrency]
             if job.restart and self.gate is not None:
-                self._refused = quorum.refusal(self.gate, job.label, self._note) or ""
+                self._refused = quorum.refusal(self.gate, job.label, self._note,
+                                               " before the cordon") or ""
                 if self._refused:
                     outcomes.append(HostOutcome(job.label, "not started", self._refused))
                     continue
@@ -279,6 +283,7 @@ class Rollout:
                                         then=self._preload)
                 self._note(job.label, f"drained node {job.node} "
                                       f"({len(report.evicted)} pod(s) evicted)")
+                self._gate_before_stop(job)
                 stopped = True  # from the moment we ask: a lost answer may hide a stop
                 restart.run(steps, written, keep=True)
             else:
@@ -287,6 +292,8 @@ class Rollout:
             # again and recorded: an unexpected type (a bug, a malformed answer) included.
             log.debug("%s failed", job.label, exc_info=True)
             exc = as_error(exc)
+            if isinstance(exc, quorum.Refused):
+                return self._refused_before_stop(job, exc, cordoned)
             if not written and (not stopped or isinstance(exc, NothingStopped)):
                 detail = self._uncordon(job, cordoned, f"{exc}; nothing was changed")
                 return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
@@ -312,6 +319,27 @@ class Rollout:
         finally:
             if restart is not None:
                 restart.release()
+
+    def _gate_before_stop(self, job: HostJob) -> None:
+        """The quorum gate once more, after the drain, right before the engine's stop: a
+        member lost while the node drained stops the rollout here (quorum.Refused)."""
+        if not job.controller or self.gate is None:
+            return
+        why = quorum.refusal(self.gate, job.label, self._note, " right before the stop")
+        if why:
+            self._refused = why
+            raise quorum.Refused(why)
+
+    def _refused_before_stop(self, job: HostJob, refused: quorum.Refused,
+                             cordoned: bool) -> HostOutcome:
+        """Nothing of the host was stopped or changed: its node, cordoned by us for the
+        drain, is uncordoned (one cordoned by someone else stays so), its marker cleared,
+        and it counts as not started, like a host refused before its cordon."""
+        given = f"{refused}; its node was drained and " + (
+            "is uncordoned again" if cordoned else "stays cordoned, as it was before")
+        detail = self._uncordon(job, cordoned, given)
+        return HostOutcome(job.label, "not started" if detail == given else "failed",
+                           self._clear_mark(job, detail))
 
     def _steps(self, job: HostJob) -> list[Step]:
         steps = [restore_tree_step(job.restore_from)] if job.restore_from is not None else []

@@ -101,12 +101,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a restart with a member already down or behind would take etcd's quorum, and the "
         "whole API, with it", unit=True),
     Mutation(
-        "quorum gate before each controller: a refusal stops the rollout there",
+        "quorum gate before each controller's cordon: a refusal stops the rollout there",
         "executor/rollout.py", "Rollout._run",
         "                if self._refused:", "                if False:",
         (E + "test_quorum_gate.py::test_a_member_paused_during_the_rollout_stops_it_before_"
              "the_next_controller",),
         "a member lost mid-rollout would go unseen: the next controller's stop loses quorum"),
+    Mutation(
+        "quorum gate right before each stop: a member lost during the drain stops the rollout",
+        "executor/rollout.py", "Rollout._gate_before_stop",
+        "        if why:", "        if False:",
+        (E + "test_quorum_gate.py::test_a_member_paused_during_the_drain_stops_the_rollout_"
+             "before_the_engine_stops",),
+        "a member lost while a controller drains would go unseen: its stop loses quorum"),
     Mutation(
         "rollback restores and restarts: the engine reads the old files again",
         "executor/rollout.py", "Rollout._roll_back",
