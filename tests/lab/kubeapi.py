@@ -465,6 +465,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(the engine's READY) has existed")
     parser.add_argument("--timing-file", type=Path, help="lab-timing.json: its "
                         "apiserver_start is how long /readyz fails after start-up")
+    parser.add_argument("--container-state", type=Path, help="rke2's static pod: record "
+                        "its start here, as the container runtime does (engine_mirror.py)")
+    parser.add_argument("--manifest", type=Path, help="the static pod's manifest (its uid)")
     parser.add_argument("--etcd-servers", help="the controller's own etcd member (https)")
     parser.add_argument("--etcd-cafile")
     parser.add_argument("--etcd-certfile")
@@ -519,6 +522,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.pod_log_dir:
         _pod_log(args.pod_log_dir)
+    if args.container_state and args.manifest:
+        from engine_mirror import record_container_start  # the engine's modules are there
+
+        record_container_start(args.container_state, args.manifest)
     if args.engine_config:
         try:
             check_engine_config(args.distro, args.engine_config)
