@@ -33,6 +33,7 @@ from planner.errors import CargoshipError
 from . import inprogress, node_identity, quorum
 from .drain import DrainOptions, NodeOps
 from .file_writes import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
+from .mirror_pod import MirrorView
 from .remote import HostWriter
 from .restart import CANCEL_WAIT, NothingStopped, Restart
 from .swap_script import Step, remove_step, restore_step, restore_tree_step, write_step
@@ -81,6 +82,8 @@ class HostJob:
     restore_from: str | None = None
     # The host's own addresses: its node's InternalIP must be one (node_identity.py).
     addresses: frozenset[str] = frozenset()
+    # rke2 controller: reads its API server's mirror pod (mirror_pod.py).
+    mirror: Callable[[], MirrorView | str] | None = None
 
 
 @dataclass(frozen=True)
@@ -369,7 +372,8 @@ class Rollout:
         return Restart(job.writer, job.init, job.service, job.node, job.controller,
                        job.readyz, self.ops.api, self.ready_timeout,
                        lambda what: self._note(job.label, what),
-                       abort=threading.Event() if rollback else self.abort)
+                       abort=threading.Event() if rollback else self.abort,
+                       mirror=job.mirror)
 
     def interrupt_now(self) -> None:
         """A second interrupt: stop, and end the waits of the host(s) in progress now, so

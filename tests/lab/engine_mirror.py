@@ -82,8 +82,10 @@ def record_container_start(state: Path, manifest: Path) -> None:
     except (OSError, ValueError):
         before = {}
     restarts = int(before.get("restart_count", -1)) + 1 if before.get("uid") == uid else 0
+    now = time.time()
     record = {"uid": uid, "pid": os.getpid(), "restart_count": restarts,
-              "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+              "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+              "started_unix": now}  # for tests: when, to the microsecond
     state.parent.mkdir(parents=True, exist_ok=True)
     tmp = state.with_name(state.name + ".tmp")
     tmp.write_text(json.dumps(record))
@@ -118,7 +120,8 @@ def mirror_pod(node: str, record: dict[str, Any]) -> dict[str, Any]:
         "spec": {"nodeName": node, "containers": [{"name": "kube-apiserver",
                                                     "image": "lab/kube-apiserver"}]},
         "status": {"phase": "Running" if running else "Pending", "containerStatuses": [{
-            "name": "kube-apiserver", "ready": running,
+            "name": "kube-apiserver", "ready": running, "image": "lab/kube-apiserver",
+            "imageID": "lab/kube-apiserver@sha256:" + "0" * 64,
             "restartCount": int(record.get("restart_count", 0)), "state": state}]},
     }
 

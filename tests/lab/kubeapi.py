@@ -506,9 +506,15 @@ def make_server(args: argparse.Namespace) -> KubeServer:
 
 
 def _pod_log(directory: Path) -> None:
-    """stderr to DIR/<n>.log, n counting the container's restarts, as the kubelet does."""
+    """stderr to DIR/<n>.log, n counting the container's restarts, as the kubelet does. The
+    kubelet's container garbage collection keeps one dead container per container name
+    (MaxPerPodContainer 1: kubernetes pkg/kubelet/kuberuntime/kuberuntime_gc.go), and its
+    log with it: only the last dead container's log stays beside the running one's."""
     directory.mkdir(parents=True, exist_ok=True)
-    count = len(list(directory.glob("*.log")))
+    numbers = sorted(int(f.stem) for f in directory.glob("*.log") if f.stem.isdigit())
+    count = numbers[-1] + 1 if numbers else 0
+    for old in numbers[:-1]:
+        (directory / f"{old}.log").unlink(missing_ok=True)
     log = open(directory / f"{count}.log", "a", buffering=1)
     sys.stderr = log
 
