@@ -152,7 +152,7 @@ class Rollout:
             self._upcoming = controllers[i + 1:i + 2] or workers[:worker_concurrency]
             if job.restart and self.gate is not None:
                 self._refused = quorum.refusal(self.gate, job.label, self._note,
-                                               " before the cordon") or ""
+                                               " before the cordon", quorum.REUSE) or ""
                 if self._refused:
                     outcomes.append(HostOutcome(job.label, "not started", self._refused))
                     continue

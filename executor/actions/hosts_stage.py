@@ -16,7 +16,7 @@ from planner.plan.model import Change
 
 from ..drain import DrainOptions, NodeOps
 from ..mirror_pod import mirror_reader
-from ..quorum import Controller, make_back_check, make_gate
+from ..quorum import Controller, Looks, make_back_check, make_gate
 from ..readiness import point_at, readyz_probe
 from ..rollout import HostJob, HostOutcome, Rollout
 from .base import ApplyEnv, HostHandler, ItemResult
@@ -93,10 +93,9 @@ def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
                       float(o.ready_timeout), env.progress, stop=env.stop,
                       locks_lost=env.locks_lost)
     if env.ctx.etcd_gated is not False:
-        controllers = _controllers(env)
-        rollout.gate = make_gate(controllers, env.config.engine.distro, _external(env))
-        rollout.back = make_back_check(controllers, env.config.engine.distro,
-                                       float(o.ready_timeout))
+        looks = Looks(_controllers(env), env.config.engine.distro)
+        rollout.gate = make_gate(looks, _external(env))
+        rollout.back = make_back_check(looks, float(o.ready_timeout))
     env.escalations.append(rollout.interrupt_now)
     outcomes = rollout.run(jobs["controller"], jobs["worker"], o.worker_concurrency)
     by_label = {outcome.host: outcome for outcome in outcomes}
