@@ -31,6 +31,7 @@ import copy
 import datetime
 import logging
 import re
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -42,11 +43,13 @@ from planner.hosts.batch import quote
 from planner.kube import official_client, raw_get
 from planner.kube_bounds import AnswerRefused
 
+from .mirror_pod import MirrorView, crash_restarts, fresh
 from .remote import HostWriter
 
 log = logging.getLogger("cargoship.executor")
 
 APISERVER_LOGS = "/var/log/pods/kube-system_kube-apiserver-*/kube-apiserver"
+APISERVER_MANIFEST = "/var/lib/rancher/rke2/agent/pod-manifests/kube-apiserver.yaml"
 # Restarts on its own after our start that make a crash loop (one can be a hiccup).
 CRASH_RESTARTS = 2
 LOG_LINES = 8  # shown per log, the newest
@@ -76,6 +79,8 @@ class EngineState:
     restarts: int | None  # systemd's NRestarts; None where the init system has no count
     auto_restart: bool  # down, but the supervisor will start it again by itself
     apiserver_logs: int  # the API server static pod's log files: 1 + its restarts
+    # rke2: the uid of the API server's static pod manifest (mirror_pod.py); "" elsewhere.
+    apiserver_manifest: str = ""
 
 
 def probe_script(init: str, service: str, controller: bool) -> str:
@@ -87,11 +92,13 @@ def probe_script(init: str, service: str, controller: bool) -> str:
     if controller:
         lines.append(f"echo \"apiserver-logs $(ls {APISERVER_LOGS}/*.log 2>/dev/null "
                      "| wc -l)\"")
+        lines.append(f"echo \"apiserver-manifest $(sed -n 's/^  uid: *//p' "
+                     f"{APISERVER_MANIFEST} 2>/dev/null)\"")
     return "\n".join(lines)
 
 
 def parse_probe(text: str) -> EngineState:
-    state, pid, restarts, auto, logs = "unknown", None, None, False, 0
+    state, pid, restarts, auto, logs, manifest = "unknown", None, None, False, 0, ""
     for line in text.splitlines():
         word, _, rest = line.partition(" ")
         if word == "state":
@@ -109,7 +116,9 @@ def parse_probe(text: str) -> EngineState:
             auto = auto or props.get("SubState") == "auto-restart"
         elif word == "apiserver-logs" and rest.strip().isdigit():
             logs = int(rest)
-    return EngineState(state, pid, restarts, auto, logs)
+        elif word == "apiserver-manifest" and rest.strip().isalnum():
+            manifest = rest.strip()[:64]
+    return EngineState(state, pid, restarts, auto, logs, manifest)
 
 
 def log_tail_script(init: str, service: str, controller: bool, lines: int = LOG_READ,
@@ -266,6 +275,10 @@ class Waiter:
     node: str
     controller: bool
     readyz: Callable[[], tuple[bool, str]] | None
+    # rke2: reads the API server's mirror pod (mirror_pod.py), and what it said before the
+    # stop; None elsewhere.
+    mirror: Callable[[], MirrorView | str] | None = None
+    mirror_before: MirrorView | str | None = None
     before: EngineState | None = None  # just before the engine was stopped
     stopped_at: int | None = None  # the host's clock (whole seconds) once it was down
     _state: EngineState | None = None
@@ -273,6 +286,8 @@ class Waiter:
     _pids: set[int] = field(default_factory=set)
     _auto_restarts: int = 0
     _was_auto: bool = False
+    _mirror: MirrorView | str = "not read yet"
+    _mirror_read_at: float = float("-inf")  # monotonic
 
     def probed(self, name: str, state: EngineState) -> None:
         """A probe from the host: `before` the stop, right before the start (`starting`:
@@ -297,6 +312,10 @@ class Waiter:
         controller's /readyz may be asked now (it is polled, so the caller paces it);
         when not, an otherwise-back controller waits for it."""
         state = self._state
+        manifest = state.apiserver_manifest if state is not None and \
+            self.mirror is not None else ""
+        if manifest and ask_readyz:
+            self._read_mirror()  # a crash loop raises here
         if state is None or state.state != "running":
             return f"engine: {self.service} is {state.state if state else 'not seen yet'}"
         if self.before is not None and state.pid is not None and state.pid == self.before.pid:
@@ -315,7 +334,28 @@ class Waiter:
             ok, why = self.readyz()
             if not ok:
                 return f"API server: {why}"
+        if manifest:  # rke2: the API server that answered must be the new one
+            why = fresh(self._mirror, manifest, self.before.apiserver_manifest
+                        if self.before is not None else "", self.stopped_at)
+            if why:
+                return f"API server: {why}"
         return ""
+
+    def _read_mirror(self) -> None:
+        """The mirror pod, at most every POLL_CAP seconds; a restart count risen beyond
+        the start's own is a crash loop (raised)."""
+        now = time.monotonic()
+        if self.mirror is None or now - self._mirror_read_at < POLL_CAP:
+            return
+        self._mirror_read_at = now
+        self._mirror = self.mirror()
+        restarts = crash_restarts(self._mirror, self.mirror_before)
+        if restarts is not None and restarts >= CRASH_RESTARTS:
+            raise CrashLoopError(
+                f"kube-apiserver is crash-looping (its mirror pod counts {restarts} "
+                f"restart(s) since {self.service} was started)",
+                log_tail(self.host, self.init, self.service, self.controller,
+                         self.stopped_at))
 
     def not_back(self, timeout: float, seen: str) -> NotBackError:
         return NotBackError(f"not back after {timeout:g} s (last seen: {seen})",

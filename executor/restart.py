@@ -29,6 +29,7 @@ from . import api_shape
 from .api_shape import ApiShapeError
 from .file_writes import Written
 from .host_lock import UNSAFE, WAIT_TIMEOUT, held_lock_id
+from .mirror_pod import MirrorView
 from .polling import pause
 from .readiness import Waiter
 from .remote import MAX_RERUNS, HostWriter
@@ -316,6 +317,8 @@ class Restart:
     # Set by a second interrupt: stop waiting now (the caller rolls the host back).
     abort: threading.Event = field(default_factory=threading.Event)
     waits: Waits = DEFAULT
+    # rke2 controller: reads its API server's mirror pod (mirror_pod.py).
+    mirror: Callable[[], MirrorView | str] | None = None
     _ahead: tuple[list[Step], queue.Queue[Message], RemoteSwap] | None = \
         field(default=None, init=False)
     _dropped: RemoteSwap | None = field(default=None, init=False)  # cancelled, not yet ended
@@ -399,7 +402,9 @@ class Restart:
         _, messages, swap = self._ahead
         self._ahead = None
         waiter = Waiter(self.writer, self.init, self.service, self.node, self.controller,
-                        self.readyz)
+                        self.readyz, self.mirror)
+        if self.mirror is not None:  # what the API server's pod was before the stop
+            waiter.mirror_before = self.mirror()
         watch: list[Any] = []
         # The host stops the engine only while this apply's lock there is still ours.
         swap.gate.open(go_line(held_lock_id(self.writer)))

@@ -4,7 +4,9 @@ window of workers, and a rollback of the host in progress when it does not come 
 Per host with a change the engine reads at start, one remote script (restart.py,
 swap_script.py), sent while the hosts before it roll, stages the new files; at the host's
 turn it sets the in-progress marker; then cordon (remembering whether we did) and drain
-(evicted pods followed with a watch); then the script stops the engine, puts the files
+(evicted pods followed with a watch); a controller then passes the etcd quorum gate once
+more (quorum.py: a member lost during the drain stops the rollout here, the node given
+back); then the script stops the engine, puts the files
 in place (atomic, backed up) and starts it, and the host is awaited until it is freshly
 back (readiness.py: a new engine process, a node status posted after the restart, seen
 through the API's watch, and for a controller its API server's /readyz with its etcd
@@ -31,6 +33,7 @@ from planner.errors import CargoshipError
 from . import inprogress, node_identity, quorum
 from .drain import DrainOptions, NodeOps
 from .file_writes import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
+from .mirror_pod import MirrorView
 from .remote import HostWriter
 from .restart import NothingStopped, Restart
 from .swap_script import Step, remove_step, restore_step, restore_tree_step, write_step
@@ -83,6 +86,8 @@ class HostJob:
     restore_from: str | None = None
     # The host's own addresses: its node's InternalIP must be one (node_identity.py).
     addresses: frozenset[str] = frozenset()
+    # rke2 controller: reads its API server's mirror pod (mirror_pod.py).
+    mirror: Callable[[], MirrorView | str] | None = None
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,8 @@ class Rollout:
     # Hosts whose lock another run took over (our touches failed for over a minute): no
     # further host may be started then, someone else may be changing the cluster.
     locks_lost: Callable[[], set[str]] = set
-    # Asked right before each controller is stopped (quorum.py); None: not gated.
+    # Asked before each controller's cordon and again right before its stop (quorum.py);
+    # None: not gated.
     gate: quorum.Gate | None = None
     # After a controller's restart: waits until its member is back and caught up.
     back: quorum.Back | None = None
@@ -148,7 +154,8 @@ class Rollout:
             # workers) gets its script.
             self._upcoming = controllers[i + 1:i + 2] or workers[:worker_concurrency]
             if job.restart and self.gate is not None:
-                self._refused = quorum.refusal(self.gate, job.label, self._note) or ""
+                self._refused = quorum.refusal(self.gate, job.label, self._note,
+                                               " before the cordon", quorum.REUSE) or ""
                 if self._refused:
                     outcomes.append(HostOutcome(job.label, "not started", self._refused))
                     continue
@@ -287,6 +294,7 @@ class Rollout:
                     self._preload()
                     self._note(job.label, f"node {job.node} not cordoned or drained, as "
                                           "the plan says (options.drain.when)")
+                self._gate_before_stop(job)
                 stopped = True  # from the moment we ask: a lost answer may hide a stop
                 restart.run(steps, written, keep=True)
             else:
@@ -295,6 +303,8 @@ class Rollout:
             # again and recorded: an unexpected type (a bug, a malformed answer) included.
             log.debug("%s failed", job.label, exc_info=True)
             exc = as_error(exc)
+            if isinstance(exc, quorum.Refused):
+                return self._refused_before_stop(job, exc, cordoned)
             if not written and (not stopped or isinstance(exc, NothingStopped)):
                 detail = self._uncordon(job, cordoned, f"{exc}; nothing was changed")
                 return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
@@ -320,6 +330,28 @@ class Rollout:
         finally:
             if restart is not None:
                 restart.release()
+
+    def _gate_before_stop(self, job: HostJob) -> None:
+        """The quorum gate once more, after the drain, right before the engine's stop: a
+        member lost while the node drained stops the rollout here (quorum.Refused)."""
+        if not job.controller or self.gate is None:
+            return
+        why = quorum.refusal(self.gate, job.label, self._note, " right before the stop")
+        if why:
+            self._refused = why
+            raise quorum.Refused(why)
+
+    def _refused_before_stop(self, job: HostJob, refused: quorum.Refused,
+                             cordoned: bool) -> HostOutcome:
+        """Nothing of the host was stopped or changed: its node, cordoned by us for the
+        drain, is uncordoned (one cordoned by someone else stays so), its marker cleared,
+        and it counts as not started, like a host refused before its cordon."""
+        given = f"{refused}; its node was not drained" if not job.drain else \
+            f"{refused}; its node was drained and " + (
+                "is uncordoned again" if cordoned else "stays cordoned, as it was before")
+        detail = self._uncordon(job, cordoned, given)
+        return HostOutcome(job.label, "not started" if detail == given else "failed",
+                           self._clear_mark(job, detail))
 
     def _steps(self, job: HostJob) -> list[Step]:
         steps = [restore_tree_step(job.restore_from)] if job.restore_from is not None else []
@@ -349,7 +381,8 @@ class Rollout:
         return Restart(job.writer, job.init, job.service, job.node, job.controller,
                        job.readyz, self.ops.api, self.ready_timeout,
                        lambda what: self._note(job.label, what),
-                       abort=threading.Event() if rollback else self.abort, waits=self.waits)
+                       abort=threading.Event() if rollback else self.abort,
+                       waits=self.waits, mirror=job.mirror)
 
     def interrupt_now(self) -> None:
         """A second interrupt: stop, and end the waits of the host(s) in progress now, so

@@ -85,7 +85,7 @@ from planner.hosts.shell import load, variables
 from . import file_writes
 from .file_writes import Written, backup_path, written
 from .host_lock import UNSAFE, WAIT_TIMEOUT, check_lock_id
-from .readiness import APISERVER_LOGS, EngineState, parse_probe
+from .readiness import APISERVER_LOGS, APISERVER_MANIFEST, EngineState, parse_probe
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 INITS = ("systemd", "runit", "openrc")
@@ -160,6 +160,7 @@ class Where:
     runit_dirs: tuple[str, ...] = ("/etc/service", "/var/service", "/service")
     initd: str = "/etc/init.d"
     apiserver_logs: str = APISERVER_LOGS
+    apiserver_manifest: str = APISERVER_MANIFEST
 
 
 THERE = Where()
@@ -298,7 +299,8 @@ class SwapScript:
             "T": self.token, "HOST_PATH": self.where.path, "INIT": self.init,
             "SERVICE": self.service, "CONTROLLER": int(self.controller), "SWAP": int(swap),
             "RUNIT_DIRS": " ".join(self.where.runit_dirs), "INITD": self.where.initd,
-            "APISERVER_LOGS": self.where.apiserver_logs, "LINE_BYTES": LINE_BYTES,
+            "APISERVER_LOGS": self.where.apiserver_logs,
+            "APISERVER_MANIFEST": self.where.apiserver_manifest, "LINE_BYTES": LINE_BYTES,
             **self.place.values(), "LOCK_PATH": self.place.lock_path,
             "SWAP_LOCK": f"{self.place.lock_dir}/swap.lock", "STALE_AFTER": STALE_AFTER,
             **file_writes.values(self.place),

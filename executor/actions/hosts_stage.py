@@ -15,8 +15,9 @@ from planner.facts.etcd_gate import external_datastore
 from planner.plan.model import Change
 
 from ..drain import DrainOptions, NodeOps
-from ..quorum import Controller, make_back_check, make_gate
-from ..readiness import readyz_probe
+from ..mirror_pod import mirror_reader
+from ..quorum import Controller, Looks, make_back_check, make_gate
+from ..readiness import point_at, readyz_probe
 from ..rollout import HostJob, HostOutcome, Rollout
 from .base import ApplyEnv, HostHandler, ItemResult
 from .registry import HANDLERS
@@ -58,6 +59,14 @@ def _probe_api_servers(env: ApplyEnv, controllers: Sequence[HostJob]) -> None:
     address = {host.label: host_address(host) for host in env.ctx.hosts}
     for job in restarting:
         job.readyz = readyz_probe(admin, address[job.label])
+    if env.config.engine.distro != "rke2":
+        return  # k3s serves its API inside its own process: no static pod to be stale
+    servers = [address[h.label] for h in env.ctx.hosts if h.config.role == "controller"]
+    for job in restarting:
+        # Through the other controllers first: this one's API server is the one in doubt.
+        own = address[job.label]
+        job.mirror = mirror_reader(admin, [a for a in servers if a != own] + [own],
+                                   job.node, point_at)
 
 
 def _controllers(env: ApplyEnv) -> list[Controller]:
@@ -87,10 +96,9 @@ def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
                       float(o.ready_timeout), env.progress, stop=env.stop,
                       locks_lost=env.locks_lost, waits=env.waits)
     if env.ctx.etcd_gated is not False:
-        controllers = _controllers(env)
-        rollout.gate = make_gate(controllers, env.config.engine.distro, _external(env))
-        rollout.back = make_back_check(controllers, env.config.engine.distro,
-                                       float(o.ready_timeout))
+        looks = Looks(_controllers(env), env.config.engine.distro)
+        rollout.gate = make_gate(looks, _external(env))
+        rollout.back = make_back_check(looks, float(o.ready_timeout))
     env.escalations.append(rollout.interrupt_now)
     outcomes = rollout.run(jobs["controller"], jobs["worker"], o.worker_concurrency)
     by_label = {outcome.host: outcome for outcome in outcomes}

@@ -7,7 +7,7 @@
 #   INIT SERVICE          systemd|runit|openrc, the engine's service
 #   CONTROLLER SWAP       1 or 0: a controller's probe counts API server logs; SWAP 0 is
 #                         the watch alone (run again after a lost connection)
-#   RUNIT_DIRS INITD APISERVER_LOGS LINE_BYTES   where the probe looks
+#   RUNIT_DIRS INITD APISERVER_LOGS APISERVER_MANIFEST LINE_BYTES   where the probe looks
 #   LOCK_DIR LOCK_PATH SWAP_LOCK STALE_AFTER     the host lock and the swap lock
 #   STOP_TICK STOP_SLOW_TICK (sleep's seconds), STOP_FAST_TICKS STOP_TICKS (how many
 #   looks at a stop are STOP_TICK apart, how many in all), STOP_TIMEOUT (for the message)
@@ -61,6 +61,10 @@ probe() {
     # are the kubelet's own (<restart>.log).
     # shellcheck disable=SC2086,SC2012
     echo "apiserver-logs $(ls $APISERVER_LOGS/*.log 2>/dev/null | wc -l)"
+    # rke2's API server static pod manifest: its uid is the kubelet's config hash of the
+    # pod that should run (executor/mirror_pod.py); no such file elsewhere.
+    # shellcheck disable=SC2059  # as above
+    printf "apiserver-manifest %.64s\n" "$(sed -n 's/^  uid: *//p' "$APISERVER_MANIFEST" 2>/dev/null)"
   fi
 }
 block() { p=$(probe 2>/dev/null); say "$T $1" && say "$p" && say "$T end"; }

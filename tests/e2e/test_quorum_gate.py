@@ -112,6 +112,8 @@ def test_a_member_paused_during_the_rollout_stops_it_before_the_next_controller(
     assert "the etcd quorum gate refused to stop ctl-2" in out, out
     assert "etcd member does not answer (no answer within 2 s)" in out, out
     assert "fix that (the hosts already done keep their changes)" in out
+    # Refused before its cordon: a cluster already short of a member is not drained.
+    assert "its node was drained" not in out, out
     assert NEW_MIRROR in registries(lab, "ctl-1")
     assert all(NEW_MIRROR not in registries(lab, h) for h in ("ctl-2", "ctl-3"))
     assert [n for w, n in lab.events("ctl-2") if w >= since] == []
@@ -120,6 +122,64 @@ def test_a_member_paused_during_the_rollout_stops_it_before_the_next_controller(
               for h in CONTROLLERS}
     assert status == {"ctl-1": "applied", "ctl-2": "not started", "ctl-3": "not started"}
     lab.etcd_member("ctl-3", "resume")
+
+
+def slow_pod(lab: Lab, host: str, grace: int) -> None:
+    """A ReplicaSet's pod on the host's node that takes `grace` seconds to terminate: the
+    node's drain lasts that long."""
+    lab.api("POST", "/api/v1/namespaces/default/pods", {
+        "metadata": {"name": f"slow-{host}", "ownerReferences": [{
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "slow",
+            "uid": "7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f", "controller": True}]},
+        "spec": {"nodeName": lab.host(host).spec.node_name(),
+                 "terminationGracePeriodSeconds": grace,
+                 "containers": [{"name": "c", "image": "lab/c:1"}]}})
+
+
+def unschedulable(lab: Lab, host: str) -> bool:
+    node = lab.api("GET", f"/api/v1/nodes/{lab.host(host).spec.node_name()}")
+    return bool(node["spec"].get("unschedulable"))
+
+
+def test_a_member_paused_during_the_drain_stops_the_rollout_before_the_engine_stops(
+        lab_factory, tmp_path: Path) -> None:
+    """The gate's last look is after the drain, right before the stop: a member lost while
+    ctl-2 drains (its cordon passed the gate) keeps ctl-2's engine running, and ctl-2's
+    node, which cargoship cordoned, is uncordoned again."""
+    lab = etcd_lab(lab_factory)
+    change_registries(lab)
+    slow_pod(lab, "ctl-2", grace=4)
+    plan_file = tmp_path / "plan.json"
+    made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
+    assert made.returncode == 0, made.stdout + made.stderr
+    plan_id = json.loads(plan_file.read_text())["plan_id"]
+    since = time.time()
+    apply = subprocess.Popen([*cargoship_argv(), "apply", plan_file, "--confirm"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        poll(lambda: unschedulable(lab, "ctl-2"), timeout=90)  # it passed the first look
+        lab.etcd_member("ctl-3", "pause")
+        out, _ = apply.communicate(timeout=180)
+    finally:
+        if apply.poll() is None:
+            apply.kill()
+            apply.wait()
+        lab.etcd_member("ctl-3", "resume")
+    assert apply.returncode != 0, out
+    assert f"ctl-1 ({lab.host('ctl-1').address}): applied" in out, out
+    assert "the etcd quorum gate refused to stop ctl-2" in out, out
+    assert "etcd member does not answer (no answer within 2 s)" in out, out
+    assert "its node was drained and is uncordoned again" in out, out
+    # ctl-2's engine never stopped, its files are as they were, its node is schedulable.
+    assert [n for w, n in lab.events("ctl-2") if w >= since] == []
+    assert NEW_MIRROR in registries(lab, "ctl-1")
+    assert all(NEW_MIRROR not in registries(lab, h) for h in ("ctl-2", "ctl-3"))
+    assert not unschedulable(lab, "ctl-2")
+    assert lab.exec("ctl-2", "test -e /var/lib/cargoship/in-progress.json",
+                    check=False).returncode == 1  # its marker cleared
+    status = {h: json.loads(lab.exec(h, f"cat {RECORDS}/{plan_id}.json").stdout)["status"]
+              for h in CONTROLLERS}
+    assert status == {"ctl-1": "applied", "ctl-2": "not started", "ctl-3": "not started"}
 
 
 def test_a_healthy_rollout_is_never_leaderless_and_fails_no_other_controller(

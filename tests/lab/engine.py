@@ -28,9 +28,16 @@ engine where cargoship's safety depends on it:
 * Every state change is a line `<unix time> <event>` (starting, ready, stopping, stopped;
   failed for a fatal start)
   in /var/log/lab-engine/events.log, so tests can prove ordering from the hosts' side.
+* rke2 controllers: at each start the engine writes the API server's static pod manifest
+  (its uid a hash of what the API server runs with) and, as the kubelet, posts the API
+  server's mirror pod `kube-apiserver-<node>` (engine_mirror.py: config hash, container
+  startedAt, restartCount).
 * Faults for tests, from /var/lib/rancher/<distro>/lab-fault: `fail-start` makes every start
   fail (whatever the config), `not-ready-once` makes the next start run but keep its node
-  NotReady (and is used up by it).
+  NotReady (and is used up by it), `apiserver-late:<s>` (rke2) makes the next start write
+  a manifest of a new uid (a renewed certificate, say) but leave the old API server pod
+  serving for <s> seconds after the engine is READY before the kubelet replaces it
+  (rancher/rke2#3004: the engine looked started before its new pod ran), used up by it.
 
 It runs on the system Python (/usr/bin/python3 with python3-yaml), not the test virtualenv:
 it is a program on the host, so it imports nothing from the repository.
@@ -112,6 +119,7 @@ class Engine:
         self.stop = threading.Event()
         self.node: Node | None = None
         self.api_server: Any = None  # k3s: the API server inside this process
+        self.mirror: Any = None  # rke2 controller: engine_mirror.Mirror, as its kubelet
 
     @property
     def state_path(self) -> Path:
@@ -130,6 +138,10 @@ class Engine:
         if fault == "not-ready-once":
             fault_file.unlink()
             self.ready = False
+        self.apiserver_late: float | None = None
+        if fault.startswith("apiserver-late:") and self.distro == "rke2":
+            fault_file.unlink()
+            self.apiserver_late = float(fault.partition(":")[2] or 0)
         try:
             self.config_path, self.config = engine_config.effective_settings(
                 self.distro, self.argv, dict(os.environ))
@@ -160,6 +172,11 @@ class Engine:
                              engine_config.node_addresses(self.config, self.name))
             self.node.register()
             self.node.report(ready=self.ready)
+            if self.distro == "rke2" and self.role == "controller":
+                from engine_mirror import CONTAINER_STATE, Mirror
+
+                self.mirror = Mirror(self.node, self.data_dir / CONTAINER_STATE)
+                self.mirror.sync()
             threading.Thread(target=self._heartbeats, args=(float(timing.get(
                 "heartbeat", HEARTBEAT)),), daemon=True).start()
         if cluster is not None and self.role == "controller":
@@ -224,16 +241,34 @@ class Engine:
             self.api_server = kubeapi.make_server(kubeapi.parse_args(cluster["apiserver_args"]))
             threading.Thread(target=self.api_server.serve_forever, daemon=True).start()
         else:
-            import subprocess
-
-            # The kubelet (re)creates the static pod from the manifest this start wrote.
-            subprocess.run(["sv", "restart", APISERVER_SERVICE], capture_output=True,
-                           check=False, timeout=30)
+            self._write_manifest(cluster)
+            if self.apiserver_late is None:
+                # The kubelet (re)creates the static pod from the manifest this start wrote.
+                _restart_apiserver()
+            else:  # the old pod serves on, and is replaced only later
+                threading.Thread(target=self._replace_late, args=(self.apiserver_late,),
+                                 daemon=True).start()
             log("info", "Waiting for API server to become available")
         # rke2 waits for its API server however long it takes (TimeoutStartSec=0): a
         # crash-looping one keeps the engine from ever reporting READY.
         while not _readyz_ok():
             self._wait(0.1)
+
+    def _write_manifest(self, cluster: dict[str, Any]) -> None:
+        from engine_mirror import MANIFEST, manifest_uid, write_manifest
+
+        path = self.data_dir / MANIFEST
+        files = list(engine_config.apiserver_files(self.distro, self.config).values())
+        extra = f" renewed {time.time()}" if self.apiserver_late is not None else ""
+        write_manifest(path, self.name, manifest_uid(
+            [str(a) for a in cluster.get("apiserver_args", [])] + [
+                str(a) for a in engine_config._as_list(self.config.get("kube-apiserver-arg"))],
+            files, path, extra))
+
+    def _replace_late(self, seconds: float) -> None:
+        if not self.stop.wait(seconds):
+            log("info", "kube-apiserver static pod replaced by the kubelet")
+            _restart_apiserver()
 
     def _start_etcd(self) -> None:
         """The member before the API server, as both engines start theirs. k3s starts its
@@ -269,6 +304,8 @@ class Engine:
         while not self.stop.wait(every):
             if self.node:
                 self.node.report(ready=self.ready)
+            if self.mirror is not None:
+                self.mirror.sync()
 
     def serve(self) -> None:
         """Run until asked to stop. In slices: CPython runs a signal's handler only in the
@@ -293,6 +330,13 @@ class Engine:
         tmp = self.state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state) + "\n")
         tmp.rename(self.state_path)
+
+
+def _restart_apiserver() -> None:
+    import subprocess
+
+    subprocess.run(["sv", "restart", APISERVER_SERVICE], capture_output=True, check=False,
+                   timeout=30)
 
 
 def _readyz_ok() -> bool:

@@ -25,7 +25,8 @@ ENGINE_SOURCE = HERE / "engine.py"
 # engine is a module behind a two-line script, so that Python caches its bytecode: a script
 # is compiled anew at every start.
 HOST_PROGRAMS = {"lab_engine.py": "engine.py", "engine_node.py": "engine_node.py",
-                 "engine_config.py": "engine_config.py", "deploy.py": "deploy.py"}
+                 "engine_config.py": "engine_config.py", "deploy.py": "deploy.py",
+                 "engine_mirror.py": "engine_mirror.py"}
 ENGINE_SCRIPT = "import lab_engine\n\nlab_engine.entry()\n"
 API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py", "kubeapi_watch.py",
                 "kubeapi_views.py", "kubeapi_hostile.py", "kubeapi_hostile_serve.py",
@@ -234,8 +235,14 @@ def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[
             "--engine-state", f"/var/lib/rancher/{distro}/lab-engine.json",
             "--node-name", spec.node_name()]
     if distro == "rke2":
+        # The static pod: its logs as the kubelet keeps them, its start as the container
+        # runtime records it (engine_mirror.py).
         args += ["--pod-log-dir", f"/var/log/pods/kube-system_kube-apiserver-"
-                 f"{spec.node_name()}_lab/kube-apiserver"]
+                 f"{spec.node_name()}_lab/kube-apiserver",
+                 "--container-state", f"/var/lib/rancher/{distro}/agent/"
+                 "lab-apiserver-container.json",
+                 "--manifest", f"/var/lib/rancher/{distro}/agent/pod-manifests/"
+                 "kube-apiserver.yaml"]
     return args
 
 

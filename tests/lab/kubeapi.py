@@ -467,6 +467,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(the engine's READY) has existed")
     parser.add_argument("--timing-file", type=Path, help="lab-timing.json: its "
                         "apiserver_start is how long /readyz fails after start-up")
+    parser.add_argument("--container-state", type=Path, help="rke2's static pod: record "
+                        "its start here, as the container runtime does (engine_mirror.py)")
+    parser.add_argument("--manifest", type=Path, help="the static pod's manifest (its uid)")
     parser.add_argument("--etcd-servers", help="the controller's own etcd member (https)")
     parser.add_argument("--etcd-cafile")
     parser.add_argument("--etcd-certfile")
@@ -509,9 +512,15 @@ def make_server(args: argparse.Namespace) -> KubeServer:
 
 
 def _pod_log(directory: Path) -> None:
-    """stderr to DIR/<n>.log, n counting the container's restarts, as the kubelet does."""
+    """stderr to DIR/<n>.log, n counting the container's restarts, as the kubelet does. The
+    kubelet's container garbage collection keeps one dead container per container name
+    (MaxPerPodContainer 1: kubernetes pkg/kubelet/kuberuntime/kuberuntime_gc.go), and its
+    log with it: only the last dead container's log stays beside the running one's."""
     directory.mkdir(parents=True, exist_ok=True)
-    count = len(list(directory.glob("*.log")))
+    numbers = sorted(int(f.stem) for f in directory.glob("*.log") if f.stem.isdigit())
+    count = numbers[-1] + 1 if numbers else 0
+    for old in numbers[:-1]:
+        (directory / f"{old}.log").unlink(missing_ok=True)
     log = open(directory / f"{count}.log", "a", buffering=1)
     sys.stderr = log
 
@@ -525,6 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.pod_log_dir:
         _pod_log(args.pod_log_dir)
+    if args.container_state and args.manifest:
+        from engine_mirror import record_container_start  # the engine's modules are there
+
+        record_container_start(args.container_state, args.manifest)
     if args.apiserver_args:
         try:
             check_apiserver_args(args.apiserver_args)

@@ -101,12 +101,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a restart with a member already down or behind would take etcd's quorum, and the "
         "whole API, with it", unit=True),
     Mutation(
-        "quorum gate before each controller: a refusal stops the rollout there",
+        "quorum gate before each controller's cordon: a refusal stops the rollout there",
         "executor/rollout.py", "Rollout._run",
         "                if self._refused:", "                if False:",
         (E + "test_quorum_gate.py::test_a_member_paused_during_the_rollout_stops_it_before_"
              "the_next_controller",),
         "a member lost mid-rollout would go unseen: the next controller's stop loses quorum"),
+    Mutation(
+        "quorum gate right before each stop: a member lost during the drain stops the rollout",
+        "executor/rollout.py", "Rollout._gate_before_stop",
+        "        if why:", "        if False:",
+        (E + "test_quorum_gate.py::test_a_member_paused_during_the_drain_stops_the_rollout_"
+             "before_the_engine_stops",),
+        "a member lost while a controller drains would go unseen: its stop loses quorum"),
+    Mutation(
+        "rke2: the API server that answers after a restart is the pod of the new manifest",
+        "executor/readiness.py", "Waiter.waiting_for",
+        "        if manifest:  # rke2: the API server that answered must be the new one",
+        "        if False:",
+        (U + "test_mirror_pod.py",
+         E + "test_rke2_apiserver_pod.py::test_the_old_api_server_pod_still_serving_is_not_"
+             "back"),
+        "the old static pod still serving would pass for the new API server: the next "
+        "controller stops before this one's new API server ever ran"),
+    Mutation(
+        "rke2: a crash loop is seen in the API server's mirror pod restart count",
+        "executor/readiness.py", "Waiter._read_mirror",
+        "        if restarts is not None and restarts >= CRASH_RESTARTS:",
+        "        if False:",
+        (U + "test_mirror_pod.py",
+         E + "test_rollout_fidelity.py::test_crash_looping_api_server_is_rolled_back_with_"
+             "its_log"),
+        "a crash-looping API server whose old logs the kubelet removed would go unseen "
+        "until the readiness timeout, its logs gone from the error"),
     Mutation(
         "rollback restores and restarts: the engine reads the old files again",
         "executor/rollout.py", "Rollout._roll_back",

@@ -157,7 +157,7 @@ def test_the_quorum_gate_stops_the_rollout_before_the_controller_it_refuses() ->
 
     asked: list[str] = []
 
-    def gate(label: str) -> Verdict:
+    def gate(label: str, max_age: float = 0.0) -> Verdict:
         asked.append(label)
         if label == "c2":
             return Verdict(True, "etcd: 1 problem(s)", (("c3", "etcd member does not answer"),))
