@@ -258,11 +258,12 @@ class Engine:
         from engine_mirror import MANIFEST, manifest_uid, write_manifest
 
         path = self.data_dir / MANIFEST
-        files = list(engine_config.apiserver_files(self.distro, self.config).values())
+        # The flags the engine built (its own, then the user's kube-apiserver-arg) and the
+        # files they name: what rke2's static pod manifest is made of.
+        files = list(engine_config.apiserver_files(self.apiserver_args).values())
         extra = f" renewed {time.time()}" if self.apiserver_late is not None else ""
         write_manifest(path, self.name, manifest_uid(
-            [str(a) for a in cluster.get("apiserver_args", [])] + [
-                str(a) for a in engine_config._as_list(self.config.get("kube-apiserver-arg"))],
+            [str(a) for a in cluster.get("apiserver_args", [])] + list(self.apiserver_args),
             files, path, extra))
 
     def _replace_late(self, seconds: float) -> None:

@@ -9,6 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from planner.facts.distro import LAYOUTS
 from planner.facts.engine_config import engine_config_fact
 from planner.hosts.batch import Output
@@ -53,3 +55,32 @@ def test_systemd_execstart_env_file_and_relocated_config(tmp_path: Path) -> None
     assert settings.node_name("host") == "flag-name"  # the command line wins, lowercased
     assert settings.sources["data-dir"] == "ExecStart of k3s.service"
     assert settings.locations(LAYOUTS["k3s"]).manifests_dir == "/srv/k3s/server/manifests"
+
+
+def test_openrc_command_args(tmp_path: Path) -> None:
+    """Alpine's k3s service (OpenRC): the command line is the init script's command_args,
+    read (never run), quotes removed; the plan says where a setting came from."""
+    if any(Path(d, "k3s", "run").exists() for d in ("/etc/service", "/var/service", "/service")):
+        pytest.skip("this machine runs a k3s under runit, which the fact would read first")
+    init_d = tmp_path / "init.d"
+    init_d.mkdir()
+    marker = tmp_path / "ran"
+    (init_d / "k3s").write_text(
+        "#!/sbin/openrc-run\n"
+        f"command=/usr/local/bin/k3s\nstart_pre() {{ touch {marker}; }}\n"
+        'command_args="server --node-name Rc-Name --data-dir /srv/rc"\n')
+    fact = engine_config_fact(LAYOUTS["k3s"], "controller")
+    command = fact.command.replace("/etc/init.d/", f"{init_d}/")
+    assert command != fact.command
+    no_systemd = tmp_path / "bin"
+    no_systemd.mkdir()
+    (no_systemd / "systemctl").write_text("#!/bin/sh\nexit 1\n")  # no such unit here
+    (no_systemd / "systemctl").chmod(0o755)
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PATH": f"{no_systemd}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+    settings = engine_config_fact(LAYOUTS["k3s"]).parse(Output(done.stdout, 0))
+    assert settings.node_name("host") == "rc-name"
+    assert settings.sources["data-dir"] == f"{init_d}/k3s (command_args)"
+    assert settings.locations(LAYOUTS["k3s"]).manifests_dir == "/srv/rc/server/manifests"
