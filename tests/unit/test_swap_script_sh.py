@@ -242,7 +242,7 @@ def test_a_restart_stops_commits_starts_and_watches_until_its_deadline(host: Hos
     assert backup.read_text() == "old: 1\n"
     assert (host.asked("stop"), host.asked("start")) == (1, 1)
     assert not list(host.target.parent.glob(".cargoship.*"))  # nothing staged left over
-    assert done.seconds < 2
+    assert done.seconds < 20  # not the 60 s watch sat out (a loaded machine takes its time)
 
 
 def test_a_stop_that_never_finishes_fails_and_changes_nothing(host: Host) -> None:
@@ -254,7 +254,7 @@ def test_a_stop_that_never_finishes_fails_and_changes_nothing(host: Host) -> Non
     assert (host.asked("stop"), host.asked("start")) == (1, 0)
     assert host.target.read_text() == "old: 1\n"
     assert not list(host.target.parent.glob(".cargoship.*"))  # the staged file removed
-    assert done.seconds < 2
+    assert done.seconds < 20  # not the 60 s watch sat out (a loaded machine takes its time)
 
 
 def test_a_service_still_down_after_its_start_is_nudged(host: Host) -> None:
@@ -264,7 +264,7 @@ def test_a_service_still_down_after_its_start_is_nudged(host: Host) -> None:
     done = run(host, watch_seconds=60, until=lambda ev: "running" in states(ev))
     assert host.asked("start") == 2  # the nudge, once it stayed plainly down
     assert states(done.events) == ["stopped", "running"]
-    assert done.seconds < 2
+    assert done.seconds < 20  # not the 60 s watch sat out (a loaded machine takes its time)
 
 
 def test_a_crash_loop_is_reported_as_it_goes_and_never_nudged(tmp_path: Path) -> None:
@@ -283,7 +283,7 @@ def test_a_crash_loop_is_reported_as_it_goes_and_never_nudged(tmp_path: Path) ->
     assert [pid for pid in pids if pid] == [20, 21, 22]
     assert any(e.state.auto_restart for e in done.events if isinstance(e, Probed))
     assert host.asked("start") == 1  # the loop's own restarts, never a nudge
-    assert done.seconds < 2
+    assert done.seconds < 20  # not the 60 s watch sat out (a loaded machine takes its time)
 
 
 def test_a_start_that_never_becomes_active_is_watched_until_the_deadline(host: Host) -> None:
@@ -297,7 +297,7 @@ def test_a_start_that_never_becomes_active_is_watched_until_the_deadline(host: H
     assert isinstance(done.events[-1], Deadline) and done.code == 0
     assert "running" not in states(done.events)
     assert host.asked("start") == 1  # starting is not down: no nudge
-    assert done.seconds < 2
+    assert done.seconds < 20  # not the 60 s watch sat out (a loaded machine takes its time)
 
 
 def test_only_a_controller_is_probed_right_before_its_start(host: Host) -> None:
