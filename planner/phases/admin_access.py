@@ -36,23 +36,26 @@ def read_admin(ctx: PlanContext, phase: str, host: HostState) -> dict[str, Any] 
     return found[0] if found else None
 
 
-def read_admin_from(ctx: PlanContext, phase: str,
-                    host: HostState) -> tuple[dict[str, Any], str] | None:
+def read_admin_from(ctx: PlanContext, phase: str, host: HostState,
+                    quiet: bool = False) -> tuple[dict[str, Any], str] | None:
     """The admin kubeconfig pointed at the cluster's API server, and where that URL
-    came from."""
+    came from. `quiet`: a missing or broken one is None without a problem (a caller for
+    whom a cluster not up yet is no problem of its own)."""
     path = admin_kubeconfig_path(ctx.config.engine.distro)
     gathered = ctx.gather(phase, lambda _: [files_fact([path])], as_root=True, hosts=[host])
     if not gathered:
         return None
     live = gathered[0][1][0][0][path]
     if not live.exists:
-        ctx.problem(phase, host, f"{path} does not exist: is the engine running on it?")
+        if not quiet:
+            ctx.problem(phase, host, f"{path} does not exist: is the engine running on it?")
         return None
     ctx.record_read(host, path, file_digest(live.content, ctx.salt))
     try:
         admin = parse_admin(live.content.decode("utf-8", "replace"))
     except KubeconfigError as exc:
-        ctx.problem(phase, host, f"{path}: {exc}")
+        if not quiet:
+            ctx.problem(phase, host, f"{path}: {exc}")
         return None
     server, source = server_for(ctx, host, admin)
     return with_server(admin, server), source

@@ -12,14 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..api_server import server_for
 from ..context import HostState, PlanContext
-from ..desired.compare import file_digest
 from ..drain_rules import classify, selects
-from ..facts.file_reads import files_fact
-from ..kube import KubeconfigError, admin_kubeconfig_path, parse_admin, with_server
 from ..kube_get import get_json
-from .admin_access import first_controller
+from .admin_access import first_controller, read_admin_from
 
 # Pods and budgets listed at most this many per page; a cluster with more is listed in
 # pages (continue), as kubectl does.
@@ -82,19 +78,8 @@ def forecast(ctx: PlanContext, phase: str, draining: Sequence[tuple[HostState, s
 def admin_quietly(ctx: PlanContext, phase: str, host: HostState) -> dict[str, Any] | None:
     """The admin kubeconfig (prefetched with the controllers' files), or None without a
     word: a cluster not up yet has none, and that is no problem of the drain's."""
-    path = admin_kubeconfig_path(ctx.config.engine.distro)
-    gathered = ctx.gather(phase, lambda _: [files_fact([path])], as_root=True, hosts=[host])
-    if not gathered:
-        return None
-    live = gathered[0][1][0][0][path]
-    if not live.exists:
-        return None
-    ctx.record_read(host, path, file_digest(live.content, ctx.salt))
-    try:
-        admin = parse_admin(live.content.decode("utf-8", "replace"))
-    except KubeconfigError:
-        return None
-    return with_server(admin, server_for(ctx, host, admin)[0])
+    found = read_admin_from(ctx, phase, host, quiet=True)
+    return found[0] if found is not None else None
 
 
 def _list(admin: dict[str, Any], path: str) -> list[dict[str, Any]]:
