@@ -38,6 +38,7 @@ class Controller:
     label: str
     writer: HostWriter
     init: str
+    data_dir: str | None = None  # the engine's `data-dir` when its config moves it
 
 
 class Gate(Protocol):
@@ -81,7 +82,7 @@ def split_look(text: str) -> tuple[str, str]:
 def read_controller(c: Controller, distro: str) -> ControllerEtcd:
     layout = LAYOUTS[distro]
     script = status_snippet(c.init, layout.controller_service) + "\n" + \
-        etcd_fact(layout).command
+        etcd_fact(layout, c.data_dir).command
     try:
         result = c.writer.run_root(script, timeout=LOOK_TIMEOUT, check=False)
         engine, look = split_look(result.stdout.decode("utf-8", "replace"))

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planner.errors import CargoshipError
-from planner.facts.distro import parse_service_state, status_snippet
+from planner.facts.distro import parse_service_state
 from planner.hosts.batch import quote
 from planner.kube import official_client, raw_get
 from planner.kube_bounds import AnswerRefused
@@ -81,20 +81,6 @@ class EngineState:
     apiserver_logs: int  # the API server static pod's log files: 1 + its restarts
     # rke2: the uid of the API server's static pod manifest (mirror_pod.py); "" elsewhere.
     apiserver_manifest: str = ""
-
-
-def probe_script(init: str, service: str, controller: bool) -> str:
-    svc = quote(service)
-    lines = [status_snippet(init, service)]
-    if init == "systemd":
-        lines.append(f"echo \"show $(systemctl show -p MainPID -p NRestarts -p SubState "
-                     f"{svc} 2>/dev/null | tr '\\n' ' ')\"")
-    if controller:
-        lines.append(f"echo \"apiserver-logs $(ls {APISERVER_LOGS}/*.log 2>/dev/null "
-                     "| wc -l)\"")
-        lines.append(f"echo \"apiserver-manifest $(sed -n 's/^  uid: *//p' "
-                     f"{APISERVER_MANIFEST} 2>/dev/null)\"")
-    return "\n".join(lines)
 
 
 def parse_probe(text: str) -> EngineState:

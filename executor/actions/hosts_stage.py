@@ -73,7 +73,9 @@ def _controllers(env: ApplyEnv) -> list[Controller]:
     """Every controller of the cluster, changing or not: the quorum gate reads them all
     (not at all where the apply's own preflight found nothing to gate: one controller, an
     external datastore, no embedded etcd)."""
-    return [Controller(h.label, env.writers[h.ref.key], h.init_system or "auto")
+    layout = LAYOUTS[env.config.engine.distro]
+    return [Controller(h.label, env.writers[h.ref.key], h.init_system or "auto",
+                       h.engine_settings.data_dir(layout) if h.engine_settings else None)
             for h in env.ctx.hosts
             if h.config.role == "controller" and h.ref.key in env.writers]
 

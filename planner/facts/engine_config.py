@@ -73,11 +73,16 @@ class EngineSettings:
     env: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (value, where)
     occurrences: tuple[tuple[str, Any, str], ...] = ()  # every (key, value, where) given
 
+    def data_dir(self, layout: DistroLayout) -> str:
+        """The engine's data directory: its manifests, and on a controller its etcd
+        member's certificates (server/tls/etcd) and rke2's static pods (agent/)."""
+        data_dir = str(self.merged.get("data-dir") or self.merged.get("d") or layout.data_dir)
+        return data_dir.rstrip("/") or "/"
+
     def locations(self, layout: DistroLayout) -> Locations:
         config = self.config_path or f"{layout.config_dir}/config.yaml"
-        data_dir = str(self.merged.get("data-dir") or self.merged.get("d") or layout.data_dir)
         registries = str(self.merged.get("private-registry") or layout.registries_path)
-        return Locations(f"{config}.d", registries, f"{data_dir.rstrip('/')}/server/manifests")
+        return Locations(f"{config}.d", registries, f"{self.data_dir(layout)}/server/manifests")
 
     def moved(self, layout: DistroLayout) -> list[str]:
         """What the engine reads from somewhere else than its default, and why: for the

@@ -61,9 +61,11 @@ class EtcdLook:
     readyz_detail: str = ""
 
 
-def etcd_fact(layout: DistroLayout) -> Fact[EtcdLook]:
+def etcd_fact(layout: DistroLayout, data_dir: str | None = None) -> Fact[EtcdLook]:
+    """`data_dir`: where the engine keeps its data when its config moves it (`data-dir`);
+    its etcd client certificates are there, not in the default place."""
     command = script("planner.facts", ("etcd_look.sh",), {
-        "TLS_DIR": f"{layout.data_dir}/server/tls", "TIMEOUT": TIMEOUT,
+        "TLS_DIR": f"{data_dir or layout.data_dir}/server/tls", "TIMEOUT": TIMEOUT,
         "READYZ_TIMEOUT": READYZ_TIMEOUT,
         "PART_BYTES": PART_BYTES})
     return Fact("etcd", command, parse_etcd)

@@ -69,7 +69,25 @@ class GatherDistroFacts(Phase):
             ctx.found(self.title, host, f"{verdict}, node {host.node_name}"
                       + "".join(f"; {m}" for m in moved))
         _unique_nodes(self.title, ctx)
+        looks.update(_moved_looks(ctx, self.title))
         gate(ctx, self.title, looks)
+
+
+def _moved_looks(ctx: PlanContext, title: str) -> dict[int, Any]:
+    """The etcd look again on controllers whose engine keeps its data elsewhere
+    (`data-dir`): the first look read the default place, where such a host has no
+    certificates, and a cluster whose every controller moved it would have read as one
+    without embedded etcd, ungated. A second round trip, for those hosts only."""
+    layout = LAYOUTS[ctx.config.engine.distro]
+    moved = {h.config.index: h.engine_settings.data_dir(layout) for h in ctx.active_hosts()
+             if h.config.role == "controller" and h.engine_settings is not None
+             and h.engine_settings.data_dir(layout) != layout.data_dir}
+    if not moved:
+        return {}
+    hosts = [h for h in ctx.active_hosts() if h.config.index in moved]
+    gathered = ctx.gather(title, lambda h: [etcd_fact(layout, moved[h.config.index])],
+                          as_root=True, hosts=hosts)
+    return {host.config.index: values[0] for host, values in gathered}
 
 
 # A Kubernetes node name: an RFC 1123 DNS subdomain (apimachinery IsDNS1123Subdomain).

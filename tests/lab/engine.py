@@ -70,6 +70,9 @@ EVENTS_LOG = Path("/var/log/lab-engine/events.log")
 APISERVER_SERVICE = "/etc/service/kube-apiserver"  # rke2's static pod
 ETCD_SERVICE = Path("/etc/service/etcd")  # the controller's member, in a lab with etcd
 ETCD_MANIFEST_CHANGED = "lab-etcd-manifest-changed"  # hostfs.ETCD_MANIFEST_CHANGED
+# Where this start found the engine's data (hostfs.DATA_DIR_FILE): the static pods' run
+# scripts (rke2's etcd and kube-apiserver, k3s's member) read their paths from it.
+DATA_DIR_FILE = "lab-data-dir"
 
 
 class EngineError(Exception):
@@ -156,7 +159,7 @@ class Engine:
         timing = self._timing()
         # Counted from the process's start, so the stand-in's own start-up (Python,
         # imports) is inside the fixed time rather than added to it.
-        cluster = self._cluster()
+        cluster = self._relocated(self._cluster())
         # READY `start_delay` after the start; a controller's API server takes the last
         # `apiserver_start` of it, after its kubelet is up.
         kubelet_at = float(timing.get("start_delay", 0))
@@ -224,6 +227,29 @@ class Engine:
             return None  # a lab without a Kubernetes API
         data: dict[str, Any] = json.loads(cluster_file.read_text())
         return data
+
+    def _relocated(self, cluster: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The server's certificates and etcd's data where `data-dir` puts them: rke2
+        writes its static pods' manifests (etcd, kube-apiserver) from its data dir at every
+        start (pkg/podexecutor/staticpod.go), and k3s derives its TLS directory and its
+        member's data dir from it (pkg/daemons/config, pkg/etcd/etcd.go DBDir). The lab
+        laid them out in the default place; a test that moves a host's data moves them
+        along and sets data-dir. The path is left for the run scripts (hostfs
+        DATA_DIR_FILE) before any of them starts."""
+        if cluster is None or self.role != "controller":
+            return cluster
+        (self.lab_dir / DATA_DIR_FILE).write_text(f"{self.data_dir}\n")
+        if self.data_dir == self.lab_dir:
+            return cluster
+
+        def moved(path: str) -> str:  # server/ and agent/ only: lab-* files stay put
+            for part in ("server", "agent"):
+                if path.startswith(f"{self.lab_dir}/{part}/"):
+                    return f"{self.data_dir}/{path[len(str(self.lab_dir)) + 1:]}"
+            return path
+
+        return {**cluster, "tls_dir": moved(str(cluster["tls_dir"]) + "/").rstrip("/"),
+                "apiserver_args": [moved(a) for a in cluster["apiserver_args"]]}
 
     def _start_api_server(self, cluster: dict[str, Any]) -> None:
         # The API server's arguments, as rke2 writes them into the static pod's manifest

@@ -40,6 +40,9 @@ ETCD_CLIENT_PORT, ETCD_PEER_PORT = 2379, 2380
 # Told by the lab (Lab.etcd_manifest_changed): the next rke2 start rewrites the etcd static
 # pod's manifest, so the kubelet recreates the member's pod.
 ETCD_MANIFEST_CHANGED = "lab-etcd-manifest-changed"
+# Written by the engine at each start (engine.py DATA_DIR_FILE): its data dir, from which
+# the static pods' run scripts take their paths, as rke2 writes their manifests from it.
+DATA_DIR_FILE = "lab-data-dir"
 
 
 def engine_service(distro: str, role: str) -> str:
@@ -268,14 +271,29 @@ def _add_controller_api(host_dir: Path, spec: HostSpec, distro: str, address: st
         # before the engine stopped must not start the API server after it.
         engine = f"/etc/service/{engine_service(distro, 'controller')}"
         write(service / "run", f"#!/bin/sh\nsv status {engine} | grep -q '^run:' || "
-              "{ sv down .; exit 0; }\nexec /usr/bin/python3 /usr/local/bin/kubeapi.py "
-              + " ".join(args) + " 2>&1\n", 0o755)
+              "{ sv down .; exit 0; }\n" + _data_dir_line(distro) +
+              "exec /usr/bin/python3 /usr/local/bin/kubeapi.py "
+              + _relocatable(" ".join(args), distro) + " 2>&1\n", 0o755)
         # Only a running kubelet restarts a static pod that died: with the engine stopped,
         # a crashed API server stays down (a running one keeps running).
         write(service / "finish", f"#!/bin/sh\nsv status /etc/service/"
               f"{engine_service(distro, 'controller')} | grep -q '^run:' || sv down .\n",
               0o755)
         write(service / "down", "")
+
+
+def _data_dir_line(distro: str) -> str:
+    """A static pod's run script: the engine's data dir as its last start found it."""
+    default = f"/var/lib/rancher/{distro}"
+    return f"D=$(cat {default}/{DATA_DIR_FILE} 2>/dev/null) || D={default}\n"
+
+
+def _relocatable(command: str, distro: str) -> str:
+    """Paths in the data dir (server/, agent/), through the run script's $D
+    (_data_dir_line); the lab's own lab-* files stay where they are."""
+    for part in ("server", "agent"):
+        command = command.replace(f"/var/lib/rancher/{distro}/{part}/", f'"$D"/{part}/')
+    return command
 
 
 def set_engine_version(host_dir: Path, distro: str, version: str) -> None:
@@ -362,7 +380,8 @@ def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Pa
     ]
     service = host_dir / "etc.upper" / "service" / ETCD_SERVICE
     write(service / "run", f"#!/bin/sh\nsv status {engine} | grep -q '^run:' || "
-          "{ sv down .; exit 0; }\nexec /usr/bin/etcd " + " ".join(flags) + " 2>&1\n", 0o755)
+          "{ sv down .; exit 0; }\n" + _data_dir_line(distro) + "exec /usr/bin/etcd "
+          + _relocatable(" ".join(flags), distro) + " 2>&1\n", 0o755)
     write(service / "log" / "run", f"#!/bin/sh\nmkdir -p /var/log/{ETCD_SERVICE}\n"
           f"exec svlogd -tt /var/log/{ETCD_SERVICE}\n", 0o755)
     if distro == "rke2":
