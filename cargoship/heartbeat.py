@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import TextIO
 
 from planner.render import printable
+from planner.threads import start
 
 INTERVAL = 5.0  # seconds: well inside the 10 s a CI log may go without a line
 
@@ -33,8 +34,7 @@ def heartbeat(out: TextIO, activity: Callable[[], str], enabled: bool,
             except (BrokenPipeError, ValueError):  # the reader left, or stderr closed
                 return
 
-    thread = threading.Thread(target=beat, name="cargoship-heartbeat", daemon=True)
-    thread.start()
+    thread = start(beat, name="cargoship-heartbeat")
     try:
         yield
     finally:

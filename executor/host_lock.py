@@ -45,6 +45,7 @@ from planner.facts.lock_holder import (
 from planner.hosts.batch import Output
 from planner.hosts.shell import load, variables
 from planner.hosts.ssh import CommandResult
+from planner.threads import start
 
 from .remote import HostWriter
 
@@ -312,9 +313,7 @@ class LockSet:
             self.release_all()
             raise
         self._stop.clear()
-        self._toucher = threading.Thread(target=self._touch_loop, name="cargoship-lock-toucher",
-                                         daemon=True)
-        self._toucher.start()
+        self._toucher = start(self._touch_loop, name="cargoship-lock-toucher")
         # One note per stale lock (a crashed run locked every host with one id), not per host.
         self.notes = [f"took over stale lock {old} on {len(labels)} host(s): "
                       f"{', '.join(labels)}" for old, labels in taken_over.items()]
@@ -348,10 +347,8 @@ class LockSet:
             if previous is not None and previous.is_alive():
                 log.warning("%s: the previous lock touch has not answered yet", host.label)
                 continue
-            thread = threading.Thread(target=self._touch_one, args=(host,), daemon=True,
-                                      name=f"cargoship-lock-touch-{host.label}")
-            self._in_flight[host.label] = thread
-            thread.start()
+            self._in_flight[host.label] = start(self._touch_one, args=(host,),
+                                                name=f"cargoship-lock-touch-{host.label}")
 
     def _touch_one(self, host: HostWriter) -> None:
         try:

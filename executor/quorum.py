@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
@@ -24,6 +23,7 @@ from planner.facts.distro import LAYOUTS, parse_service_state, status_snippet
 from planner.facts.etcd import READYZ_TIMEOUT, TIMEOUT, etcd_fact, parse_etcd
 from planner.facts.etcd_gate import ControllerEtcd, Verdict, judge, member_back
 from planner.hosts.batch import FactParseError, Output
+from planner.threads import Executor
 
 from .remote import HostWriter
 
@@ -64,8 +64,8 @@ class Looks:
     def read(self, max_age: float = 0.0) -> list[ControllerEtcd]:
         if self._last is not None and time.monotonic() - self._last[0] <= max_age:
             return self._last[1]
-        with ThreadPoolExecutor(max_workers=max(1, len(self.controllers)),
-                                thread_name_prefix="cargoship-quorum") as pool:
+        with Executor(max_workers=max(1, len(self.controllers)),
+                      thread_name_prefix="cargoship-quorum") as pool:
             views = list(pool.map(lambda c: read_controller(c, self.distro),
                                   self.controllers))
         self._last = (time.monotonic(), views)

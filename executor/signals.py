@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from planner.threads import start
+
 from .errors import SignalInterrupt
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -72,10 +74,9 @@ class Interrupts:
             return
         self._say(f"{name(signum)} again: rolling the host(s) in progress back now")
         for escalate in list(self.escalations):
-            threading.Thread(target=escalate, name="cargoship-escalate", daemon=True).start()
+            start(escalate, name="cargoship-escalate")
 
     def _say(self, what: str) -> None:
         # From a thread of its own: the handler runs on the main thread, which may be
         # inside progress() holding its lock right now (a controller's rollout runs there).
-        threading.Thread(target=self.progress, args=("apply", what), name="cargoship-say",
-                         daemon=True).start()
+        start(self.progress, args=("apply", what), name="cargoship-say")

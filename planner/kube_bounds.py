@@ -40,6 +40,8 @@ from typing import Any
 import urllib3
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from .threads import start
+
 # A node's pod list is a few MB (110 pods at most per node); a 500-node NodeList a few
 # tens. Past this an answer is not one cargoship asked for.
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
@@ -142,9 +144,7 @@ class Watchdog:
             heapq.heappush(self._heap, (guard.deadline, next(self._order), guard))
             self._live.add(guard)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="cargoship-api-deadline",
-                                                daemon=True)
-                self._thread.start()
+                self._thread = start(self._run, name="cargoship-api-deadline")
             self._wake.notify()
 
     def forget(self, guard: Guard) -> None:

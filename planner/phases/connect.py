@@ -14,6 +14,7 @@ from ..errors import HostError
 from ..hosts.pool import parallel
 from ..hosts.reader import HostReader
 from ..hosts.ssh import Session, SshSession, connect
+from ..threads import Executor
 from .base import DryRun, Phase
 
 
@@ -81,8 +82,8 @@ class Connect(Phase):
         per host."""
         assert ctx.handshakes is not None
         limit = ctx.config.options.host_concurrency
-        blocking = ThreadPoolExecutor(max_workers=max(1, min(limit, len(ctx.hosts))),
-                                      thread_name_prefix="cargoship-host")
+        blocking = Executor(max_workers=max(1, min(limit, len(ctx.hosts))),
+                            thread_name_prefix="cargoship-host")
         pending: list[Future[HostReader]] = []
         for host in ctx.hosts:
             ready: Future[HostReader] = Future()

@@ -241,6 +241,14 @@ class Engine:
         (self.lab_dir / DATA_DIR_FILE).write_text(f"{self.data_dir}\n")
         if self.data_dir == self.lab_dir:
             return cluster
+        tls = self.data_dir / "server" / "tls"
+        if not tls.exists() and (self.lab_dir / "server" / "tls").is_dir():
+            # A data dir without certificates gets them at start, signed by the cluster's
+            # CAs from its bootstrap data (k3s pkg/daemons/control/deps/deps.go genCerts,
+            # pkg/bootstrap): the lab's, copied.
+            import shutil
+
+            shutil.copytree(self.lab_dir / "server" / "tls", tls)
 
         def moved(path: str) -> str:  # server/ and agent/ only: lab-* files stay put
             for part in ("server", "agent"):
