@@ -21,8 +21,6 @@ from .plan.hostref import HostRef
 # Only named in annotations: a run reaches its first dial before it needs these modules
 # (connecting.py), so the context does not load them.
 if TYPE_CHECKING:
-    from kubernetes.client import CoreV1Api
-
     from .configurers import Configurer
     from .facts.distro import EngineFacts
     from .facts.engine_config import EngineSettings
@@ -34,6 +32,7 @@ if TYPE_CHECKING:
     from .hosts.reader import HostReader
     from .hosts.ssh import ConnectOptions
     from .kube import ApiFactory
+    from .kube_core import CoreV1
     from .plan.model import KeyChange
     from .startup import Startup
 
@@ -135,7 +134,7 @@ class PlannedChange:
         return ACTIONS[self.action].restart
 
 
-def _official_client(kubeconfig: dict[str, Any]) -> CoreV1Api:
+def _official_client(kubeconfig: dict[str, Any]) -> CoreV1:
     """planner.kube's official client, its module loaded once a phase talks to the API."""
     from .kube import official_client
 

@@ -24,14 +24,13 @@ CREDENTIAL_KEYS = frozenset({"token", "client-key-data", "client-key", "password
                              "client-certificate-data"})
 
 if TYPE_CHECKING:
-    from kubernetes.client import CoreV1Api
-
     from .kube_bounds import BoundedPoolManager
+    from .kube_core import CoreV1
 
-ApiFactory = Callable[[dict[str, Any]], "CoreV1Api"]
+ApiFactory = Callable[[dict[str, Any]], "CoreV1"]
 
 
-def official_client(kubeconfig: dict[str, Any]) -> CoreV1Api:
+def official_client(kubeconfig: dict[str, Any]) -> CoreV1:
     # Imported here: the client is slow to import and to build (tests/bench/FINDINGS.md,
     # "kubernetes client 37") and most plans never call the API.
     import kubernetes
@@ -49,7 +48,9 @@ def official_client(kubeconfig: dict[str, Any]) -> CoreV1Api:
     configuration.connection_pool_maxsize = 64
     api_client = kubernetes.client.ApiClient(configuration)
     api_client.rest_client.pool_manager = bounded_pool(configuration)
-    return kubernetes.client.CoreV1Api(api_client)
+    from .kube_core import CoreV1  # not the generated CoreV1Api: kube_core.py says why
+
+    return CoreV1(api_client)
 
 
 def raw_get(api_client: Any, path: str, *, timeout: int | float,

@@ -8,6 +8,7 @@ Assessed read-only through the Kubernetes API (official client, node list).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,12 +55,11 @@ class LabelNodes(Phase):
         try:
             nodes: dict[str, dict[str, str]] = {}
             owned_by: dict[str, set[str]] = {}
-            for node in ctx.kube_api(admin).list_node(_request_timeout=30).items:
-                if node.metadata is None:
-                    raise ValueError("a node without metadata")
-                nodes[str(node.metadata.name)] = dict(node.metadata.labels or {})
-                listed = (node.metadata.annotations or {}).get(LABELLED_ANNOTATION) or ""
-                owned_by[str(node.metadata.name)] = {k for k in str(listed).split(",") if k}
+            for name, labels, annotations in _listed(
+                    ctx.kube_api(admin).list_node(_request_timeout=30, _preload_content=False)):
+                nodes[name] = labels
+                listed = annotations.get(LABELLED_ANNOTATION) or ""
+                owned_by[name] = {k for k in str(listed).split(",") if k}
         except Exception as exc:  # noqa: BLE001 - API errors, a cut-off answer, a wrong shape
             ctx.problem(self.title, None, f"cannot list nodes through the Kubernetes API: "
                                           f"{_reason(exc)}")
@@ -121,3 +121,27 @@ def _reason(exc: Exception) -> str:
     said = "; ".join(line.strip() for line in str(exc).splitlines()
                      if line.strip() and not line.strip().startswith("For further information"))
     return f"{type(exc).__name__}: {said[:300]}"
+
+
+def _listed(response: Any) -> list[tuple[str, dict[str, str], dict[str, str]]]:
+    """Each node's name, labels and annotations from a NodeList read as JSON; ValueError
+    for any other shape (a host's API is not trusted to answer as the schema says)."""
+    try:
+        listing = json.loads(response.data)
+    finally:
+        response.release_conn()
+    items = listing.get("items") if isinstance(listing, dict) else None
+    if not isinstance(items, list):
+        raise ValueError("the node list has no items")
+    out = []
+    for node in items:
+        meta = node.get("metadata") if isinstance(node, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            raise ValueError("a node without metadata or name")
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        if not isinstance(labels, dict) or not isinstance(annotations, dict) or not all(
+                isinstance(v, str) for v in (*labels.values(), *annotations.values())):
+            raise ValueError(f"node {meta['name'][:80]!r}: labels or annotations are not "
+                             "strings")
+        out.append((meta["name"], dict(labels), dict(annotations)))
+    return out

@@ -71,7 +71,7 @@ def test_connections_share_one_tls_context_and_authenticate_with_the_client_cert
     # Eight requests at once: eight connections, all through the one context, each one
     # authenticated by the client certificate (the front end answers 401 otherwise).
     with ThreadPoolExecutor(8) as workers:
-        names = list(workers.map(lambda _: api.read_node("wrk-1").metadata.name, range(8)))
+        names = list(workers.map(lambda _: api.read_node("wrk-1")["metadata"]["name"], range(8)))
     assert names == ["wrk-1"] * 8
     assert pool.connection_from_url(f"https://127.0.0.1:{port}").num_connections >= 2
 
@@ -101,7 +101,7 @@ def test_connections_opened_ahead_are_there_for_a_wave(
     NodeOps(api).warm(8)
     assert pool.num_connections == 8
     with ThreadPoolExecutor(8) as workers:
-        names = list(workers.map(lambda _: api.read_node("wrk-1").metadata.name, range(8)))
+        names = list(workers.map(lambda _: api.read_node("wrk-1")["metadata"]["name"], range(8)))
     assert names == ["wrk-1"] * 8
     assert pool.num_connections == 8  # all eight served on connections opened ahead
 

@@ -17,7 +17,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("planner", "planner.errors", "planner.safeyaml", "planner.safetext",
               "planner.credentials", "planner.startup", "planner.kube_bounds",
               "planner.history_verify", "planner.localfiles", "planner.host_paths",
-              "planner.drain_rules", "planner.kube_get", "planner.threads",
+              "planner.drain_rules", "planner.kube_get", "planner.kube_core", "planner.threads",
               "schemas")),
     ("config", ("planner.config",)),
     ("hosts", ("planner.hosts",)),
