@@ -33,11 +33,7 @@ from .mirror_pod import MirrorView
 from .polling import pause
 from .readiness import Waiter
 from .remote import MAX_RERUNS, HostWriter
-from .swap_script import (
-    GO,
-    GONE,
-    HELD_GO,
-    NOT_HELD,
+from .swap_output import (
     Cleared,
     Deadline,
     Event,
@@ -45,13 +41,11 @@ from .swap_script import (
     OutputReader,
     Probed,
     Started,
-    Step,
     StepDone,
     Stopped,
-    SwapScript,
-    finish,
-    go_line,
 )
+from .swap_script import GO, GONE, HELD_GO, NOT_HELD, SwapScript, finish, go_line
+from .swap_steps import Step
 from .waits import DEFAULT, Waits
 from .watch import WatchEvent, node_watcher
 

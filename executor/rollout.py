@@ -36,7 +36,7 @@ from .file_writes import BACKUP_ROOT, Written, remove_file, restore_file, restor
 from .mirror_pod import MirrorView
 from .remote import HostWriter
 from .restart import NothingStopped, Restart
-from .swap_script import Step, remove_step, restore_step, restore_tree_step, write_step
+from .swap_steps import Step, remove_step, restore_step, restore_tree_step, write_step
 from .waits import DEFAULT, Waits
 
 log = logging.getLogger("cargoship.executor")

@@ -16,7 +16,7 @@ from executor.file_writes import Written
 from executor.remote import HostWriter
 from executor.restart import NothingStopped
 from executor.rollout import HostJob, Rollout
-from executor.swap_script import Step
+from executor.swap_steps import Step
 from planner.config.model import SshConfig
 from planner.errors import CargoshipError, ConnectError
 from planner.hosts.ssh import CommandResult, ConnectOptions

@@ -1,4 +1,4 @@
-"""The restart script's output (executor/swap_script.py) and the loop that follows a restart
+"""The restart script's output (executor/swap_output.py) and the loop that follows a restart
 (executor/restart.py), with scripted events; tests/e2e/test_service.py runs the script on
 a real supervisor and tests/e2e/test_rollout_fidelity.py the whole restart."""
 
@@ -17,21 +17,9 @@ import pytest
 from executor.file_writes import Written
 from executor.readiness import CrashLoopError, NotBackError, Waiter, parse_probe
 from executor.restart import Gate, Message, NodeVersion, Restart, ScriptEnded, ScriptFailed
-from executor.swap_script import (
-    HELD_GO,
-    STOP_SLOW_TICK,
-    STOP_TICK,
-    Alive,
-    OutputReader,
-    Probed,
-    Started,
-    StepDone,
-    Stopped,
-    SwapScript,
-    remove_step,
-    stop_ticks,
-    write_step,
-)
+from executor.swap_output import Alive, OutputReader, Probed, Started, StepDone, Stopped
+from executor.swap_script import HELD_GO, STOP_SLOW_TICK, STOP_TICK, SwapScript, stop_ticks
+from executor.swap_steps import remove_step, write_step
 from planner.errors import CommandError, ConnectionLost
 
 T = "swtoken"
