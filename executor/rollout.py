@@ -35,7 +35,8 @@ from .drain import DrainOptions, NodeOps
 from .file_writes import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
 from .mirror_pod import MirrorView
 from .remote import HostWriter
-from .restart import NothingStopped, Restart
+from .restart import Restart
+from .restart_follow import NothingStopped
 from .swap_steps import Step, remove_step, restore_step, restore_tree_step, write_step
 from .waits import DEFAULT, Waits
 

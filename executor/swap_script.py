@@ -39,7 +39,7 @@ forge a line.
 The shell is executor/sh/swap.sh (after guard.sh, flock.sh and files.sh), shipped as it
 is; Python renders only the generated block of variables on top (SwapScript.values).
 
-The script comes in four parts, each run as soon as the host reads it (restart.Gate
+The script comes in four parts, each run as soon as the host reads it (swap_runner.Gate
 holds back the later ones). The head defines everything and stages each new file
 (file_writes.stage_script: the content in a temp file beside its target, on disk, with its
 mode; the backup directory ready), then says `staged`: sent ahead of the host's turn, it
@@ -151,7 +151,7 @@ THERE = Where()
 
 
 def go_line(lock_id: str | None) -> str:
-    """The GO line of a script whose input stays open (restart.Gate): `swap` with the id
+    """The GO line of a script whose input stays open (swap_runner.Gate): `swap` with the id
     of the host lock the apply holds ("-": none, a caller that holds no lock), then the
     watch in the background while the shell reads on: FINISH, or the end of its input."""
     return f"go {check_lock_id(lock_id) if lock_id is not None else '-'}\n"
@@ -261,5 +261,5 @@ class SwapScript:
 
     def _alive_for(self) -> int:
         """A bound for the keepalive (killed at the start): longer than the executor
-        waits for the whole script (restart.RemoteSwap's timeout)."""
+        waits for the whole script (swap_runner.RemoteSwap's timeout)."""
         return self.swap_lock_wait + 2 * max(1, round(self.stop_timeout)) + 120

@@ -17,7 +17,8 @@ import pytest
 from executor.host_lock import UNSAFE
 from executor.readiness import EngineState
 from executor.remote import HostWriter
-from executor.restart import Gate, Message, RemoteSwap, Restart
+from executor.restart import Restart
+from executor.restart_messages import Message
 from executor.swap_output import (
     Alive,
     Cleared,
@@ -30,6 +31,7 @@ from executor.swap_output import (
     StepDone,
     Stopped,
 )
+from executor.swap_runner import Gate, RemoteSwap
 from executor.swap_script import STOP_FAILED, SwapScript, finish, stop_ticks
 from executor.swap_steps import write_step
 from planner.hosts.ssh import ABANDONED, CommandResult

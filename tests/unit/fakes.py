@@ -14,7 +14,7 @@ from typing import Any
 from executor.drain import DrainOptions, DrainReport
 from executor.file_writes import Written
 from executor.remote import HostWriter
-from executor.restart import NothingStopped
+from executor.restart_follow import NothingStopped
 from executor.rollout import HostJob, Rollout
 from executor.swap_steps import Step
 from planner.config.model import SshConfig

@@ -16,8 +16,10 @@ import pytest
 
 from executor.file_writes import Written
 from executor.readiness import CrashLoopError, NotBackError, Waiter, parse_probe
-from executor.restart import Gate, Message, NodeVersion, Restart, ScriptEnded, ScriptFailed
+from executor.restart import Restart
+from executor.restart_messages import Message, NodeVersion, ScriptEnded, ScriptFailed
 from executor.swap_output import Alive, OutputReader, Probed, Started, StepDone, Stopped
+from executor.swap_runner import Gate
 from executor.swap_script import HELD_GO, STOP_SLOW_TICK, STOP_TICK, SwapScript, stop_ticks
 from executor.swap_steps import remove_step, write_step
 from planner.errors import CommandError, ConnectionLost

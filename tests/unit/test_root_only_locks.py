@@ -30,7 +30,7 @@ from executor.host_lock import (
     touch,
 )
 from executor.inprogress import mark_script
-from executor.restart import Gate
+from executor.swap_runner import Gate
 from executor.swap_script import GONE, HELD_GO, SwapScript, go_line
 from executor.swap_steps import write_step
 from planner.errors import CargoshipError, CommandError
