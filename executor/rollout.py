@@ -31,7 +31,8 @@ from planner.desired.engine_files import DesiredFile
 from planner.errors import CargoshipError
 
 from . import inprogress, node_identity, quorum
-from .drain import DrainOptions, NodeOps
+from .drain import NodeOps
+from .drain_pods import DrainOptions
 from .file_writes import BACKUP_ROOT, Written, remove_file, restore_file, restore_tree, write_file
 from .mirror_pod import MirrorView
 from .remote import HostWriter

@@ -14,7 +14,8 @@ from planner.facts.distro import LAYOUTS
 from planner.facts.etcd_gate import external_datastore
 from planner.plan.model import Change
 
-from ..drain import DrainOptions, NodeOps
+from ..drain import NodeOps
+from ..drain_pods import DrainOptions
 from ..mirror_pod import mirror_reader
 from ..quorum import Controller, Looks, make_back_check, make_gate
 from ..readiness import point_at, readyz_probe

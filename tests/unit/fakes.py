@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from executor.drain import DrainOptions, DrainReport
+from executor.drain_pods import DrainOptions, DrainReport
 from executor.file_writes import Written
 from executor.remote import HostWriter
 from executor.restart_follow import NothingStopped

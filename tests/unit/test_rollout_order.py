@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from executor.drain import DrainOptions
+from executor.drain_pods import DrainOptions
 from executor.rollout import HostJob, HostOutcome, Rollout
 from planner.config.model import Options
 from tests.unit.fakes import FakeRestart, FakeRollout, restarting
