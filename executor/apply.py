@@ -42,10 +42,10 @@ from .cleanup import remove_temps
 from .connect import SessionFactory, connect_all, pinned_keys, ssh_session
 from .drift import HostKey, change_key, refusal
 from .errors import ApplyInterrupted
+from .host_job import HostJob, HostOutcome
 from .host_lock import LockHeld, LockSet, new_lock_info
 from .remote import HostWriter
 from .replay import Earlier, judge
-from .rollout import HostJob, HostOutcome
 from .signals import Interrupts
 from .waits import DEFAULT, Waits
 

@@ -16,10 +16,11 @@ from planner.plan.model import Change
 
 from ..drain import NodeOps
 from ..drain_pods import DrainOptions
+from ..host_job import HostJob, HostOutcome
 from ..mirror_pod import mirror_reader
 from ..quorum import Controller, Looks, make_back_check, make_gate
 from ..readiness import point_at, readyz_probe
-from ..rollout import HostJob, HostOutcome, Rollout
+from ..rollout import Rollout
 from .base import ApplyEnv, HostHandler, ItemResult
 from .registry import HANDLERS
 

@@ -13,9 +13,10 @@ from typing import Any
 
 from executor.drain_pods import DrainOptions, DrainReport
 from executor.file_writes import Written
+from executor.host_job import HostJob
 from executor.remote import HostWriter
 from executor.restart_follow import NothingStopped
-from executor.rollout import HostJob, Rollout
+from executor.rollout import Rollout
 from executor.swap_steps import Step
 from planner.config.model import SshConfig
 from planner.errors import CargoshipError, ConnectError
