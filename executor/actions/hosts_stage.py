@@ -1,7 +1,8 @@
 """The hosts stage: every host action of the plan, one job per host, run as one rollout.
 
-The rollout (executor/rollout.py) does the ordering, draining, restarting and rolling back;
-the handlers only say what each change adds to its host's job.
+The rollout (executor/rollout.py, each host's flow in host_flow.py) does the ordering,
+draining, restarting and rolling back; the handlers only say what each change adds to its
+host's job.
 """
 
 from __future__ import annotations

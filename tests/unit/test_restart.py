@@ -1,5 +1,5 @@
 """The restart script's output (executor/swap_output.py) and the loop that follows a restart
-(executor/restart.py), with scripted events; tests/e2e/test_service.py runs the script on
+(executor/restart_follow.py), with scripted events; tests/e2e/test_service.py runs the script on
 a real supervisor and tests/e2e/test_rollout_fidelity.py the whole restart."""
 
 from __future__ import annotations
