@@ -16,7 +16,7 @@ from planner.errors import CargoshipError
 from planner.render import printable
 
 if TYPE_CHECKING:
-    from executor.apply import ApplyResult
+    from executor.apply_result import ApplyResult
     from planner.plan.model import Plan, Signature
 
 

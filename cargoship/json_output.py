@@ -20,7 +20,7 @@ from planner.plan.model import HostRef
 from planner.safetext import json_escaped
 
 if TYPE_CHECKING:  # the executor brings the Kubernetes client: imported only to apply
-    from executor.apply import ApplyResult
+    from executor.apply_result import ApplyResult
 
 SCHEMAS = {
     "plan": "plan.schema.json",  # plan --json, show PLAN --json
@@ -45,7 +45,7 @@ def host(ref: HostRef | None) -> dict[str, Any] | None:
 
 def apply_result(result: ApplyResult) -> dict[str, Any]:
     """The outcome per host and per change, where the record is, how long it took."""
-    from executor.apply import record_of
+    from executor.apply_result import record_of
 
     record = record_of(result.plan, result)
     return {"plan_id": result.plan.plan_id, "outcome": result.outcome, "ok": result.ok,

@@ -43,7 +43,7 @@ def host_counts(statuses: Sequence[str], restarts: int | None) -> list[str]:
 
 
 def apply_outcome_lines(result: Any, seconds: float) -> list[str]:
-    """`result`: an executor.apply.ApplyResult (plan, hosts as (HostRef, HostOutcome),
+    """`result`: an executor.apply_result.ApplyResult (plan, hosts as (HostRef, HostOutcome),
     after_rollout, notes, warnings, ok, interrupted)."""
     changed = [(ref, o) for ref, o in result.hosts if o.status != "unchanged"]
     lines = []

@@ -4,22 +4,8 @@ the engine on the host, reporting as it goes.
 A restart used to cost a round trip per step and more per poll (stop, wait for stopped,
 each file, start, the engine's state every fraction of a second while it came back). Here
 the host does all of it in one exec, waiting locally for each service state (bounded), and
-streams one line per event, so the executor hears of each step as it happens:
-
-    <token> staged                      the new content is staged
-    <token> marked                      the in-progress marker is set (if it was given)
-    <token> before ... <token> end      the engine before anything happens to it
-    <token> starting | state            a probe of the engine (readiness.probe_script;
-                                        `starting`, right before the start: controllers),
-    ...                                 its lines, then `<token> end`
-    <token> stopped <unix seconds>      the engine is down; the host's clock then
-    <token> done <index> <result>       a file step finished (`backup`, `new`, a count)
-    <token> started                     the start was asked for
-    <token> cleared <exit code>         the command sent last (`finish`) ended
-    <token> alive                       nothing changed for a second (the client is there)
-    <token> go                          right before the stop: a write that a closed
-                                        channel makes fail (no event: OutputReader skips it)
-    <token> deadline                    the watch ran out of time
+streams one line per event (swap_output.py lists them and reads them), so the executor
+hears of each step as it happens.
 
 After `started` the script keeps probing the engine (every 0.1 s until it runs, then every
 0.5 s) and prints a probe only when it changed, until its deadline or until the executor
@@ -53,7 +39,7 @@ forge a line.
 The shell is executor/sh/swap.sh (after guard.sh, flock.sh and files.sh), shipped as it
 is; Python renders only the generated block of variables on top (SwapScript.values).
 
-The script comes in four parts, each run as soon as the host reads it (restart.Gate
+The script comes in four parts, each run as soon as the host reads it (swap_runner.Gate
 holds back the later ones). The head defines everything and stages each new file
 (file_writes.stage_script: the content in a temp file beside its target, on disk, with its
 mode; the backup directory ready), then says `staged`: sent ahead of the host's turn, it
@@ -72,8 +58,6 @@ just watches until nobody reads.
 
 from __future__ import annotations
 
-import base64
-import re
 import secrets
 from dataclasses import dataclass, field
 
@@ -83,9 +67,9 @@ from planner.facts.lock_holder import HOST, STALE_AFTER, Place
 from planner.hosts.shell import load, variables
 
 from . import file_writes
-from .file_writes import Written, backup_path, written
 from .host_lock import UNSAFE, WAIT_TIMEOUT, check_lock_id
-from .readiness import APISERVER_LOGS, APISERVER_MANIFEST, EngineState, parse_probe
+from .readiness import APISERVER_LOGS, APISERVER_MANIFEST
+from .swap_steps import Step
 
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 INITS = ("systemd", "runit", "openrc")
@@ -167,7 +151,7 @@ THERE = Where()
 
 
 def go_line(lock_id: str | None) -> str:
-    """The GO line of a script whose input stays open (restart.Gate): `swap` with the id
+    """The GO line of a script whose input stays open (swap_runner.Gate): `swap` with the id
     of the host lock the apply holds ("-": none, a caller that holds no lock), then the
     watch in the background while the shell reads on: FINISH, or the end of its input."""
     return f"go {check_lock_id(lock_id) if lock_id is not None else '-'}\n"
@@ -181,59 +165,6 @@ def finish(command: str) -> str:
     marker's removal), then `cleared` with its exit code. The watch goes on meanwhile,
     until the executor stops reading."""
     return f"( {command} ) </dev/null; cleared $?\n"
-
-
-@dataclass(frozen=True)
-class Step:
-    """One change of a file: an operation of executor/sh/files.sh, run in its own
-    subshell (set -eu)."""
-
-    verb: str  # what the progress note says: wrote, removed, restored
-    path: str  # the file (restore_tree: the backup directory)
-    op: str  # write (staged long before the stop), remove, restore, restore_tree
-    content: bytes | None = None  # a write's new content
-    plan_id: str = ""
-    mode: int = 0o600
-    backup: str = ""  # restore: the backup to put back ("": the file did not exist)
-    place: Place = HOST
-
-    def written(self, result: str) -> Written | None:
-        """What a restore needs to undo this step, from the step's result word."""
-        if self.verb == "wrote":
-            return written(self.path, self.plan_id, result.encode(), self.place)
-        if self.verb == "removed":
-            return Written(self.path, backup_path(self.plan_id, self.path, self.place))
-        return None  # restores are not undone
-
-    def values(self, index: int) -> dict[str, str | int]:
-        content = base64.encodebytes(self.content).decode().rstrip("\n") \
-            if self.content is not None else ""
-        file = self.path if self.op != "restore_tree" else ""
-        backup = self.backup if self.op != "restore_tree" else self.path
-        return {f"OP_{index}": self.op, f"FILE_{index}": file,
-                f"MODE_{index}": f"{self.mode:04o}",
-                f"OWNER_{index}": f"{self.place.owner}:{self.place.group}",
-                f"PLAN_{index}": self.plan_id, f"BACKUP_{index}": backup,
-                f"CONTENT_{index}": content}
-
-
-def write_step(path: str, content: bytes, *, mode: int, plan_id: str,
-               place: Place = HOST) -> Step:
-    return Step("wrote", path, "write", content, plan_id, mode, place=place)
-
-
-def remove_step(path: str, *, plan_id: str, place: Place = HOST) -> Step:
-    return Step("removed", path, "remove", plan_id=plan_id, place=place)
-
-
-def restore_step(item: Written, place: Place = HOST) -> Step:
-    return Step("restored", item.path, "restore", backup=item.backup or "", place=place)
-
-
-def restore_tree_step(backup_dir: str, place: Place = HOST) -> Step:
-    if place == HOST:
-        file_writes.restore_tree_script(backup_dir)  # refuses what is not a backup directory
-    return Step("restored", backup_dir, "restore_tree", place=place)
 
 
 def stop_ticks(timeout: float, timing: Timing = TIMING) -> tuple[int, int]:
@@ -330,112 +261,5 @@ class SwapScript:
 
     def _alive_for(self) -> int:
         """A bound for the keepalive (killed at the start): longer than the executor
-        waits for the whole script (restart.RemoteSwap's timeout)."""
+        waits for the whole script (swap_runner.RemoteSwap's timeout)."""
         return self.swap_lock_wait + 2 * max(1, round(self.stop_timeout)) + 120
-
-
-# --- what the script says --------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Probed:
-    name: str  # before, starting, state
-    state: EngineState
-
-
-@dataclass(frozen=True)
-class Stopped:
-    at: int  # the host's clock, whole seconds, once the engine was down
-
-
-@dataclass(frozen=True)
-class StepDone:
-    index: int
-    result: str  # backup, new, or a count (restore of a whole backup)
-
-
-@dataclass(frozen=True)
-class Marked:
-    pass
-
-
-@dataclass(frozen=True)
-class Staged:
-    pass  # the new content is on the host, beside its targets
-
-
-@dataclass(frozen=True)
-class Started:
-    pass
-
-
-@dataclass(frozen=True)
-class Cleared:
-    exit_code: int  # of the command sent with `finish`
-
-
-@dataclass(frozen=True)
-class Alive:
-    pass
-
-
-@dataclass(frozen=True)
-class Deadline:
-    pass
-
-
-Event = Probed | Stopped | StepDone | Marked | Staged | Started | Cleared | Alive | Deadline
-_LINE = re.compile(r"(before|starting|state|end|stopped|done|marked|staged|started|"
-                   r"cleared|alive|deadline)"
-                   r"(?: (\S+))?(?: (\S+))?")
-
-
-class OutputReader:
-    """Turns the script's stdout, fed as it arrives, into events."""
-
-    def __init__(self, token: str) -> None:
-        self._prefix = token + " "
-        self._pending = b""
-        self._block: tuple[str, list[str]] | None = None
-
-    def feed(self, data: bytes) -> list[Event]:
-        self._pending += data
-        *lines, self._pending = self._pending.split(b"\n")
-        events: list[Event] = []
-        for raw in lines:
-            event = self._line(raw.decode("utf-8", "replace"))
-            if event is not None:
-                events.append(event)
-        return events
-
-    def _line(self, line: str) -> Event | None:
-        if not line.startswith(self._prefix):
-            if self._block is not None:
-                self._block[1].append(line)
-            return None  # not the script's own line: nothing a host can forge
-        found = _LINE.fullmatch(line[len(self._prefix):])
-        if found is None:
-            return None
-        word, first, second = found.groups()
-        if word in ("before", "starting", "state"):
-            self._block = (word, [])
-        elif word == "end" and self._block is not None:
-            name, body = self._block
-            self._block = None
-            return Probed(name, parse_probe("\n".join(body)))
-        elif word == "stopped" and first is not None and first.isdigit():
-            return Stopped(int(first))
-        elif word == "done" and first is not None and first.isdigit():
-            return StepDone(int(first), second or "new")
-        elif word == "marked":
-            return Marked()
-        elif word == "staged":
-            return Staged()
-        elif word == "started":
-            return Started()
-        elif word == "cleared" and first is not None and first.isdigit():
-            return Cleared(int(first))
-        elif word == "alive":
-            return Alive()
-        elif word == "deadline":
-            return Deadline()
-        return None

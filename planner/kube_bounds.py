@@ -48,7 +48,7 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024
 # One watch event is one object.
 MAX_WATCH_LINE_BYTES = 16 * 1024 * 1024
 # A request header: hand the answer over unread, as a watch is (under the same deadline).
-# For a caller that must hold connections open (drain.py's warm-up), never for an answer
+# For a caller that must hold connections open (node_api.py's warm-up), never for an answer
 # read whole: the caller bounds its own read.
 HOLD = "X-Cargoship-Hold"
 # A request without a timeout of its own.

@@ -26,8 +26,8 @@ from planner.errors import CargoshipError
 from planner.kube import admin_kubeconfig_path, parse_admin, with_server
 from planner.plan.model import Change, HostRef, Plan, Unassessed
 
+from ..host_job import HostJob
 from ..remote import HostWriter
-from ..rollout import HostJob
 from ..waits import DEFAULT, Waits
 
 Progress = Callable[[str, str], None]

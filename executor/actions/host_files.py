@@ -17,7 +17,7 @@ from planner.plan.actions import (
 )
 from planner.plan.model import Change
 
-from ..rollout import HostJob
+from ..host_job import HostJob
 from .base import ApplyRefused, HostHandler
 
 

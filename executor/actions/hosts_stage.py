@@ -1,7 +1,8 @@
 """The hosts stage: every host action of the plan, one job per host, run as one rollout.
 
-The rollout (executor/rollout.py) does the ordering, draining, restarting and rolling back;
-the handlers only say what each change adds to its host's job.
+The rollout (executor/rollout.py, each host's flow in host_flow.py) does the ordering,
+draining, restarting and rolling back; the handlers only say what each change adds to its
+host's job.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from planner.facts.distro import LAYOUTS
 from planner.facts.etcd_gate import external_datastore
 from planner.plan.model import Change
 
-from ..drain import DrainOptions, NodeOps
+from ..drain import NodeOps
+from ..drain_pods import DrainOptions
+from ..host_job import HostJob, HostOutcome
 from ..mirror_pod import mirror_reader
 from ..quorum import Controller, Looks, make_back_check, make_gate
 from ..readiness import point_at, readyz_probe
-from ..rollout import HostJob, HostOutcome, Rollout
+from ..rollout import Rollout
 from .base import ApplyEnv, HostHandler, ItemResult
 from .registry import HANDLERS
 

@@ -1,7 +1,7 @@
 # The one remote script of an engine restart: stop, change the files, start, then watch
-# the engine on the host, reporting as it goes (executor/swap_script.py says what each
-# line it prints means, and why it is built this way). After guard.sh, flock.sh and
-# files.sh; the generated block on top sets this run's values:
+# the engine on the host, reporting as it goes (executor/swap_output.py says what each
+# line it prints means, executor/swap_script.py why it is built this way). After guard.sh,
+# flock.sh and files.sh; the generated block on top sets this run's values:
 #   T                     the token every line the script says begins with
 #   HOST_PATH             PATH (sbin directories included: sudo may keep a user's PATH)
 #   INIT SERVICE          systemd|runit|openrc, the engine's service

@@ -9,7 +9,9 @@ from collections.abc import Callable
 import pytest
 from kubernetes import client
 
-from executor.drain import CORDONED_BY, DrainError, DrainOptions, NodeOps
+from executor.drain import CORDONED_BY, NodeOps
+from executor.drain_pods import DrainOptions
+from executor.node_api import DrainError
 from tests.kubeapi_server import Kube, poll
 
 NODE = "wrk-1"

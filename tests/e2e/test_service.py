@@ -17,9 +17,9 @@ import pytest
 from executor.host_lock import UNSAFE
 from executor.readiness import EngineState
 from executor.remote import HostWriter
-from executor.restart import Gate, Message, RemoteSwap, Restart
-from executor.swap_script import (
-    STOP_FAILED,
+from executor.restart import Restart
+from executor.restart_messages import Message
+from executor.swap_output import (
     Alive,
     Cleared,
     Event,
@@ -30,11 +30,10 @@ from executor.swap_script import (
     Started,
     StepDone,
     Stopped,
-    SwapScript,
-    finish,
-    stop_ticks,
-    write_step,
 )
+from executor.swap_runner import Gate, RemoteSwap
+from executor.swap_script import STOP_FAILED, SwapScript, finish, stop_ticks
+from executor.swap_steps import write_step
 from planner.hosts.ssh import ABANDONED, CommandResult
 from tests.e2e.test_files import PLAN, REGISTRIES, writer
 from tests.lab import HostSpec, Lab

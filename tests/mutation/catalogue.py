@@ -109,7 +109,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a member lost mid-rollout would go unseen: the next controller's stop loses quorum"),
     Mutation(
         "quorum gate right before each stop: a member lost during the drain stops the rollout",
-        "executor/rollout.py", "Rollout._gate_before_stop",
+        "executor/host_flow.py", "HostFlow._gate_before_stop",
         "        if why:", "        if False:",
         (E + "test_quorum_gate.py::test_a_member_paused_during_the_drain_stops_the_rollout_"
              "before_the_engine_stops",),
@@ -136,21 +136,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         "until the readiness timeout, its logs gone from the error"),
     Mutation(
         "rollback restores and restarts: the engine reads the old files again",
-        "executor/rollout.py", "Rollout._roll_back",
+        "executor/host_flow.py", "HostFlow._roll_back",
         "            if job.restart:\n                # The engine may be up",
         "            if job.restart and False:\n                # The engine may be up",
         (E + "test_rollout_fidelity.py::test_crash_looping_api_server_is_rolled_back_with_its_log",
          R + "test_fault_engine.py::test_engine_refusing_the_new_config_is_rolled_back"),
         "a rollback would put the old files back under an engine still running the new ones"),
     Mutation(
-        "uncordon only nodes cargoship cordoned (after success)", "executor/rollout.py",
-        "Rollout._host", "if cordoned and not self._uncordon_back(job):",
+        "uncordon only nodes cargoship cordoned (after success)", "executor/host_flow.py",
+        "HostFlow._host", "if cordoned and not self._uncordon_back(job):",
         "if not self._uncordon_back(job):",
         (R + "test_uncordon_only_ours.py",),
         "a node an operator cordoned for maintenance would be put back into service"),
     Mutation(
-        "uncordon only nodes cargoship cordoned (after a rollback)", "executor/rollout.py",
-        "Rollout._uncordon", "if cordoned and self.ops is not None:",
+        "uncordon only nodes cargoship cordoned (after a rollback)", "executor/host_flow.py",
+        "HostFlow._uncordon", "if cordoned and self.ops is not None:",
         "if self.ops is not None:", (R + "test_uncordon_only_ours.py",),
         "a rollback would put an operator's cordoned node back into service"),
     Mutation(
@@ -220,7 +220,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a reviewer would not see a drain with --force or a concurrency of 50", unit=True),
     Mutation(
         "drain choice: a restart the plan says to drain is drained, only that one in place",
-        "executor/rollout.py", "Rollout._host", "if job.drain:", "if False:",
+        "executor/host_flow.py", "HostFlow._host", "if job.drain:", "if False:",
         (U + "test_rollback.py", U + "test_rollout_order.py",
          E + "test_drain_forecast.py::test_a_restart_in_place_by_choice_neither_cordons_nor_"
              "drains"),

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 from executor.host_lock import WAIT_TIMEOUT
-from executor.swap_script import OutputReader, Stopped, SwapScript, write_step
+from executor.swap_output import OutputReader, Stopped
+from executor.swap_script import SwapScript
+from executor.swap_steps import write_step
 from tests.e2e.cli import cargoship
 from tests.e2e.test_files import writer
 from tests.lab import HostSpec, Lab

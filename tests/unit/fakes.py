@@ -11,12 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from executor.drain import DrainOptions, DrainReport
+from executor.drain_pods import DrainOptions, DrainReport
 from executor.file_writes import Written
+from executor.host_job import HostJob
 from executor.remote import HostWriter
-from executor.restart import NothingStopped
-from executor.rollout import HostJob, Rollout
-from executor.swap_script import Step
+from executor.restart_follow import NothingStopped
+from executor.rollout import Rollout
+from executor.swap_steps import Step
 from planner.config.model import SshConfig
 from planner.errors import CargoshipError, ConnectError
 from planner.hosts.ssh import CommandResult, ConnectOptions

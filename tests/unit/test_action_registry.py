@@ -49,6 +49,6 @@ def test_unknown_actions_are_refused_naming_action_and_host() -> None:
 def test_the_executor_never_reads_a_phase_title() -> None:
     for path in (ROOT / "executor").rglob("*.py"):
         text = path.read_text()
-        # (status.phase is a pod's, in drain.py.)
+        # (status.phase is a pod's, in api_shape.py.)
         assert not re.search(r"(?<!status)\.phase\b|PHASE|Sync Registry|Labeling|"
                              r"kubeconfig file with", text), path

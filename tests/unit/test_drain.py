@@ -1,6 +1,7 @@
-"""executor.drain's pure helpers: pod classification, eviction body, API messages, what is
-still on the node, node readiness. Built with the official client's model objects, then
-turned into the JSON the API sends (drain reads its answers as plain JSON)."""
+"""The drain's pure helpers (executor/drain_pods.py, node_api.py) and NodeOps over a fake
+API: pod classification, eviction body, API messages, what is still on the node, node
+readiness. Built with the official client's model objects, then turned into the JSON the
+API sends (drain reads its answers as plain JSON)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from executor.drain import (
-    CORDONED_BY,
-    DrainError,
-    DrainOptions,
-    EvictedPods,
-    NodeOps,
-    PodVerdict,
-    api_message,
-    classify_pod,
-    eviction_body,
-)
+from executor.drain import CORDONED_BY, NodeOps
+from executor.drain_pods import DrainOptions, EvictedPods, PodVerdict, classify_pod, eviction_body
+from executor.node_api import DrainError, api_message
 from executor.watch import WatchEvent
 from planner.errors import CargoshipError
 

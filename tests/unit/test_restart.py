@@ -1,5 +1,5 @@
-"""The restart script's output (executor/swap_script.py) and the loop that follows a restart
-(executor/restart.py), with scripted events; tests/e2e/test_service.py runs the script on
+"""The restart script's output (executor/swap_output.py) and the loop that follows a restart
+(executor/restart_follow.py), with scripted events; tests/e2e/test_service.py runs the script on
 a real supervisor and tests/e2e/test_rollout_fidelity.py the whole restart."""
 
 from __future__ import annotations
@@ -16,22 +16,12 @@ import pytest
 
 from executor.file_writes import Written
 from executor.readiness import CrashLoopError, NotBackError, Waiter, parse_probe
-from executor.restart import Gate, Message, NodeVersion, Restart, ScriptEnded, ScriptFailed
-from executor.swap_script import (
-    HELD_GO,
-    STOP_SLOW_TICK,
-    STOP_TICK,
-    Alive,
-    OutputReader,
-    Probed,
-    Started,
-    StepDone,
-    Stopped,
-    SwapScript,
-    remove_step,
-    stop_ticks,
-    write_step,
-)
+from executor.restart import Restart
+from executor.restart_messages import Message, NodeVersion, ScriptEnded, ScriptFailed
+from executor.swap_output import Alive, OutputReader, Probed, Started, StepDone, Stopped
+from executor.swap_runner import Gate
+from executor.swap_script import HELD_GO, STOP_SLOW_TICK, STOP_TICK, SwapScript, stop_ticks
+from executor.swap_steps import remove_step, write_step
 from planner.errors import CommandError, ConnectionLost
 
 T = "swtoken"

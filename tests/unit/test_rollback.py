@@ -1,4 +1,4 @@
-"""The rollout's decisions on what a host did (executor/rollout.py), over the shared fakes
+"""The rollout's decisions on what a host did (executor/host_flow.py), over the shared fakes
 (tests/unit/fakes.py): what is rolled back, what is uncordoned, what is never started.
 The lab shows each end to end (tests/reliability/test_fault_engine.py,
 test_uncordon_only_ours.py, test_fault_ssh.py); these pin the rules in milliseconds."""

@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from executor.drain import DrainOptions
-from executor.rollout import HostJob, HostOutcome, Rollout
+from executor.drain_pods import DrainOptions
+from executor.host_job import HostJob, HostOutcome
+from executor.rollout import Rollout
 from planner.config.model import Options
 from tests.unit.fakes import FakeRestart, FakeRollout, restarting
 

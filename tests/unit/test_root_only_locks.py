@@ -30,8 +30,9 @@ from executor.host_lock import (
     touch,
 )
 from executor.inprogress import mark_script
-from executor.restart import Gate
-from executor.swap_script import GONE, HELD_GO, SwapScript, go_line, write_step
+from executor.swap_runner import Gate
+from executor.swap_script import GONE, HELD_GO, SwapScript, go_line
+from executor.swap_steps import write_step
 from planner.errors import CargoshipError, CommandError
 from planner.facts.lock_holder import GUARD, LOCK, LOCK_PATH, STALE_AFTER
 from planner.hosts.batch import FactParseError, Output

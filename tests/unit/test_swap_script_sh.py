@@ -18,25 +18,19 @@ from pathlib import Path
 
 import pytest
 
+from executor.swap_output import Deadline, Event, OutputReader, Probed, Staged, StepDone, Stopped
 from executor.swap_script import (
     GO,
     GONE,
     NOT_HELD,
     STOP_FAILED,
-    Deadline,
-    Event,
-    OutputReader,
-    Probed,
     ServiceError,
-    Staged,
-    StepDone,
-    Stopped,
     SwapScript,
     Timing,
     Where,
     go_line,
-    write_step,
 )
+from executor.swap_steps import write_step
 from planner.facts.lock_holder import Place
 
 PLAN = "c" * 32
