@@ -6,7 +6,6 @@ before the first change (write_journal), then as the outcome at the end (write_r
 from __future__ import annotations
 
 import datetime
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from planner.facts.lock_holder import whoami
 from planner.hosts.batch import quote
 from planner.plan.codec import plan_digest
 from planner.plan.model import Change, HostRef, Plan, Signature
+from planner.threads import Executor
 
 from . import records
 from .actions.base import ApplyEnv, ApplyRefused, ItemResult
@@ -124,8 +124,8 @@ def write_journal(plan: Plan, plan_file: Path, env: ApplyEnv,
             return f"{host.label}: {exc}"
         return None
 
-    with ThreadPoolExecutor(max_workers=max(1, min(32, len(hosts))),
-                            thread_name_prefix="cargoship-journal") as pool:
+    with Executor(max_workers=max(1, min(32, len(hosts))),
+                  thread_name_prefix="cargoship-journal") as pool:
         outcomes = list(pool.map(write, hosts))
         failed = [f for f in outcomes if f is not None]
         if failed:

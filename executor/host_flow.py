@@ -25,6 +25,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from planner.threads import start
+
 from . import inprogress, node_identity, quorum
 from .drain import NodeOps
 from .drain_pods import DrainOptions
@@ -50,7 +52,7 @@ def _soon(call: Callable[[str], T], arg: str) -> Future[T]:
         except Exception as exc:  # noqa: BLE001 - any of them, or result() would wait forever
             future.set_exception(exc)
 
-    threading.Thread(target=run, name=f"cargoship-read-{arg}", daemon=True).start()
+    start(run, name=f"cargoship-read-{arg}")
     return future
 
 
@@ -207,7 +209,8 @@ class HostFlow:
                        job.readyz, self.ops.api, self.ready_timeout,
                        lambda what: self._note(job.label, what),
                        abort=threading.Event() if rollback else self.abort,
-                       waits=self.waits, mirror=job.mirror)
+                       waits=self.waits, mirror=job.mirror,
+                       apiserver_manifest=job.apiserver_manifest)
 
     def _uncordon_back(self, job: HostJob) -> bool:
         """Uncordon a host that came back; API errors are retried, never a rollback."""

@@ -10,6 +10,7 @@ from planner.desired.engine_files import DesiredFile
 from planner.errors import CargoshipError
 
 from .mirror_pod import MirrorView
+from .readiness import APISERVER_MANIFEST
 from .remote import HostWriter
 
 
@@ -43,6 +44,8 @@ class HostJob:
     addresses: frozenset[str] = frozenset()
     # rke2 controller: reads its API server's mirror pod (mirror_pod.py).
     mirror: Callable[[], MirrorView | str] | None = None
+    # rke2 controller: its API server's static pod manifest, under the engine's data-dir.
+    apiserver_manifest: str = APISERVER_MANIFEST
 
 
 @dataclass(frozen=True)

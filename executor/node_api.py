@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from planner.errors import CargoshipError
 from planner.kube import raw_get
 from planner.kube_bounds import HOLD, AnswerRefused
+from planner.threads import start
 
 from .api_shape import Obj
 
@@ -141,10 +142,7 @@ class NodeApi:
             finally:
                 response.release_conn()
 
-        threads = [threading.Thread(target=one, name="cargoship-warm", daemon=True)
-                   for _ in range(count)]
-        for thread in threads:
-            thread.start()
+        threads = [start(one, name="cargoship-warm") for _ in range(count)]
         for thread in threads:
             thread.join(2 * REQUEST_TIMEOUT + 1)
         log.debug("%d API connection(s) opened ahead in %.3f s", count,

@@ -49,7 +49,12 @@ from .remote import HostWriter
 log = logging.getLogger("cargoship.executor")
 
 APISERVER_LOGS = "/var/log/pods/kube-system_kube-apiserver-*/kube-apiserver"
-APISERVER_MANIFEST = "/var/lib/rancher/rke2/agent/pod-manifests/kube-apiserver.yaml"
+def apiserver_manifest(data_dir: str) -> str:
+    """rke2's API server static pod manifest, under the engine's data dir (data-dir)."""
+    return f"{data_dir.rstrip('/')}/agent/pod-manifests/kube-apiserver.yaml"
+
+
+APISERVER_MANIFEST = apiserver_manifest("/var/lib/rancher/rke2")
 # Restarts on its own after our start that make a crash loop (one can be a hiccup).
 CRASH_RESTARTS = 2
 LOG_LINES = 8  # shown per log, the newest

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import queue
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planner.errors import CommandError, CommandTimeout
@@ -22,12 +22,12 @@ from planner.errors import CommandError, CommandTimeout
 from .file_writes import Written
 from .host_lock import held_lock_id
 from .mirror_pod import MirrorView
-from .readiness import Waiter
+from .readiness import APISERVER_MANIFEST, Waiter
 from .restart_follow import RestartFollower
 from .restart_messages import Message, ScriptEnded, ScriptFailed
 from .swap_output import Cleared, Marked
 from .swap_runner import Gate, RemoteSwap
-from .swap_script import SwapScript, finish, go_line
+from .swap_script import THERE, SwapScript, finish, go_line
 from .swap_steps import Step
 
 log = logging.getLogger("cargoship.executor")
@@ -44,6 +44,8 @@ class Restart(RestartFollower):
 
     # rke2 controller: reads its API server's mirror pod (mirror_pod.py).
     mirror: Callable[[], MirrorView | str] | None = None
+    # ... and its static pod manifest, under the engine's data-dir.
+    apiserver_manifest: str = APISERVER_MANIFEST
     _ahead: tuple[list[Step], queue.Queue[Message], RemoteSwap] | None = \
         field(default=None, init=False)
     _dropped: RemoteSwap | None = field(default=None, init=False)  # cancelled, not yet ended
@@ -57,7 +59,8 @@ class Restart(RestartFollower):
         messages: queue.Queue[Message] = queue.Queue()
         script = SwapScript.of(self.init, self.service, self.controller, steps,
                                stop_timeout=self.ready_timeout,
-                               watch_seconds=self.ready_timeout + 30)
+                               watch_seconds=self.ready_timeout + 30,
+                               where=replace(THERE, apiserver_manifest=self.apiserver_manifest))
         swap = RemoteSwap(self.writer, script, 2 * self.ready_timeout + 60, messages.put,
                           Gate(), self.waits.silence)
         swap.start()

@@ -16,6 +16,7 @@ from typing import Any
 
 from planner.errors import CommandError
 from planner.hosts.ssh import ABANDONED
+from planner.threads import start
 
 from . import api_shape
 from .api_shape import ApiShapeError
@@ -189,5 +190,5 @@ class RestartFollower:
             except ApiShapeError as exc:  # the rollout's thread decides: it rolls back
                 push(ScriptFailed(exc))
 
-        threading.Thread(target=run, daemon=True, name=f"cargoship-watch-{self.node}").start()
+        start(run, name=f"cargoship-watch-{self.node}")
         return watcher

@@ -13,8 +13,10 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
+
+from planner.threads import Executor, start
 
 from . import quorum
 from .host_flow import HostFlow
@@ -94,8 +96,7 @@ class Rollout(HostFlow):
         """Keep up to `size` workers in flight; a finished one makes room for the next."""
         results: dict[str, HostOutcome] = {}
         pending = list(jobs)
-        with ThreadPoolExecutor(max_workers=max(1, size),
-                                thread_name_prefix="cargoship-worker") as pool:
+        with Executor(max_workers=max(1, size), thread_name_prefix="cargoship-worker") as pool:
             running: dict[Future[HostOutcome], HostJob] = {}
             while pending or running:
                 while pending and len(running) < size and \
@@ -128,8 +129,7 @@ class Rollout(HostFlow):
         with self._preload_lock:
             warm, self._warmed = needed > self._warmed, max(needed, self._warmed)
         if warm and self.ops is not None:
-            threading.Thread(target=self.ops.warm, args=(needed,), name="cargoship-warm",
-                             daemon=True).start()
+            start(self.ops.warm, args=(needed,), name="cargoship-warm")
         for job in self._upcoming:
             if not job.restart or self.ops is None:
                 continue

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from planner.errors import CargoshipError, CommandTimeout, ConnectionLost
+from planner.threads import start
 
 from .remote import MAX_RERUNS, HostWriter
 from .restart_messages import Message, ScriptEnded, ScriptFailed
@@ -124,8 +125,7 @@ class RemoteSwap:
     finished: threading.Event = field(default_factory=threading.Event)  # the runner ended
 
     def start(self) -> None:
-        threading.Thread(target=self._guarded, name=f"cargoship-swap-{self.writer.label}",
-                         daemon=True).start()
+        start(self._guarded, name=f"cargoship-swap-{self.writer.label}")
 
     def _guarded(self) -> None:
         # Whatever happens here, the rollout waiting on the queue hears of it.

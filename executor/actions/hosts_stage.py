@@ -20,7 +20,7 @@ from ..drain_pods import DrainOptions
 from ..host_job import HostJob, HostOutcome
 from ..mirror_pod import mirror_reader
 from ..quorum import Controller, Looks, make_back_check, make_gate
-from ..readiness import point_at, readyz_probe
+from ..readiness import apiserver_manifest, point_at, readyz_probe
 from ..rollout import Rollout
 from .base import ApplyEnv, HostHandler, ItemResult
 from .registry import HANDLERS
@@ -39,6 +39,8 @@ def host_jobs(env: ApplyEnv, changes: Sequence[Change]) -> dict[str, list[HostJo
                       writer=env.writers[host.ref.key], init=host.init_system or "unknown",
                       service=layout.service(role), controller=role == "controller",
                       addresses=host.addresses)
+        if host.engine_settings is not None:
+            job.apiserver_manifest = apiserver_manifest(host.engine_settings.data_dir(layout))
         # Where this host's engine reads them, as the plan found (a move since is drift).
         where = placement_of(host.engine_settings, layout)
         wanted = wanted_files(env.config, role, where, [c.target for c in mine])

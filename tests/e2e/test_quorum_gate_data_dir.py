@@ -1,5 +1,5 @@
-"""The etcd quorum gate where the engines keep their data elsewhere (`data-dir`), through
-the `cargoship` command against real etcd members (issue 27).
+"""The etcd quorum gate and rke2's API server checks where the engines keep their data
+elsewhere (`data-dir`), through the `cargoship` command against the lab (issue 27).
 
 The member's client certificates are in `<data-dir>/server/tls/etcd`. Read from the
 default place instead, every controller of such a cluster looked like one without
@@ -11,8 +11,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.e2e.cli import cargoship
+from tests.e2e.cli import cargoship, edit_config
 from tests.e2e.test_quorum_gate import CONTROLLERS, change_registries, etcd_lab, poll
+from tests.e2e.test_rollout_fidelity import controllers
 from tests.lab import Lab
 
 MOVED = "/var/lib/rancher/rke2-data"
@@ -25,7 +26,8 @@ def move_data(lab: Lab, host: str) -> None:
     data-dir, start the engine again. One controller at a time: the others keep a quorum."""
     since = time.time()
     engine = f"/etc/service/{lab.engine_service(host)}"
-    lab.exec(host, f"sv -w 30 down {engine} /etc/service/etcd /etc/service/kube-apiserver"
+    lab.exec(host, f"sv -w 30 down {engine} && for s in /etc/service/etcd "
+                   f"/etc/service/kube-apiserver; do [ ! -d $s ] || sv -w 30 down $s; done"
                    f" && mkdir -p {MOVED} && mv /var/lib/rancher/rke2/server "
                    f"/var/lib/rancher/rke2/agent {MOVED}/"
                    f" && mkdir -p {DROPINS} && printf 'data-dir: {MOVED}\\n' > "
@@ -57,3 +59,28 @@ def test_the_gate_reads_the_members_where_data_dir_puts_them(lab_factory,
         refused.stdout
     assert "stopping any controller would leave 1 of 3 etcd members healthy" \
         in refused.stdout
+
+
+def test_an_rke2_api_server_crash_loop_is_seen_where_data_dir_puts_its_manifest(
+        lab_factory, tmp_path: Path) -> None:
+    """The mirror pod's checks read the static pod's manifest under data-dir: read from the
+    default place, the manifest was "none", the crash loop went unseen by the mirror pod
+    and the new-API-server check was skipped."""
+    lab = controllers(lab_factory, count=2)
+    move_data(lab, "ctl-1")
+    assert lab.exec("ctl-1", f"test -f {MOVED}/agent/pod-manifests/kube-apiserver.yaml "
+                             "&& ! test -e /var/lib/rancher/rke2/agent", check=False) \
+        .returncode == 0
+    # An audit policy cargoship's schema accepts but kube-apiserver refuses at start.
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
+        auditPolicy={"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+                     "rules": [{"level": "Metadata", "namespaces": ["default"],
+                                "nonResourceURLs": ["/healthz*"]}]}))
+    plan_file = tmp_path / "plan.json"
+    made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
+    assert made.returncode == 0, made.stdout + made.stderr
+    result = cargoship("apply", plan_file, "--confirm", timeout=300)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "kube-apiserver is crash-looping (its mirror pod counts" in out, out
+    assert "previous files restored" in out, out
