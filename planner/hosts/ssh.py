@@ -25,7 +25,7 @@ from ..config.model import SshConfig
 from ..errors import CommandError, CommandTimeout, ConnectError, ConnectionLost, HostKeyError
 from .dial import dial
 from .handshake import Checks, connect_failure, host_peer, shake, ssh2_name
-from .host_keys import DEFAULT_KNOWN_HOSTS, fingerprint, known_hosts_name
+from .host_keys import DEFAULT_KNOWN_HOSTS, known_hosts_name
 from .loop import LoopClosed, SshLoop
 from .options import ConnectOptions
 from .ssh_config import Target
@@ -392,7 +392,7 @@ def _pinnable(options: ConnectOptions, known_hosts: Any, target: Target, pinned:
     if not known_hosts.exists():
         return False
     keys = options.known_hosts.lookup(known_hosts, known_hosts_name(target.host, target.port))
-    return any(fingerprint(key) == pinned for key in (keys or {}).values())
+    return any(key.fingerprint == pinned for key in (keys or {}).values())
 
 
 def open_session(label: str, ssh: SshConfig, options: ConnectOptions,

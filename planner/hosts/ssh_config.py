@@ -3,23 +3,32 @@ IdentityFile, ProxyJump and ProxyCommand.
 
 The files are parsed once per run (by paramiko's SSHConfig, whose matching rules follow
 OpenSSH's), and each name is looked up once: with hundreds of hosts, parsing per host was
-a measurable part of a plan's CPU. Values given in cluster.yaml win over the files', as
-they did when fabric resolved them (its explicit arguments won); the rest is OpenSSH's
-defaults (port 22, the local user).
+a measurable part of a plan's CPU. Files that set none of the options above (a stock
+/etc/ssh/ssh_config) are not given to paramiko at all: importing it is most of a plan's
+start-up, and every lookup would give the defaults. Values given in cluster.yaml win over
+the files', as they did when fabric resolved them (its explicit arguments won); the rest
+is OpenSSH's defaults (port 22, the local user).
 """
 
 from __future__ import annotations
 
 import getpass
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import paramiko
+if TYPE_CHECKING:
+    import paramiko
 
 USER_CONFIG = Path("~/.ssh/config")
 SYSTEM_CONFIG = Path("/etc/ssh/ssh_config")
+# What resolve() reads, and what changes what a lookup gives (Match, canonical names).
+_USED = frozenset({"hostname", "port", "user", "identityfile", "proxyjump", "proxycommand",
+                   "match", "canonicalizehostname"})
+_SETTING = re.compile(r"(\w+)(?:\s*=\s*|\s+)(.+)")  # paramiko's SSHConfig.SETTINGS_REGEX
 
 
 @dataclass(frozen=True)
@@ -84,22 +93,35 @@ class SshConfigFiles:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _parsed: paramiko.SSHConfig | None = field(default=None, repr=False)
     _error: str | None = field(default=None, repr=False)
-    _looked_up: dict[str, paramiko.SSHConfigDict] = field(default_factory=dict, repr=False)
+    _looked_up: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     _user: str | None = field(default=None, repr=False)
+    _plain: bool | None = field(default=None, repr=False)  # nothing resolve() reads is set
 
-    def lookup(self, name: str) -> paramiko.SSHConfigDict:
+    def lookup(self, name: str) -> dict[str, Any]:
         with self._lock:
             found = self._looked_up.get(name)
             if found is None:
-                try:
-                    found = self._config().lookup(name)
-                except ImportError:  # paramiko runs `Match exec` through invoke
-                    raise paramiko.ssh_exception.ConfigParseError(
-                        "ssh_config's `Match exec` is not supported") from None
+                if self._plain is None:
+                    self._plain = all(_plain(path.expanduser()) for path in self.paths)
+                if self._plain:
+                    found = {"hostname": name}  # what paramiko gives when nothing is set
+                else:
+                    found = self._lookup(name)
                 self._looked_up[name] = found
             return found
 
+    def _lookup(self, name: str) -> dict[str, Any]:
+        import paramiko
+
+        try:
+            return self._config().lookup(name)
+        except ImportError:  # paramiko runs `Match exec` through invoke
+            raise paramiko.ssh_exception.ConfigParseError(
+                "ssh_config's `Match exec` is not supported") from None
+
     def _config(self) -> paramiko.SSHConfig:
+        import paramiko
+
         if self._error is not None:
             raise paramiko.ssh_exception.ConfigParseError(self._error)
         if self._parsed is None:
@@ -155,3 +177,25 @@ class SshConfigFiles:
 
     def resolve_hop(self, hop: Hop) -> Target:
         return self.resolve(hop.host, hop.port, hop.user)
+
+
+def _plain(path: Path) -> bool:
+    """Whether the file (if any) sets nothing resolve() reads, in lines paramiko would
+    parse without an error (a file it would refuse goes to it, to be refused)."""
+    try:
+        if not path.is_file():
+            return True
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _SETTING.match(line)
+        if match is None:
+            return False
+        key, value = match.group(1).lower(), match.group(2)
+        if key in _USED or (key == "host" and any(c in value for c in "\"'\\")):
+            return False  # (quotes: paramiko's shlex may refuse the line)
+    return True
