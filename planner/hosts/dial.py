@@ -13,6 +13,7 @@ import asyncio
 import errno
 import socket
 import time
+from typing import Any
 
 
 async def dial(host: str, port: int, timeout: float) -> socket.socket:
@@ -20,11 +21,13 @@ async def dial(host: str, port: int, timeout: float) -> socket.socket:
     tried (socket.gaierror when the name does not resolve, TimeoutError at the deadline)."""
     loop = asyncio.get_running_loop()
     deadline = time.monotonic() + timeout
-    try:
-        async with asyncio.timeout(timeout):
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except TimeoutError:
-        raise TimeoutError(errno.ETIMEDOUT, "timed out resolving the name") from None
+    infos = _numeric(host, port)
+    if infos is None:  # a name: resolved in a thread (getaddrinfo blocks)
+        try:
+            async with asyncio.timeout(timeout):
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except TimeoutError:
+            raise TimeoutError(errno.ETIMEDOUT, "timed out resolving the name") from None
     failure: OSError = TimeoutError(errno.ETIMEDOUT, "timed out")
     for index, (family, kind, proto, _, address) in enumerate(infos):
         left = len(infos) - index
@@ -54,3 +57,14 @@ async def dial(host: str, port: int, timeout: float) -> socket.socket:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
     raise failure
+
+
+def _numeric(host: str, port: int) -> list[tuple[Any, ...]] | None:
+    """An address needs no resolving, nor a thread to resolve it in."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port))]
+    return None

@@ -127,8 +127,10 @@ class SshSession:
             return
         self._closed = True
         try:
-            self._loop.call(_goodbye(self._wire))
-        except Exception as exc:  # noqa: BLE001 - closing a connection that may be gone
+            # Not waited for: a goodbye is one packet, and the run's loop, when it closes,
+            # closes whatever is still open.
+            self._loop.submit(_goodbye(self._wire))
+        except RuntimeError as exc:  # the loop is closing: no goodbye
             log.debug("%s: closing: %s", self.label, exc)
             self._wire.close()
             self._wire.sock.close()
@@ -185,12 +187,12 @@ class _Exec:
         channel = await self._start(command)
         holding: asyncio.Task[None] | None = None
         try:
-            try:
-                async with asyncio.timeout_at(_loop_time(self.deadline(False))):
-                    if stdin:
+            if stdin:
+                try:
+                    async with asyncio.timeout_at(_loop_time(self.deadline(False))):
                         await self.send(channel, stdin)
-            except TimeoutError:
-                raise self.timed_out() from None
+                except TimeoutError:
+                    raise self.timed_out() from None
             if hold is None:
                 await self.end_input(channel)
             else:
@@ -304,7 +306,8 @@ class _Exec:
             left = self.deadline(held) - now
             if left <= 0:
                 raise self.timed_out()
-            await wire.wait(ready=lambda: _queued(channel), at_most=min(left, _IDLE))
+            await wire.wait(ready=lambda: _queued(channel),
+                            at_most=left if self.on_stdout is None else min(left, _IDLE))
         try:
             async with asyncio.timeout(max(0.0, min(self.deadline(held) - time.monotonic(),
                                                     self.timeout))):

@@ -11,7 +11,8 @@ it waits for (`ready`: data queued for its channel, room in its window) is woken
 that is now true, and the sleepers that could not say (a channel being opened, a
 handshake) are woken to try again; a sleeper woken that way and still blocked wakes no
 one in turn, so two sleepers never wake each other forever. No sleeper sleeps longer
-than RECHECK without trying again: a net for whatever the rules above miss.
+than RECHECK without trying again: a net for whatever the rules above miss, one timer a
+wire rather than one a wait.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Wire:
         self._writing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opening: asyncio.Lock | None = None
+        self._ticker: asyncio.TimerHandle | None = None
         self.jammed = 0  # opens given up on but still running (see open())
 
     async def open(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
@@ -59,22 +61,33 @@ class Wire:
 
         libssh2 keeps the state of a channel being opened in the session, not the channel:
         two opens at once would finish each other's, so a session's opens take turns. And
-        an open cannot be dropped half-way: one that runs out of time goes on in the
-        background (a channel that comes too late is closed), and the session is `jammed`
-        until it ends, so its owner can open elsewhere meanwhile (gateways.py)."""
+        an open cannot be dropped half-way: one that runs out of time (or is cancelled)
+        goes on in the background (a channel that comes too late is closed), and the
+        session is `jammed` until it ends, so its owner can open elsewhere meanwhile
+        (gateways.py)."""
         lock = self._opening = self._opening or asyncio.Lock()
         await lock.acquire()
         # The time is the open's own, counted once it is this one's turn: the opens queued
         # before it are bounded by theirs.
-        task = asyncio.ensure_future(self.call(fn, *args))
-        handed_on = False
+        deadline = asyncio.get_running_loop().time() + timeout
+        begun = handed_on = False
         try:
-            return await asyncio.wait_for(asyncio.shield(task), timeout)
+            woken: Woken = "first"
+            while True:
+                result = fn(*args)
+                self.nudge(everyone=woken != "nudge")
+                if not again(result):
+                    return result
+                begun = True
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    raise TimeoutError
+                woken = await self.wait(at_most=left)
         except BaseException:
-            if not task.done():
-                # Still running: the session's opens wait for this one to end.
+            if begun:  # libssh2 is mid-open: the session's opens wait for this one to end
                 self.jammed += 1
-                task.add_done_callback(lambda done: self._unjam(done, lock))
+                rest = asyncio.ensure_future(self.call(fn, *args))
+                rest.add_done_callback(lambda done: self._unjam(done, lock))
                 handed_on = True
             raise
         finally:
@@ -99,9 +112,10 @@ class Wire:
                 return result
             woken = await self.wait(ready)
 
-    async def wait(self, ready: Ready | None = None, at_most: float = RECHECK) -> Woken:
+    async def wait(self, ready: Ready | None = None, at_most: float | None = None) -> Woken:
         """Sleep until the socket is ready in libssh2's direction, or a call on the
-        session may have let this sleeper on (see the module docstring), or RECHECK."""
+        session may have let this sleeper on (see the module docstring), or `at_most`
+        seconds (RECHECK at most: the wire's one timer wakes every sleeper that often)."""
         loop = self._loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Woken] = loop.create_future()
         self._sleepers[waiter] = ready
@@ -114,12 +128,24 @@ class Wire:
                 and self._fd >= 0:
             loop.add_reader(self._fd, self._on_io, "r")
             self._reading = True
-        timer = loop.call_later(at_most, _wake, waiter, "time")
+        timer = None
+        if at_most is not None and at_most < RECHECK:
+            timer = loop.call_later(at_most, _wake, waiter, "time")
+        elif self._ticker is None:
+            self._ticker = loop.call_later(RECHECK, self._tick)
         try:
             return await waiter
         finally:
-            timer.cancel()
-            self._sleepers.pop(waiter, None)
+            if timer is not None:
+                timer.cancel()
+            del self._sleepers[waiter]
+
+    def _tick(self) -> None:
+        """Every sleeper tries again (the net the module docstring speaks of); again in
+        RECHECK while any sleeps."""
+        self._ticker = None
+        for waiter in list(self._sleepers):
+            _wake(waiter, "time")
 
     def nudge(self, everyone: bool = True) -> None:
         for waiter, ready in list(self._sleepers.items()):
@@ -152,6 +178,8 @@ class Wire:
         """Stop watching the socket (before it is closed: its number may be reused) and
         wake every sleeper; their next call meets the closed socket."""
         self._unwatch()
+        if self._ticker is not None:
+            self._ticker.cancel()
         self._fd = -1
         for waiter in list(self._sleepers):
             _wake(waiter, "io")
