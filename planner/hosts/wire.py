@@ -11,8 +11,8 @@ it waits for (`ready`: data queued for its channel, room in its window) is woken
 that is now true, and the sleepers that could not say (a channel being opened, a
 handshake) are woken to try again; a sleeper woken that way and still blocked wakes no
 one in turn, so two sleepers never wake each other forever. No sleeper sleeps longer
-than RECHECK without trying again: a net for whatever the rules above miss, one timer a
-wire rather than one a wait.
+than twice RECHECK without trying again: a net for whatever the rules above miss, one
+timer a wire rather than one a wait, that wakes only who slept through a whole tick.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class Wire:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opening: asyncio.Lock | None = None
         self._ticker: asyncio.TimerHandle | None = None
+        self._drowsy: list[asyncio.Future[Woken]] = []  # asleep at the last tick
         self.jammed = 0  # opens given up on but still running (see open())
 
     async def open(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
@@ -115,7 +116,7 @@ class Wire:
     async def wait(self, ready: Ready | None = None, at_most: float | None = None) -> Woken:
         """Sleep until the socket is ready in libssh2's direction, or a call on the
         session may have let this sleeper on (see the module docstring), or `at_most`
-        seconds (RECHECK at most: the wire's one timer wakes every sleeper that often)."""
+        seconds (twice RECHECK at most: the wire's one timer, see _tick)."""
         loop = self._loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Woken] = loop.create_future()
         self._sleepers[waiter] = ready
@@ -132,7 +133,7 @@ class Wire:
         if at_most is not None and at_most < RECHECK:
             timer = loop.call_later(at_most, _wake, waiter, "time")
         elif self._ticker is None:
-            self._ticker = loop.call_later(RECHECK, self._tick)
+            self._ticker = loop.call_later(RECHECK, self._tick, loop)
         try:
             return await waiter
         finally:
@@ -140,12 +141,16 @@ class Wire:
                 timer.cancel()
             del self._sleepers[waiter]
 
-    def _tick(self) -> None:
-        """Every sleeper tries again (the net the module docstring speaks of); again in
-        RECHECK while any sleeps."""
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The net the module docstring speaks of: every sleeper that slept through the
+        last tick as well tries again (so none sleeps past twice RECHECK; one asleep for
+        less is left alone). Again in RECHECK while any sleeps."""
         self._ticker = None
-        for waiter in list(self._sleepers):
+        for waiter in self._drowsy:
             _wake(waiter, "time")
+        self._drowsy = [waiter for waiter in self._sleepers if not waiter.done()]
+        if self._drowsy and self._fd >= 0:
+            self._ticker = loop.call_later(RECHECK, self._tick, loop)
 
     def nudge(self, everyone: bool = True) -> None:
         for waiter, ready in list(self._sleepers.items()):
