@@ -13,7 +13,6 @@ import asyncio
 import errno
 import socket
 import time
-from typing import Any
 
 
 async def dial(host: str, port: int, timeout: float) -> socket.socket:
@@ -21,8 +20,10 @@ async def dial(host: str, port: int, timeout: float) -> socket.socket:
     tried (socket.gaierror when the name does not resolve, TimeoutError at the deadline)."""
     loop = asyncio.get_running_loop()
     deadline = time.monotonic() + timeout
-    infos = _numeric(host, port)
-    if infos is None:  # a name: resolved in a thread (getaddrinfo blocks)
+    try:  # an address: no resolving, so no thread to resolve it in
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:  # a name: resolved in a thread (getaddrinfo blocks)
         try:
             async with asyncio.timeout(timeout):
                 infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -58,13 +59,3 @@ async def dial(host: str, port: int, timeout: float) -> socket.socket:
         return sock
     raise failure
 
-
-def _numeric(host: str, port: int) -> list[tuple[Any, ...]] | None:
-    """An address needs no resolving, nor a thread to resolve it in."""
-    for family in (socket.AF_INET, socket.AF_INET6):
-        try:
-            socket.inet_pton(family, host)
-        except OSError:
-            continue
-        return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port))]
-    return None

@@ -145,8 +145,8 @@ async def _exchange(wire: Wire, watch: HandshakeWatch, peer: Peer,
             break
         await wire.wait()
     blob, _ = session.hostkey()
-    presented = HostKey.presented(blob)
-    if presented is None:
+    presented = HostKey(blob)
+    if not presented.name:
         raise ConnectError(peer.label, f"cannot connect to {peer.name}: the host presented a "
                                        "host key that cannot be read")
     return presented

@@ -37,28 +37,16 @@ class HostKey:
 
     @property
     def name(self) -> str:
-        return _type_of(self.blob) or ""
+        """The type the blob names ("" if it names none)."""
+        size = int.from_bytes(self.blob[:4], "big")
+        return self.blob[4:4 + size].decode("ascii", "replace") \
+            if 0 < size <= len(self.blob) - 4 else ""
 
     @property
     def fingerprint(self) -> str:
         """OpenSSH-style SHA256 fingerprint, as `ssh-keygen -lf` prints it."""
         return "SHA256:" + base64.b64encode(hashlib.sha256(self.blob).digest()).decode() \
             .rstrip("=")
-
-    @classmethod
-    def presented(cls, blob: bytes) -> HostKey | None:
-        """The key a host presented, if its blob names a key type at all."""
-        return cls(blob) if _type_of(blob) else None
-
-
-def _type_of(blob: bytes) -> str | None:
-    size = int.from_bytes(blob[:4], "big")
-    if len(blob) < 4 + size or size == 0:
-        return None
-    try:
-        return blob[4:4 + size].decode("ascii")
-    except UnicodeDecodeError:
-        return None
 
 
 def known_hosts_name(address: str, port: int) -> str:
@@ -84,30 +72,25 @@ class AcceptNewPolicy:
 
 
 class _Index:
-    """One known_hosts file, indexed by plain host name, each line's key read only when
-    its host is looked up: with a fleet sharing one file, reading every key for every
-    host was quadratic. Hashed names (|1|salt|hmac) can only be tried one by one."""
+    """One known_hosts file, indexed by plain host name (a fleet sharing one file made a
+    walk over every line per host quadratic). Hashed names (|1|salt|hmac) can only be
+    tried one by one. A line whose key is not one of _TYPES, or not its type, is skipped."""
 
     def __init__(self, text: str) -> None:
-        self._lines: list[list[str]] = []
+        self._keys: list[HostKey] = []
         self._by_name: dict[str, list[int]] = {}
         self._hashed: list[tuple[int, list[str]]] = []
         for raw in text.splitlines():
-            line = raw.strip()
-            if not line or line.startswith("#"):
+            fields = re.split(" |\t", raw.strip())
+            if len(fields) < 3 or fields[0].startswith("#") or \
+                    (key := _key(fields[1], fields[2])) is None:
                 continue
-            fields = re.split(" |\t", line)
-            if len(fields) < 3:
-                continue
-            position = len(self._lines)
-            self._lines.append(fields)
+            self._keys.append(key)
             names = fields[0].split(",")
-            hashed = [n for n in names if n.startswith("|1|")]
-            if hashed:
-                self._hashed.append((position, hashed))
-            for name in names:
-                if not name.startswith("|1|"):
-                    self._by_name.setdefault(name, []).append(position)
+            if hashed := [n for n in names if n.startswith("|1|")]:
+                self._hashed.append((len(self._keys) - 1, hashed))
+            for name in set(names) - set(hashed):
+                self._by_name.setdefault(name, []).append(len(self._keys) - 1)
 
     def lookup(self, name: str) -> dict[str, HostKey] | None:
         """Each key type's first entry for `name`, in file order (None when it has none)."""
@@ -116,23 +99,17 @@ class _Index:
             found.update(p for p, names in self._hashed if _hashed_match(name, names))
         keys: dict[str, HostKey] = {}
         for position in sorted(found):
-            key = _key(*self._lines[position][1:3])
-            if key is not None:
-                keys.setdefault(key.name, key)
+            keys.setdefault(self._keys[position].name, self._keys[position])
         return keys or None
 
 
 def _key(kind: str, text: str) -> HostKey | None:
-    """A line's key, or None (skipped) when it is not one of _TYPES or not of its type."""
     try:
         key = HostKey(base64.b64decode(text))
     except (binascii.Error, ValueError):
         return None
-    name = key.name
-    if name not in _TYPES or (kind != name and not (
-            name == "ssh-rsa" and kind in ("rsa-sha2-256", "rsa-sha2-512"))):
-        return None
-    return key
+    rsa = key.name == "ssh-rsa" and kind in ("rsa-sha2-256", "rsa-sha2-512")
+    return key if key.name in _TYPES and (kind == key.name or rsa) else None
 
 
 def _hashed_match(name: str, hashed: list[str]) -> bool:

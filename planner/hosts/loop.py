@@ -58,6 +58,10 @@ class SshLoop:
             loop.call_soon_threadsafe(start)
         return futures
 
+    @property
+    def running(self) -> bool:
+        return self._loop is not None
+
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the loop and wait for it. The coroutine bounds its own time."""
         if threading.current_thread() is self._thread:

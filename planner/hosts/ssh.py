@@ -189,7 +189,7 @@ class _Exec:
         try:
             if stdin:
                 try:
-                    async with asyncio.timeout_at(_loop_time(self.deadline(False))):
+                    async with asyncio.timeout(self.deadline(False) - time.monotonic()):
                         await self.send(channel, stdin)
                 except TimeoutError:
                     raise self.timed_out() from None
@@ -214,7 +214,7 @@ class _Exec:
         except TimeoutError:
             raise self.timed_out() from None
         try:
-            async with asyncio.timeout_at(_loop_time(self.deadline(False))):
+            async with asyncio.timeout(self.deadline(False) - time.monotonic()):
                 await wire.call(channel.execute, command)
         except TimeoutError:
             _close_channel(channel)
@@ -334,24 +334,14 @@ def _close_channel(channel: Any) -> None:
         pass
 
 
-def _loop_time(monotonic_deadline: float) -> float:
-    """A time.monotonic() deadline on the running loop's clock."""
-    loop = asyncio.get_running_loop()
-    return loop.time() + (monotonic_deadline - time.monotonic())
-
-
-def resolve_target(ssh: SshConfig, options: ConnectOptions) -> Target:
-    return options.ssh_config.resolve(ssh.address, ssh.port, ssh.user,
-                                      (str(ssh.key_path),) if ssh.key_path else ())
-
-
 async def connect(label: str, ssh: SshConfig, options: ConnectOptions,
                   pinned: str | None = None,
                   handshakes: asyncio.Semaphore | None = None) -> SshSession:
     """A session to a cluster host, on the run's loop. The TCP connection (or the gateway
     channel) is made at once; the handshake waits for `handshakes` when given."""
     known_hosts = (ssh.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
-    target = resolve_target(ssh, options)
+    target = options.ssh_config.resolve(ssh.address, ssh.port, ssh.user,
+                                        (str(ssh.key_path),) if ssh.key_path else ())
     if pinned is not None and not _pinnable(options, known_hosts, target, pinned):
         raise HostKeyError(label, f"{known_hosts} has no key for {ssh.endpoint} matching the "
                                   f"one the plan was made against {pinned}: refusing before "

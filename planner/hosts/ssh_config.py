@@ -99,32 +99,17 @@ class SshConfigFiles:
 
     def lookup(self, name: str) -> dict[str, Any]:
         with self._lock:
-            found = self._looked_up.get(name)
-            if found is None:
+            if name not in self._looked_up:
                 if self._plain is None:
                     self._plain = all(_plain(path.expanduser()) for path in self.paths)
-                if self._plain:
-                    found = {"hostname": name}  # what paramiko gives when nothing is set
-                else:
-                    found = self._lookup(name)
-                self._looked_up[name] = found
-            return found
+                # Nothing set: what paramiko gives then.
+                self._looked_up[name] = {"hostname": name} if self._plain else self._parse(name)
+            return self._looked_up[name]
 
-    def _lookup(self, name: str) -> dict[str, Any]:
+    def _parse(self, name: str) -> dict[str, Any]:
         import paramiko
 
-        try:
-            return self._config().lookup(name)
-        except ImportError:  # paramiko runs `Match exec` through invoke
-            raise paramiko.ssh_exception.ConfigParseError(
-                "ssh_config's `Match exec` is not supported") from None
-
-    def _config(self) -> paramiko.SSHConfig:
-        import paramiko
-
-        if self._error is not None:
-            raise paramiko.ssh_exception.ConfigParseError(self._error)
-        if self._parsed is None:
+        if self._error is None and self._parsed is None:
             parsed = paramiko.SSHConfig()
             try:
                 # Both into one: for each option the first value found wins, so the
@@ -134,11 +119,16 @@ class SshConfigFiles:
                     if expanded.is_file():
                         with expanded.open() as fh:
                             parsed.parse(fh)
+                self._parsed = parsed
             except (OSError, UnicodeDecodeError, paramiko.SSHException) as exc:
                 self._error = f"cannot read {path}: {exc}"
-                raise paramiko.ssh_exception.ConfigParseError(self._error) from None
-            self._parsed = parsed
-        return self._parsed
+        if self._parsed is None:
+            raise paramiko.ssh_exception.ConfigParseError(self._error)
+        try:
+            return self._parsed.lookup(name)
+        except ImportError:  # paramiko runs `Match exec` through invoke
+            raise paramiko.ssh_exception.ConfigParseError(
+                "ssh_config's `Match exec` is not supported") from None
 
     def local_user(self) -> str:
         if self._user is None:
@@ -181,21 +171,12 @@ class SshConfigFiles:
 
 def _plain(path: Path) -> bool:
     """Whether the file (if any) sets nothing resolve() reads, in lines paramiko would
-    parse without an error (a file it would refuse goes to it, to be refused)."""
+    parse without an error (quotes: its shlex may not); else paramiko reads it."""
     try:
-        if not path.is_file():
-            return True
-        text = path.read_text()
+        lines = [line.strip() for line in path.read_text().splitlines()] \
+            if path.is_file() else []
     except (OSError, UnicodeDecodeError):
         return False
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        match = _SETTING.match(line)
-        if match is None:
-            return False
-        key, value = match.group(1).lower(), match.group(2)
-        if key in _USED or (key == "host" and any(c in value for c in "\"'\\")):
-            return False  # (quotes: paramiko's shlex may refuse the line)
-    return True
+    settings = [_SETTING.match(line) for line in lines if line and not line.startswith("#")]
+    return all(m is not None and m[1].lower() not in _USED and not (
+        m[1].lower() == "host" and any(c in m[2] for c in "\"'\\")) for m in settings)

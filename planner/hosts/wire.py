@@ -70,26 +70,21 @@ class Wire:
         await lock.acquire()
         # The time is the open's own, counted once it is this one's turn: the opens queued
         # before it are bounded by theirs.
-        deadline = asyncio.get_running_loop().time() + timeout
-        begun = handed_on = False
+        begun: list[bool] = []  # fn said EAGAIN: libssh2 is mid-open
+
+        def attempt() -> Any:
+            result = fn(*args)
+            begun.append(again(result))
+            return result
+
+        handed_on = False
         try:
-            woken: Woken = "first"
-            while True:
-                result = fn(*args)
-                self.nudge(everyone=woken != "nudge")
-                if not again(result):
-                    return result
-                begun = True
-                left = deadline - asyncio.get_running_loop().time()
-                if left <= 0:
-                    raise TimeoutError
-                woken = await self.wait(at_most=left)
+            return await self.call(attempt, until=asyncio.get_running_loop().time() + timeout)
         except BaseException:
-            if begun:  # libssh2 is mid-open: the session's opens wait for this one to end
+            if handed_on := any(begun):  # the session's opens wait for this one to end
                 self.jammed += 1
                 rest = asyncio.ensure_future(self.call(fn, *args))
                 rest.add_done_callback(lambda done: self._unjam(done, lock))
-                handed_on = True
             raise
         finally:
             if not handed_on:
@@ -103,15 +98,20 @@ class Wire:
             with contextlib.suppress(Exception):  # a channel nobody wants any more
                 late.close()
 
-    async def call(self, fn: Callable[..., Any], *args: Any, ready: Ready | None = None) -> Any:
-        """fn(*args), made again until it does not say EAGAIN; its result."""
+    async def call(self, fn: Callable[..., Any], *args: Any, ready: Ready | None = None,
+                   until: float | None = None) -> Any:
+        """fn(*args), made again until it does not say EAGAIN; its result. TimeoutError
+        once the loop's clock passes `until`."""
         woken: Woken = "first"
         while True:
             result = fn(*args)
             self.nudge(everyone=woken != "nudge")
             if not again(result):
                 return result
-            woken = await self.wait(ready)
+            left = None if until is None else until - asyncio.get_running_loop().time()
+            if left is not None and left <= 0:
+                raise TimeoutError
+            woken = await self.wait(ready, at_most=left)
 
     async def wait(self, ready: Ready | None = None, at_most: float | None = None) -> Woken:
         """Sleep until the socket is ready in libssh2's direction, or a call on the
