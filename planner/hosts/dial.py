@@ -44,17 +44,12 @@ async def dial(host: str, port: int, timeout: float) -> socket.socket:
         try:
             async with asyncio.timeout(remaining / left):
                 await loop.sock_connect(sock, address)
-        except TimeoutError:
+        except BaseException as exc:
             sock.close()
-            failure = TimeoutError(errno.ETIMEDOUT, "timed out")
+            if not isinstance(exc, OSError):
+                raise
+            failure = exc if exc.errno else TimeoutError(errno.ETIMEDOUT, "timed out")
             continue
-        except OSError as exc:
-            sock.close()
-            failure = exc
-            continue
-        except BaseException:
-            sock.close()
-            raise
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
     raise failure

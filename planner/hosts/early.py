@@ -27,8 +27,8 @@ Opener = Callable[[int, asyncio.Semaphore], Coroutine[Any, Any, SshSession]]
 class EarlySessions:
     def __init__(self, count: int, opener: Opener, limit: int, loop: SshLoop) -> None:
         handshakes = asyncio.Semaphore(max(1, limit))
-        self._futures: dict[int, Future[SshSession]] = dict(enumerate(loop.submit_all(
-            [opener(index, handshakes) for index in range(count)])))
+        self._futures: dict[int, Future[SshSession]] = {
+            index: loop.submit(opener(index, handshakes)) for index in range(count)}
 
     def claim(self, index: int) -> Future[SshSession] | None:
         """Host `index`'s session, as a future whose session is now the caller's to close;

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import errno
 import logging
 import os
@@ -26,7 +27,7 @@ from ssh2 import exceptions as ssh2_errors
 from ssh2.session import LIBSSH2_METHOD_HOSTKEY
 
 from ..errors import ConnectError, HostKeyError
-from .host_keys import AcceptNewPolicy, HostKey, KnownHostsFiles, known_hosts_name
+from .host_keys import HostKey, KnownHostsFiles, accept_new, known_hosts_name
 from .ssh_config import SshConfigFiles, Target
 from .stalls import HandshakeWatch, Stage, stalled
 from .wire import EAGAIN, Wire
@@ -124,11 +125,9 @@ async def shake(wire: Wire, target: Target, peer: Peer, options: DialSettings,
     except (OSError, EOFError) as exc:
         raise ConnectError(peer.label, f"cannot connect to {peer.name}: "
                                        f"{connect_failure(exc, timeout)}") from None
-    except Exception as exc:
-        if isinstance(exc, ssh2_errors.SSH2Error):
-            raise ConnectError(peer.label, f"cannot connect to {peer.name}: "
-                                           f"{ssh2_failure(exc, timeout)}") from None
-        raise
+    except ssh2_errors.SSH2Error as exc:
+        raise ConnectError(peer.label, f"cannot connect to {peer.name}: "
+                                       f"{ssh2_failure(exc, timeout)}") from None
     return presented.fingerprint
 
 
@@ -163,7 +162,7 @@ def _judge(peer: Peer, name: str, known: dict[str, HostKey], presented: HostKey,
     if expected is None:
         if not checks.accept_new:
             raise unknown_key(peer, shown)
-        AcceptNewPolicy(peer.known_hosts, options.known_hosts_lock).record(name, presented)
+        accept_new(peer.known_hosts, options.known_hosts_lock, name, presented)
     elif expected.blob != presented.blob:
         raise changed_key(peer, expected.fingerprint, shown)
 
@@ -210,13 +209,9 @@ def _key_files(key_path: Path | None, identity_files: tuple[str, ...],
     if key_path is not None and (path := usable(key_path)) is not None:
         yield path
     yield None
-    for text in identity_files:
+    for text in (*identity_files, *(_DEFAULT_KEYS if key_path is None else ())):
         if (path := usable(text)) is not None:
             yield path
-    if key_path is None:
-        for text in _DEFAULT_KEYS:
-            if (path := usable(text)) is not None:
-                yield path
 
 
 async def _agent(wire: Wire, user: str) -> bool:
@@ -242,10 +237,8 @@ async def _agent(wire: Wire, user: str) -> bool:
                     raise
         return False
     finally:
-        try:
+        with contextlib.suppress(ssh2_errors.SSH2Error):
             agent.disconnect()
-        except ssh2_errors.SSH2Error:
-            pass
 
 
 def host_key_order(first: str | None) -> list[str]:

@@ -53,22 +53,15 @@ def known_hosts_name(address: str, port: int) -> str:
     return address if port == 22 else f"[{address}]:{port}"
 
 
-class AcceptNewPolicy:
-    """Like OpenSSH's StrictHostKeyChecking=accept-new: record unseen keys, never changed ones."""
-
-    def __init__(self, path: Path, lock: threading.Lock) -> None:
-        self.path = path
-        self.lock = lock
-
-    def record(self, hostname: str, key: HostKey) -> None:
-        line = f"{hostname} {key.name} {base64.b64encode(key.blob).decode()}\n"
-        with self.lock:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            with os.fdopen(fd, "a") as fh:
-                fh.write(line)
-        log.warning("accepted new host key %s for %s into %s", key.fingerprint, hostname,
-                    self.path)
+def accept_new(path: Path, lock: threading.Lock, hostname: str, key: HostKey) -> None:
+    """Like OpenSSH's StrictHostKeyChecking=accept-new: record an unseen key (never a
+    changed one: the caller's rule)."""
+    with lock:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a") as fh:
+            fh.write(f"{hostname} {key.name} {base64.b64encode(key.blob).decode()}\n")
+    log.warning("accepted new host key %s for %s into %s", key.fingerprint, hostname, path)
 
 
 class _Index:

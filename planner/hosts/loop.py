@@ -15,7 +15,6 @@ import logging
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from functools import partial
 from typing import Any, TypeVar
 
 log = logging.getLogger("cargoship.planner")
@@ -34,29 +33,11 @@ class SshLoop:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         """Run `coro` on the loop; its result (or exception) arrives in the future."""
-        return self.submit_all([coro])[0]
-
-    def submit_all(self, coros: list[Coroutine[Any, Any, T]]) -> list[Future[T]]:
-        """submit() for each, handed to the loop at once: one wake-up of its thread, not
-        one a coroutine (from the loop's own thread, none)."""
         loop = self._running()
-        futures: list[Future[T]] = [Future() for _ in coros]
-
-        def start() -> None:
-            for coro, future in zip(coros, futures, strict=True):
-                task = loop.create_task(coro)
-                self._tasks.add(task)  # a task only something it awaits holds may be lost
-                task.add_done_callback(partial(_settle, future, self._tasks))
-
-        if threading.current_thread() is self._thread:
-            start()
-        else:
-            loop.call_soon_threadsafe(start)
-        return futures
+        return asyncio.run_coroutine_threadsafe(coro, loop)
 
     @property
     def running(self) -> bool:
@@ -112,19 +93,6 @@ def _serve(loop: asyncio.AbstractEventLoop, started: threading.Event) -> None:
         except RuntimeError:
             pass  # closed from inside: nothing more to wait for
         loop.close()
-
-
-def _settle(future: Future[T], tasks: set[asyncio.Task[Any]], task: asyncio.Task[T]) -> None:
-    """The task's outcome into the caller's future, set on the loop's thread."""
-    tasks.discard(task)
-    if future.done():
-        return
-    if task.cancelled():
-        future.cancel()
-    elif (exc := task.exception()) is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(task.result())
 
 
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:

@@ -11,6 +11,7 @@ the loop a coroutine and waits for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -328,10 +329,8 @@ def _queued(channel: Any) -> bool:
 
 
 def _close_channel(channel: Any) -> None:
-    try:
+    with contextlib.suppress(ssh2_errors.SSH2Error):
         channel.close()  # non-blocking: what is not sent now goes with the next call
-    except ssh2_errors.SSH2Error:
-        pass
 
 
 async def connect(label: str, ssh: SshConfig, options: ConnectOptions,
@@ -353,11 +352,8 @@ async def connect(label: str, ssh: SshConfig, options: ConnectOptions,
         wire = Wire(session, sock)
         peer = host_peer(label, ssh.endpoint, known_hosts, ssh.key_path)
         checks = Checks(pinned, options.accept_new_host_keys and pinned is None)
-        if handshakes is None:
+        async with handshakes or contextlib.nullcontext():
             shown = await shake(wire, target, peer, options, checks, proxied)
-        else:
-            async with handshakes:
-                shown = await shake(wire, target, peer, options, checks, proxied)
     except BaseException:
         sock.close()
         raise

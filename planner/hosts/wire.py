@@ -38,9 +38,8 @@ Woken = Literal["io", "nudge", "time", "first"]
 
 def again(result: Any) -> bool:
     """Whether a libssh2 call's result says EAGAIN (an int, or a (code, ...) tuple)."""
-    if isinstance(result, tuple):
-        return bool(result) and result[0] == EAGAIN
-    return isinstance(result, int) and result == EAGAIN
+    first = result[0] if isinstance(result, tuple) and result else result
+    return isinstance(first, int) and first == EAGAIN
 
 
 class Wire:
@@ -154,12 +153,7 @@ class Wire:
 
     def nudge(self, everyone: bool = True) -> None:
         for waiter, ready in list(self._sleepers.items()):
-            if waiter.done():
-                continue
-            if ready is None:
-                if everyone:
-                    waiter.set_result("nudge")
-            elif ready():
+            if not waiter.done() and (everyone if ready is None else ready()):
                 waiter.set_result("nudge")
 
     def _on_io(self, direction: str) -> None:
