@@ -241,6 +241,7 @@ async def _open_gateway(who: str, kind: str, target: Target, key_path: Path | No
     """A gateway's session; its key is checked exactly like a host's, never accepted
     unseen."""
     connected, proxied = await sock()
+    wire = None
     try:
         session = Ssh2Session()
         session.set_blocking(False)
@@ -248,6 +249,11 @@ async def _open_gateway(who: str, kind: str, target: Target, key_path: Path | No
         await shake(wire, target, Peer(who, who, kind, known_hosts, key_path), options,
                     Checks(), proxied)
     except BaseException:
+        # The loop forgets the socket before it is closed: a handshake cut short by its
+        # deadline leaves it watched, and the next socket to get its number would meet
+        # the stale watch (epoll: ENOENT, "No such file or directory").
+        if wire is not None:
+            wire.close()
         connected.close()
         raise
     return wire

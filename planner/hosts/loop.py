@@ -14,8 +14,10 @@ import asyncio
 import logging
 import threading
 from collections.abc import Coroutine
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future
 from typing import Any, TypeVar
+
+from ..threads import Executor, start
 
 log = logging.getLogger("cargoship.planner")
 
@@ -68,9 +70,7 @@ class SshLoop:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 started = threading.Event()
-                thread = threading.Thread(target=_serve, args=(loop, started),
-                                          name="cargoship-ssh", daemon=True)
-                thread.start()
+                thread = start(_serve, args=(loop, started), name="cargoship-ssh")
                 started.wait()
                 self._loop, self._thread = loop, thread
             return self._loop
@@ -82,8 +82,8 @@ def _serve(loop: asyncio.AbstractEventLoop, started: threading.Event) -> None:
     # stdin's source, which blocks until the rollout releases it; output callbacks), never
     # on the loop. asyncio's default pool has cpu + 4 threads: a rollout's held commands
     # would fill it and queue the callbacks that let them go.
-    loop.set_default_executor(ThreadPoolExecutor(max_workers=BLOCKING_THREADS,
-                                                 thread_name_prefix="cargoship-ssh-call"))
+    loop.set_default_executor(Executor(max_workers=BLOCKING_THREADS,
+                                       thread_name_prefix="cargoship-ssh-call"))
     loop.call_soon(started.set)
     try:
         loop.run_forever()

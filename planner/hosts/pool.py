@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
+
+from ..threads import Executor
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -23,8 +24,7 @@ def parallel(items: Sequence[T], fn: Callable[[T], R], limit: int) -> list[R | E
 
     if len(items) == 1 or limit == 1:
         return [guarded(item) for item in items]
-    executor = ThreadPoolExecutor(max_workers=min(limit, len(items)),
-                                  thread_name_prefix="cargoship-host")
+    executor = Executor(max_workers=min(limit, len(items)), thread_name_prefix="cargoship-host")
     try:
         return list(executor.map(guarded, items))
     finally:

@@ -346,6 +346,7 @@ async def connect(label: str, ssh: SshConfig, options: ConnectOptions,
                                   f"one the plan was made against {pinned}: refusing before "
                                   "connecting (re-plan if the host was rebuilt)")
     sock, proxied = await _socket(label, ssh, target, options)
+    wire = None
     try:
         session = Ssh2Session()
         session.set_blocking(False)
@@ -355,6 +356,8 @@ async def connect(label: str, ssh: SshConfig, options: ConnectOptions,
         async with handshakes or contextlib.nullcontext():
             shown = await shake(wire, target, peer, options, checks, proxied)
     except BaseException:
+        if wire is not None:  # unwatched first, as gateways._open_gateway says why
+            wire.close()
         sock.close()
         raise
     log.debug("%s: connected, host key %s", label, shown)
