@@ -255,7 +255,8 @@ def test_lab_up_takes_the_timing_flags(tmp_path: Path) -> None:
         assert state["ready_after"] >= 1.5 - 0.02  # /proc's start time is in 10 ms ticks
         beats = lab.exec("ctl-1", "cat /var/lib/rancher/rke2/lab-timing.json").stdout
         assert json.loads(beats)["heartbeat"] == 0.7
-        run = lab.exec("ctl-1", "cat /etc/service/lab-datastore/run").stdout
+        # The API server's node lifecycle controller: its grace period.
+        run = lab.exec("ctl-1", "cat /etc/service/kube-apiserver/run").stdout
         assert "--stale-after 9" in run
         environ = lab.exec("ctl-1", f"tr '\\0' '\\n' < /proc/{state['pid']}/environ").stdout
         assert "PATH=" in environ and "LAB_RUNNER_ONLY" not in environ

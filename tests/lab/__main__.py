@@ -70,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--node-grace-seconds", type=float, default=default.node_grace,
                     metavar="G", help="a silent node reads Ready until G seconds after its "
                     f"last status (default {default.node_grace:g}; real: 40, 50 from 1.32)")
-    up.add_argument("--etcd", action="store_true", help="a real etcd member on every "
-                    "controller, one cluster; each API server needs its member's quorum")
+    up.add_argument("--etcd", action="store_true", help="(the default: kept for scripts) a "
+                    "real etcd member on every controller, one cluster; each API server "
+                    "keeps its objects in its own member and needs its quorum")
     member = sub.add_parser("etcd", help="a controller's etcd member: stop, start, pause "
                             "(SIGSTOP), resume, status, manifest-changed (rke2: the next "
                             "engine start recreates it)")
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             timing = Timing(args.engine_start_seconds, args.kubelet_heartbeat_seconds,
                             args.node_grace_seconds)
             lab = Lab.up(args.dir, _specs(args), distro=args.distro, timing=timing,
-                         etcd=args.etcd)
+                         etcd=None)
             _print_hosts(lab)
             print(f"{len(lab.hosts)} host(s) up in {time.monotonic() - started:.1f}s; "
                   f"config: {lab.dir / 'cluster.yaml'}", file=sys.stderr)

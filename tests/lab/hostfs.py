@@ -30,9 +30,8 @@ HOST_PROGRAMS = {"lab_engine.py": "engine.py", "engine_node.py": "engine_node.py
 ENGINE_SCRIPT = "import lab_engine\n\nlab_engine.entry()\n"
 API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py", "kubeapi_watch.py",
                 "kubeapi_views.py", "kubeapi_hostile.py", "kubeapi_hostile_serve.py",
-                "kubeapi_etcd.py")
+                "kubeapi_etcd.py", "kubeapi_controllers.py")
 API_PORT = 6443  # every controller's API server (TLS)
-DATASTORE_PORT = 6444  # the lab's one object store, on the first controller (plain HTTP)
 RC_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login")
 FIRST_UID = 1001
 ETCD_SERVICE = "etcd"  # a controller's etcd member, in a lab with etcd
@@ -141,6 +140,14 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
         (host_dir / "rancher-var" / distro).mkdir(exist_ok=True)
         if api is not None:
             api = dict(api)
+            # The cluster's CA, as an agent keeps it (agent/server-ca.crt): the engine's
+            # kubelet checks the API servers with it.
+            assert pki is not None
+            agent = host_dir / "rancher-var" / distro / "agent"
+            agent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(pki / "server-ca.crt", agent / "server-ca.crt")
+            api["ca_file"] = f"/var/lib/rancher/{distro}/agent/server-ca.crt"
+            api["own_api"] = [f"https://{address}:{API_PORT}"]
             if spec.role == "controller":
                 assert pki is not None
                 _add_controller_api(host_dir, spec, distro, address, api, pki, etcd)
@@ -226,7 +233,7 @@ def install_sv_recorder(host_dir: Path) -> None:
 def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[str]:
     tls = f"/var/lib/rancher/{distro}/server/tls"
     args = ["--listen", f"0.0.0.0:{API_PORT}", "--token", str(api["token"]),
-            "--upstream", str(api["api"]),
+            "--stale-after", f"{float(str(api.get('stale_after', 4.0))):g}",
             "--tls-cert", f"{tls}/serving-kube-apiserver.crt",
             "--tls-key", f"{tls}/serving-kube-apiserver.key",
             "--client-ca", f"{tls}/client-ca.crt",
@@ -249,8 +256,9 @@ def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[
 def _add_controller_api(host_dir: Path, spec: HostSpec, distro: str, address: str,
                         api: dict[str, object], pki: Path,
                         etcd: dict[str, str] | None = None) -> None:
-    """Certificates, and the API server: rke2's static pod (a runit service the engine
-    starts, left `down` until then), or k3s's (inside the engine process)."""
+    """Certificates, the etcd member, and the API server on it: rke2's static pod (a runit
+    service the engine starts, left `down` until then), or k3s's (inside the engine
+    process)."""
     from .pki import controller_tls  # cryptography: only labs with an API need it
 
     tls = host_dir / "rancher-var" / distro / "server" / "tls"
@@ -314,17 +322,6 @@ def _add_user(host_dir: Path, spec: HostSpec, uid: int, pubkey: str) -> None:
     _authorize(home, pubkey, uid, uid)
 
 
-def add_datastore(host_dir: Path, token: str, stale_after: float) -> None:
-    """Make this host hold the lab's objects (a runit service, independent of the engine:
-    the lab has one store where a real cluster has an etcd member per controller)."""
-    for name in API_PROGRAMS:
-        shutil.copyfile(HERE / name, host_dir / "bin" / name)
-    write(host_dir / "etc.upper" / "service" / "lab-datastore" / "run",
-          f"#!/bin/sh\nexec /usr/bin/python3 /usr/local/bin/kubeapi.py --listen "
-          f"0.0.0.0:{DATASTORE_PORT} --token {token} --stale-after {stale_after:g} 2>&1\n",
-          0o755)
-
-
 def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Path,
               etcd: dict[str, str]) -> list[str]:
     """The controller's etcd member: Debian's etcd 3.4 under runit, laid out and flagged
@@ -356,8 +353,10 @@ def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Pa
         "--peer-cert-file", f"{tls}/peer-server-client.crt",
         "--peer-key-file", f"{tls}/peer-server-client.key",
         "--peer-trusted-ca-file", f"{tls}/peer-ca.crt", "--peer-client-cert-auth",
-        # etcd's default timing (heartbeat 100 ms, election 1 s): fast for the tests. The
-        # engines ship longer ones (k3s: 500 ms / 5 s), which only slow a re-election.
+        # k3s's timing (pkg/etcd/etcd.go, cluster(): HeartbeatInterval 500, ElectionTimeout
+        # 5000), not etcd's 100 ms / 1 s: fewer heartbeats for the lab's shared CPUs, and
+        # a lagging member is given the time a real cluster gives it.
+        "--heartbeat-interval", "500", "--election-timeout", "5000",
         "--logger", "zap", "--log-level", "warn",
     ]
     service = host_dir / "etc.upper" / "service" / ETCD_SERVICE
