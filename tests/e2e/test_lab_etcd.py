@@ -107,7 +107,7 @@ def test_one_cluster_over_tls_and_an_api_server_without_quorum_is_not_ready(
         b"/registry/minions/ctl-1").decode(), "serializable": True})["kvs"][0]
     assert json.loads(base64.b64decode(node["value"]))["metadata"]["labels"][
         "lab/probe"] == "b"
-    # A leader that lost its quorum steps down one election timeout later (5 s: k3s's).
+    # A leader that lost its quorum steps down an election timeout later (check quorum).
     poll(lambda: lab.etcd_call("ctl-1", "/v3/maintenance/status", {}).get("errors") == [
         "etcdserver: no leader"])
     # Back: quorum again, and so readiness and writes.

@@ -99,7 +99,7 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
             api: dict[str, object] | None = None, pki: Path | None = None,
             etcd: dict[str, str] | None = None) -> str:
     """`etcd` (controllers of a lab with etcd): {"name": member name, "cluster": the
-    initial cluster, "token": the cluster token}."""
+    initial cluster, "token": the cluster token, "heartbeat_ms", "election_ms"}."""
     """Lay out a host's files; returns its SSH host public key line (type + base64)."""
     if spec.os not in OS_RELEASES:
         raise ValueError(f"unknown lab OS {spec.os!r}; known: {', '.join(OS_RELEASES)}")
@@ -353,10 +353,10 @@ def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Pa
         "--peer-cert-file", f"{tls}/peer-server-client.crt",
         "--peer-key-file", f"{tls}/peer-server-client.key",
         "--peer-trusted-ca-file", f"{tls}/peer-ca.crt", "--peer-client-cert-auth",
-        # k3s's timing (pkg/etcd/etcd.go, cluster(): HeartbeatInterval 500, ElectionTimeout
-        # 5000), not etcd's 100 ms / 1 s: fewer heartbeats for the lab's shared CPUs, and
-        # a lagging member is given the time a real cluster gives it.
-        "--heartbeat-interval", "500", "--election-timeout", "5000",
+        # Raft timing from the lab's Timing (spec.py: etcd's defaults, or k3s's 500 ms /
+        # 5000 ms from pkg/etcd/etcd.go).
+        "--heartbeat-interval", etcd.get("heartbeat_ms", "100"),
+        "--election-timeout", etcd.get("election_ms", "1000"),
         "--logger", "zap", "--log-level", "warn",
     ]
     service = host_dir / "etc.upper" / "service" / ETCD_SERVICE

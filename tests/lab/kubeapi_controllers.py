@@ -37,9 +37,9 @@ from kubeapi_store import KUBELET_CONDITIONS, LEASES, NODES, ApiError, Obj, rfc3
 
 TICK = 0.5  # seconds between the controllers' passes
 LEASE = LEASES + "kube-system/kube-controller-manager"
-LEASE_SECONDS = 4  # leaseDurationSeconds (kube-controller-manager: 15)
-RENEW_EVERY = 1.0  # retryPeriod (2 s)
-RENEW_DEADLINE = 3.0  # renewDeadline (10 s)
+LEASE_SECONDS = 5  # leaseDurationSeconds (kube-controller-manager: 15)
+RENEW_EVERY = 2.0  # retryPeriod (the same: 2 s; each renewal is an etcd write)
+RENEW_DEADLINE = 4.0  # renewDeadline (10 s)
 
 
 def micro_time(wall: float) -> str:

@@ -25,6 +25,7 @@ import json
 import os
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -148,7 +149,20 @@ class EtcdKV:
             body["keys_only"] = True
         if serializable:
             body["serializable"] = True
-        answer = self.call("/v3/kv/range", body, timeout)
+        # A read is safe to send again: clientv3's retry interceptor does so on an
+        # Unavailable error (no leader yet, a leader change, a member restarting) until the
+        # request's deadline; so a brief election costs a read time, a lost quorum fails it.
+        deadline = time.monotonic() + timeout
+        pause = 0.02
+        while True:
+            try:
+                answer = self.call("/v3/kv/range", body, max(0.1, deadline - time.monotonic()))
+                break
+            except EtcdUnavailable:
+                if time.monotonic() + pause >= deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
         return int(answer["header"]["revision"]), [_kv(k) for k in answer.get("kvs", [])]
 
     def txn(self, compares: list[tuple[str, int]], op: tuple[str, str, bytes],

@@ -268,7 +268,9 @@ class Lab:
             if api_host is not None:
                 api = {"apis": [self.apiserver_url(h.name) for h in self.api_servers],
                        "token": self.token, "stale_after": self.timing.node_grace}
-            member = {**cluster, "name": members_of_etcd.member_name(self.tag, host.name)} \
+            member = {**cluster, "name": members_of_etcd.member_name(self.tag, host.name),
+                      "heartbeat_ms": str(self.timing.etcd_heartbeat_ms),
+                      "election_ms": str(self.timing.etcd_election_ms)} \
                 if cluster is not None and host in members else None
             key = hostfs.prepare(
                 Path(host.dir), host.spec, address=host.address, distro=self.distro,
