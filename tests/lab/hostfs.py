@@ -97,9 +97,10 @@ def write(path: Path, text: str, mode: int = 0o644) -> None:
 def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, version: str,
             client_pubkey: str, registries: dict[str, object], uid: int,
             api: dict[str, object] | None = None, pki: Path | None = None,
-            etcd: dict[str, str] | None = None) -> str:
+            etcd: dict[str, str] | None = None, datastore: str | None = None) -> str:
     """`etcd` (controllers of a lab with etcd): {"name": member name, "cluster": the
-    initial cluster, "token": the cluster token, "heartbeat_ms", "election_ms"}."""
+    initial cluster, "token": the cluster token, "heartbeat_ms", "election_ms"}.
+    `datastore` (controllers of a lab on an external datastore instead): its address."""
     """Lay out a host's files; returns its SSH host public key line (type + base64)."""
     if spec.os not in OS_RELEASES:
         raise ValueError(f"unknown lab OS {spec.os!r}; known: {', '.join(OS_RELEASES)}")
@@ -150,7 +151,8 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
             api["own_api"] = [f"https://{address}:{API_PORT}"]
             if spec.role == "controller":
                 assert pki is not None
-                _add_controller_api(host_dir, spec, distro, address, api, pki, etcd)
+                _add_controller_api(host_dir, spec, distro, address, api, pki, etcd,
+                                    datastore)
             write(host_dir / "rancher-var" / distro / "lab-cluster.json", json.dumps(api), 0o600)
     _authorize(host_dir / "root.upper", client_pubkey, 0, 0)
     for name in RC_FILES:
@@ -255,7 +257,8 @@ def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[
 
 def _add_controller_api(host_dir: Path, spec: HostSpec, distro: str, address: str,
                         api: dict[str, object], pki: Path,
-                        etcd: dict[str, str] | None = None) -> None:
+                        etcd: dict[str, str] | None = None,
+                        datastore: str | None = None) -> None:
     """Certificates, the etcd member, and the API server on it: rke2's static pod (a runit
     service the engine starts, left `down` until then), or k3s's (inside the engine
     process)."""
@@ -269,6 +272,8 @@ def _add_controller_api(host_dir: Path, spec: HostSpec, distro: str, address: st
     args = apiserver_args(spec, distro, api)
     if etcd is not None:
         args += _add_etcd(host_dir, spec, distro, address, pki, etcd)
+    elif datastore is not None:
+        args += _datastore_client(host_dir, spec, distro, address, pki, datastore)
     api["apiserver_args"] = args
     if distro == "rke2":
         service = host_dir / "etc.upper" / "service" / "kube-apiserver"
@@ -371,3 +376,45 @@ def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Pa
     return ["--etcd-servers", f"https://127.0.0.1:{ETCD_CLIENT_PORT}",
             "--etcd-cafile", f"{tls}/server-ca.crt", "--etcd-certfile", f"{tls}/client.crt",
             "--etcd-keyfile", f"{tls}/client.key"]
+
+
+DATASTORE_SERVICE = "lab-datastore"
+DATASTORE_DIR = "lab-datastore"  # under /var/lib/rancher/<distro>: its TLS files, its data
+
+
+def _datastore_client(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Path,
+                      datastore: str) -> list[str]:
+    """The API server's flags for an external datastore (k3s and rke2 `datastore-endpoint`
+    with `datastore-cafile`, `-certfile`, `-keyfile`): the lab's one etcd, which no engine
+    runs, so the controllers have no embedded member (no server/tls/etcd) to gate on."""
+    from .pki import etcd_tls
+
+    etcd_tls(host_dir / "rancher-var" / distro / DATASTORE_DIR, pki, spec.name, address)
+    tls = f"/var/lib/rancher/{distro}/{DATASTORE_DIR}"
+    return ["--etcd-servers", f"https://{datastore}:{ETCD_CLIENT_PORT}",
+            "--etcd-cafile", f"{tls}/server-ca.crt", "--etcd-certfile", f"{tls}/client.crt",
+            "--etcd-keyfile", f"{tls}/client.key"]
+
+
+def add_external_datastore(host_dir: Path, distro: str, address: str, pki: Path,
+                           timing: tuple[int, int]) -> None:
+    """Make this controller also hold the lab's external datastore: a one-member etcd under
+    runit, started with the host and independent of its engine, as a database server beside
+    the cluster would be (its TLS files are the ones _datastore_client wrote here)."""
+    tls = f"/var/lib/rancher/{distro}/{DATASTORE_DIR}"
+    peer = "http://127.0.0.1:2380"
+    flags = [
+        "--name", "lab-datastore", "--data-dir", f"{tls}/db",
+        "--listen-client-urls", f"https://127.0.0.1:{ETCD_CLIENT_PORT},"
+        f"https://{address}:{ETCD_CLIENT_PORT}",
+        "--advertise-client-urls", f"https://{address}:{ETCD_CLIENT_PORT}",
+        "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+        "--initial-cluster", f"lab-datastore={peer}",
+        "--cert-file", f"{tls}/server-client.crt", "--key-file", f"{tls}/server-client.key",
+        "--trusted-ca-file", f"{tls}/server-ca.crt", "--client-cert-auth",
+        "--heartbeat-interval", str(timing[0]), "--election-timeout", str(timing[1]),
+        "--logger", "zap", "--log-level", "warn",
+    ]
+    service = host_dir / "etc.upper" / "service" / DATASTORE_SERVICE
+    write(service / "run", "#!/bin/sh\nexec /usr/bin/etcd " + " ".join(flags) + " 2>&1\n",
+          0o755)

@@ -152,7 +152,7 @@ PREFIXES = {"nodes": "minions", "pods": "pods",
 RESOURCE_OF = {prefix: resource for resource, prefix in PREFIXES.items()}
 FAULTS = "/registry/lab.cargoship.io/faults/"  # the lab's injected faults (kubeapi_hostile.py)
 LEASES = "/registry/leases/"  # coordination.k8s.io Leases (leader election)
-# The watch cache waits this long for a revision a consistent read asked for (cacher.go,
+# The watch cache waits this long for a revision a consistent read asked for (watch_cache.go,
 # waitUntilFreshAndBlock's blockTimeout, 3 s), then gives up with a Timeout.
 FRESH_WAIT = 3.0
 

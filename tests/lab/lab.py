@@ -78,8 +78,9 @@ class Lab:
     # heartbeats): what a plan benchmark of hundreds of hosts can afford on a small machine.
     kube_api: bool = True
     timing: Timing = field(default_factory=Timing)
-    # Every controller of a lab with a Kubernetes API runs a real etcd member, one cluster
-    # (tests/lab/etcd.py), and its API server keeps its objects there only.
+    # True: every controller of a lab with a Kubernetes API runs a real etcd member, one
+    # cluster (tests/lab/etcd.py), and its API server keeps its objects there only. False
+    # with kube_api: the API servers share an external datastore (Lab.up).
     etcd: bool = False
     _clients: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -166,7 +167,7 @@ class Lab:
         name `node` (None: any) in a hostile `mode` (shape, slow, endless, huge), `times`
         times (None: until cleared). `params` are the mode's (set=, unset=, retime=,
         declared=, interval=, rate=, bytes=, for_seconds=, fill=, write=):
-        tests/lab/kubeapi_hostile.py describes them. The datastore (self.api) keeps
+        tests/lab/kubeapi_hostile.py describes them. The lab's own client (self.api) keeps
         answering truthfully. A host name stands for its node's name. The faults are kept
         in etcd, so every API server sees them and they outlive an API server's restart."""
         names = {h.name: h.spec.node_name() for h in self.hosts}
@@ -206,8 +207,11 @@ class Lab:
            version: str | None = None, kube_api: bool = True,
            timing: Timing | None = None, etcd: bool | None = None) -> Lab:
         """`etcd`: None or True, a lab with a Kubernetes API has an etcd member on every
-        controller (its API servers keep their objects there: there is no other store);
-        False is refused with kube_api."""
+        controller, and each API server keeps its objects in its own; False, the
+        controllers are on an external datastore instead (k3s's and rke2's
+        `datastore-endpoint`): one etcd on the first controller, run by no engine, that
+        every API server uses. A cluster of two controllers needs that to be rolled: two
+        embedded members tolerate no member's loss, so the quorum gate refuses either."""
         dir = Path(dir).resolve()
         if os.geteuid() != 0:
             raise LabError("the lab needs root (network, mount and PID namespaces)")
@@ -221,11 +225,8 @@ class Lab:
         index = network.claim_index(dir)
         if etcd and not kube_api:
             raise LabError("etcd members need the lab's Kubernetes API (kube_api)")
-        if etcd is False and kube_api:
-            raise LabError("the lab's Kubernetes API keeps its objects in etcd: no kube_api "
-                           "without etcd members")
         lab = cls(dir, index, distro, version or DEFAULT_VERSIONS[distro], kube_api=kube_api,
-                  timing=timing or Timing(), etcd=kube_api)
+                  timing=timing or Timing(), etcd=kube_api and etcd is not False)
         try:
             lab._start(hosts)
         except BaseException:
@@ -255,10 +256,9 @@ class Lab:
             from .pki import lab_pki
 
             lab_pki(self.pki_dir)  # once, before the hosts' certificates are issued from it
-            if self.etcd:
-                from .pki import etcd_cas
+            from .pki import etcd_cas
 
-                etcd_cas(self.pki_dir)  # the same, for the members' CAs
+            etcd_cas(self.pki_dir)  # the same, for the etcd CAs
 
         members = [h for h in self.hosts if h.role == "controller" and h.spec.engine_installed]
         cluster = members_of_etcd.initial_cluster(self.tag, members) if self.etcd else None
@@ -276,13 +276,19 @@ class Lab:
                 Path(host.dir), host.spec, address=host.address, distro=self.distro,
                 version=host.spec.engine_version or self.version, client_pubkey=pubkey,
                 registries=LAB_REGISTRIES, uid=hostfs.FIRST_UID + host.index, api=api,
-                pki=self.pki_dir, etcd=member)
+                pki=self.pki_dir, etcd=member,
+                datastore=api_host.address if api_host is not None and not self.etcd
+                and host in members else None)
             if host.spec.engine_installed:
                 self._write_timing(host)
             return key
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             host_keys = list(pool.map(prepare, self.hosts))
+        if api_host is not None and not self.etcd:
+            hostfs.add_external_datastore(Path(api_host.dir), self.distro, api_host.address,
+                                          self.pki_dir, (self.timing.etcd_heartbeat_ms,
+                                                         self.timing.etcd_election_ms))
         (self.dir / "known_hosts").write_text(
             "".join(f"{h.address} {k}\n" for h, k in zip(self.hosts, host_keys, strict=True)))
         for host in self.hosts:
