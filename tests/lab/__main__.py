@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--etcd-election-ms", type=int, default=default.etcd_election_ms,
                     metavar="MS", help="the etcd members' election timeout (default "
                     f"{default.etcd_election_ms}, etcd's; k3s: 5000)")
+    up.add_argument("--external-datastore", action="store_true", help="no etcd member on "
+                    "the controllers: their API servers share one etcd on the first controller "
+                    "that no engine runs (datastore-endpoint); what two controllers need")
     up.add_argument("--etcd", action="store_true", help="(the default: kept for scripts) a "
                     "real etcd member on every controller, one cluster; each API server "
                     "keeps its objects in its own member and needs its quorum")
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                             args.node_grace_seconds, args.etcd_heartbeat_ms,
                             args.etcd_election_ms)
             lab = Lab.up(args.dir, _specs(args), distro=args.distro, timing=timing,
-                         etcd=None)
+                         etcd=False if args.external_datastore else None)
             _print_hosts(lab)
             print(f"{len(lab.hosts)} host(s) up in {time.monotonic() - started:.1f}s; "
                   f"config: {lab.dir / 'cluster.yaml'}", file=sys.stderr)
