@@ -100,9 +100,7 @@ def parse_flags(flags: list[str]) -> list[tuple[str, str]]:
 def item_lines(text: str) -> dict[str, tuple[int, list[int]]]:
     """Top-level key -> (its line, the line of each item of its list value), 1-based."""
     try:
-        # libyaml's, as the file's values were read (safeyaml): the pure-Python one was
-        # a visible part of a plan's CPU per host.
-        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return {}
     lines: dict[str, tuple[int, list[int]]] = {}

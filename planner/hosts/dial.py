@@ -20,15 +20,11 @@ async def dial(host: str, port: int, timeout: float) -> socket.socket:
     tried (socket.gaierror when the name does not resolve, TimeoutError at the deadline)."""
     loop = asyncio.get_running_loop()
     deadline = time.monotonic() + timeout
-    try:  # an address: no resolving, so no thread to resolve it in
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_NUMERICHOST)
-    except socket.gaierror:  # a name: resolved in a thread (getaddrinfo blocks)
-        try:
-            async with asyncio.timeout(timeout):
-                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except TimeoutError:
-            raise TimeoutError(errno.ETIMEDOUT, "timed out resolving the name") from None
+    try:
+        async with asyncio.timeout(timeout):
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except TimeoutError:
+        raise TimeoutError(errno.ETIMEDOUT, "timed out resolving the name") from None
     failure: OSError = TimeoutError(errno.ETIMEDOUT, "timed out")
     for index, (family, kind, proto, _, address) in enumerate(infos):
         left = len(infos) - index
@@ -44,13 +40,17 @@ async def dial(host: str, port: int, timeout: float) -> socket.socket:
         try:
             async with asyncio.timeout(remaining / left):
                 await loop.sock_connect(sock, address)
-        except BaseException as exc:
+        except TimeoutError:
             sock.close()
-            if not isinstance(exc, OSError):
-                raise
-            failure = exc if exc.errno else TimeoutError(errno.ETIMEDOUT, "timed out")
+            failure = TimeoutError(errno.ETIMEDOUT, "timed out")
             continue
+        except OSError as exc:
+            sock.close()
+            failure = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
     raise failure
-

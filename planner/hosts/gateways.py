@@ -96,8 +96,10 @@ class Gateways:
         self._gateways: dict[Hashable, _Gateway] = {}
         self._commands: list[subprocess.Popen[bytes]] = []
         self._pumps: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None  # where the pumps run
 
     def _gateway(self, key: Hashable, endpoint: str, opener: Opener) -> _Gateway:
+        self._loop = asyncio.get_running_loop()
         gateway = self._gateways.get(key)
         if gateway is None:
             gateway = self._gateways[key] = _Gateway(endpoint, opener)
@@ -167,6 +169,7 @@ class Gateways:
                                             known_hosts, options, target.host,
                                             target.port), False
         if target.proxy_command is not None:
+            self._loop = asyncio.get_running_loop()
             return self._proxy_command(target.proxy_command), True
         try:
             return await dial(target.host, target.port, options.connect_timeout), False
@@ -213,14 +216,34 @@ class Gateways:
                 wire = await gateway.wire(label, options, stale=wire)
         ours, theirs = socket.socketpair()
         ours.setblocking(False)
-        task = asyncio.get_running_loop().create_task(_pump(wire, channel, ours))
+        self._loop = asyncio.get_running_loop()
+        task = self._loop.create_task(_pump(wire, channel, ours))
         self._pumps.add(task)
         task.add_done_callback(self._pumps.discard)
         return theirs
 
-    async def close(self) -> None:
-        """Close every gateway connection, pump and ProxyCommand (on the run's loop, where
-        they run: ConnectOptions.close)."""
+    def close(self) -> None:
+        """Close every gateway connection, pump and ProxyCommand, on the loop that runs
+        them (from any thread)."""
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed():
+            try:
+                if asyncio.get_running_loop() is loop:
+                    self._close()
+                    return
+            except RuntimeError:
+                pass  # not on any loop: a plain thread
+            try:
+                asyncio.run_coroutine_threadsafe(self._aclose(), loop).result(5)
+                return
+            except (RuntimeError, TimeoutError):
+                pass  # the loop has stopped: nothing runs there any more
+        self._close()
+
+    async def _aclose(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
         gateways, self._gateways = list(self._gateways.values()), {}
         for gateway in gateways:
             gateway.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import errno
 import logging
 import os
@@ -23,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import paramiko
 from ssh2 import exceptions as ssh2_errors
 from ssh2.session import LIBSSH2_METHOD_HOSTKEY
 
 from ..errors import ConnectError, HostKeyError
-from .host_keys import HostKey, KnownHostsFiles, accept_new, known_hosts_name
+from .host_keys import AcceptNewPolicy, KnownHostsFiles, fingerprint, known_hosts_name
 from .ssh_config import SshConfigFiles, Target
 from .stalls import HandshakeWatch, Stage, stalled
 from .wire import EAGAIN, Wire
@@ -108,7 +108,7 @@ async def shake(wire: Wire, target: Target, peer: Peer, options: DialSettings,
     try:
         known = options.known_hosts.lookup(peer.known_hosts, name) or {} \
             if peer.known_hosts.exists() else {}
-    except OSError as exc:
+    except (OSError, paramiko.SSHException) as exc:
         raise ConnectError(peer.label, f"cannot read known_hosts {peer.known_hosts}: "
                                        f"{exc}") from None
     try:
@@ -125,17 +125,19 @@ async def shake(wire: Wire, target: Target, peer: Peer, options: DialSettings,
     except (OSError, EOFError) as exc:
         raise ConnectError(peer.label, f"cannot connect to {peer.name}: "
                                        f"{connect_failure(exc, timeout)}") from None
-    except ssh2_errors.SSH2Error as exc:
-        raise ConnectError(peer.label, f"cannot connect to {peer.name}: "
-                                       f"{ssh2_failure(exc, timeout)}") from None
-    return presented.fingerprint
+    except Exception as exc:
+        if isinstance(exc, ssh2_errors.SSH2Error):
+            raise ConnectError(peer.label, f"cannot connect to {peer.name}: "
+                                           f"{ssh2_failure(exc, timeout)}") from None
+        raise
+    return fingerprint(presented)
 
 
 async def _exchange(wire: Wire, watch: HandshakeWatch, peer: Peer,
-                    known: dict[str, HostKey], pinned: str | None) -> HostKey:
+                    known: dict[str, paramiko.PKey], pinned: str | None) -> paramiko.PKey:
     """The key exchange; the key the host presented."""
     session, sock = wire.session, wire.sock
-    first = next((k for k, key in known.items() if key.fingerprint == pinned), None) \
+    first = next((k for k, key in known.items() if fingerprint(key) == pinned), None) \
         if pinned else next(iter(known), None)
     session.method_pref(LIBSSH2_METHOD_HOSTKEY, ",".join(host_key_order(first)))
     while True:
@@ -144,27 +146,27 @@ async def _exchange(wire: Wire, watch: HandshakeWatch, peer: Peer,
             break
         await wire.wait()
     blob, _ = session.hostkey()
-    presented = HostKey(blob)
-    if not presented.name:
+    presented = _host_key(blob)
+    if presented is None:
         raise ConnectError(peer.label, f"cannot connect to {peer.name}: the host presented a "
                                        "host key that cannot be read")
     return presented
 
 
-def _judge(peer: Peer, name: str, known: dict[str, HostKey], presented: HostKey,
+def _judge(peer: Peer, name: str, known: dict[str, paramiko.PKey], presented: paramiko.PKey,
            checks: Checks, options: DialSettings) -> None:
     """Refuse a host key that is not the pinned one, changed, or unknown (unless accepted)."""
-    shown = presented.fingerprint
+    shown = fingerprint(presented)
     if checks.pinned is not None and shown != checks.pinned:
         # The pinned key is the one known_hosts had at plan time: it changed since.
         raise changed_key(peer, checks.pinned, shown)
-    expected = known.get(presented.name)
+    expected = known.get(presented.get_name())
     if expected is None:
         if not checks.accept_new:
             raise unknown_key(peer, shown)
-        accept_new(peer.known_hosts, options.known_hosts_lock, name, presented)
-    elif expected.blob != presented.blob:
-        raise changed_key(peer, expected.fingerprint, shown)
+        AcceptNewPolicy(peer.known_hosts, options.known_hosts_lock).record(name, presented)
+    elif expected.asbytes() != presented.asbytes():
+        raise changed_key(peer, fingerprint(expected), shown)
 
 
 async def _authenticate(wire: Wire, target: Target, peer: Peer) -> None:
@@ -209,9 +211,13 @@ def _key_files(key_path: Path | None, identity_files: tuple[str, ...],
     if key_path is not None and (path := usable(key_path)) is not None:
         yield path
     yield None
-    for text in (*identity_files, *(_DEFAULT_KEYS if key_path is None else ())):
+    for text in identity_files:
         if (path := usable(text)) is not None:
             yield path
+    if key_path is None:
+        for text in _DEFAULT_KEYS:
+            if (path := usable(text)) is not None:
+                yield path
 
 
 async def _agent(wire: Wire, user: str) -> bool:
@@ -237,8 +243,10 @@ async def _agent(wire: Wire, user: str) -> bool:
                     raise
         return False
     finally:
-        with contextlib.suppress(ssh2_errors.SSH2Error):
+        try:
             agent.disconnect()
+        except ssh2_errors.SSH2Error:
+            pass
 
 
 def host_key_order(first: str | None) -> list[str]:
@@ -256,6 +264,15 @@ def host_key_order(first: str | None) -> list[str]:
 # in the order a plan has recorded fingerprints in since its first release.
 HOST_KEY_ORDER = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
                   "ecdsa-sha2-nistp521", "rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")
+
+
+def _host_key(blob: bytes) -> paramiko.PKey | None:
+    """The key a host presented, from its wire blob (which starts with its type's name)."""
+    size = int.from_bytes(blob[:4], "big")
+    try:
+        return paramiko.PKey.from_type_string(blob[4:4 + size].decode("ascii"), blob)
+    except Exception:  # noqa: BLE001 - the key classes raise several kinds
+        return None
 
 
 def _refused(exc: BaseException) -> bool:

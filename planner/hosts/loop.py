@@ -41,10 +41,6 @@ class SshLoop:
         loop = self._running()
         return asyncio.run_coroutine_threadsafe(coro, loop)
 
-    @property
-    def running(self) -> bool:
-        return self._loop is not None
-
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the loop and wait for it. The coroutine bounds its own time."""
         if threading.current_thread() is self._thread:

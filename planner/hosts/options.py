@@ -3,13 +3,12 @@ connections and event loop (held here, per run, rather than in module globals)."
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from dataclasses import dataclass, field
 
 from .gateways import Gateways
 from .host_keys import KnownHostsFiles
-from .loop import LoopClosed, SshLoop
+from .loop import SshLoop
 from .ssh_config import SshConfigFiles
 
 
@@ -30,7 +29,5 @@ class ConnectOptions:
 
     def close(self) -> None:
         """The run's gateways, then its loop (which ends whatever still runs there)."""
-        if self.loop.running:
-            with contextlib.suppress(LoopClosed):
-                self.loop.call(self.gateways.close())
+        self.gateways.close()
         self.loop.close()

@@ -11,7 +11,6 @@ the loop a coroutine and waits for it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from ..config.model import SshConfig
 from ..errors import CommandError, CommandTimeout, ConnectError, ConnectionLost, HostKeyError
 from .dial import dial
 from .handshake import Checks, connect_failure, host_peer, shake, ssh2_name
-from .host_keys import DEFAULT_KNOWN_HOSTS, known_hosts_name
+from .host_keys import DEFAULT_KNOWN_HOSTS, fingerprint, known_hosts_name
 from .loop import LoopClosed, SshLoop
 from .options import ConnectOptions
 from .ssh_config import Target
@@ -128,10 +127,8 @@ class SshSession:
             return
         self._closed = True
         try:
-            # Not waited for: a goodbye is one packet, and the run's loop, when it closes,
-            # closes whatever is still open.
-            self._loop.submit(_goodbye(self._wire))
-        except RuntimeError as exc:  # the loop is closing: no goodbye
+            self._loop.call(_goodbye(self._wire))
+        except Exception as exc:  # noqa: BLE001 - closing a connection that may be gone
             log.debug("%s: closing: %s", self.label, exc)
             self._wire.close()
             self._wire.sock.close()
@@ -188,12 +185,12 @@ class _Exec:
         channel = await self._start(command)
         holding: asyncio.Task[None] | None = None
         try:
-            if stdin:
-                try:
-                    async with asyncio.timeout(self.deadline(False) - time.monotonic()):
+            try:
+                async with asyncio.timeout_at(_loop_time(self.deadline(False))):
+                    if stdin:
                         await self.send(channel, stdin)
-                except TimeoutError:
-                    raise self.timed_out() from None
+            except TimeoutError:
+                raise self.timed_out() from None
             if hold is None:
                 await self.end_input(channel)
             else:
@@ -215,7 +212,7 @@ class _Exec:
         except TimeoutError:
             raise self.timed_out() from None
         try:
-            async with asyncio.timeout(self.deadline(False) - time.monotonic()):
+            async with asyncio.timeout_at(_loop_time(self.deadline(False))):
                 await wire.call(channel.execute, command)
         except TimeoutError:
             _close_channel(channel)
@@ -307,8 +304,7 @@ class _Exec:
             left = self.deadline(held) - now
             if left <= 0:
                 raise self.timed_out()
-            await wire.wait(ready=lambda: _queued(channel),
-                            at_most=left if self.on_stdout is None else min(left, _IDLE))
+            await wire.wait(ready=lambda: _queued(channel), at_most=min(left, _IDLE))
         try:
             async with asyncio.timeout(max(0.0, min(self.deadline(held) - time.monotonic(),
                                                     self.timeout))):
@@ -329,8 +325,21 @@ def _queued(channel: Any) -> bool:
 
 
 def _close_channel(channel: Any) -> None:
-    with contextlib.suppress(ssh2_errors.SSH2Error):
+    try:
         channel.close()  # non-blocking: what is not sent now goes with the next call
+    except ssh2_errors.SSH2Error:
+        pass
+
+
+def _loop_time(monotonic_deadline: float) -> float:
+    """A time.monotonic() deadline on the running loop's clock."""
+    loop = asyncio.get_running_loop()
+    return loop.time() + (monotonic_deadline - time.monotonic())
+
+
+def resolve_target(ssh: SshConfig, options: ConnectOptions) -> Target:
+    return options.ssh_config.resolve(ssh.address, ssh.port, ssh.user,
+                                      (str(ssh.key_path),) if ssh.key_path else ())
 
 
 async def connect(label: str, ssh: SshConfig, options: ConnectOptions,
@@ -339,8 +348,7 @@ async def connect(label: str, ssh: SshConfig, options: ConnectOptions,
     """A session to a cluster host, on the run's loop. The TCP connection (or the gateway
     channel) is made at once; the handshake waits for `handshakes` when given."""
     known_hosts = (ssh.known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
-    target = options.ssh_config.resolve(ssh.address, ssh.port, ssh.user,
-                                        (str(ssh.key_path),) if ssh.key_path else ())
+    target = resolve_target(ssh, options)
     if pinned is not None and not _pinnable(options, known_hosts, target, pinned):
         raise HostKeyError(label, f"{known_hosts} has no key for {ssh.endpoint} matching the "
                                   f"one the plan was made against {pinned}: refusing before "
@@ -353,8 +361,11 @@ async def connect(label: str, ssh: SshConfig, options: ConnectOptions,
         wire = Wire(session, sock)
         peer = host_peer(label, ssh.endpoint, known_hosts, ssh.key_path)
         checks = Checks(pinned, options.accept_new_host_keys and pinned is None)
-        async with handshakes or contextlib.nullcontext():
+        if handshakes is None:
             shown = await shake(wire, target, peer, options, checks, proxied)
+        else:
+            async with handshakes:
+                shown = await shake(wire, target, peer, options, checks, proxied)
     except BaseException:
         if wire is not None:  # unwatched first, as gateways._open_gateway says why
             wire.close()
@@ -384,7 +395,7 @@ def _pinnable(options: ConnectOptions, known_hosts: Any, target: Target, pinned:
     if not known_hosts.exists():
         return False
     keys = options.known_hosts.lookup(known_hosts, known_hosts_name(target.host, target.port))
-    return any(key.fingerprint == pinned for key in (keys or {}).values())
+    return any(fingerprint(key) == pinned for key in (keys or {}).values())
 
 
 def open_session(label: str, ssh: SshConfig, options: ConnectOptions,

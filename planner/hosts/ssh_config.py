@@ -3,32 +3,23 @@ IdentityFile, ProxyJump and ProxyCommand.
 
 The files are parsed once per run (by paramiko's SSHConfig, whose matching rules follow
 OpenSSH's), and each name is looked up once: with hundreds of hosts, parsing per host was
-a measurable part of a plan's CPU. Files that set none of the options above (a stock
-/etc/ssh/ssh_config) are not given to paramiko at all: importing it is most of a plan's
-start-up, and every lookup would give the defaults. Values given in cluster.yaml win over
-the files', as they did when fabric resolved them (its explicit arguments won); the rest
-is OpenSSH's defaults (port 22, the local user).
+a measurable part of a plan's CPU. Values given in cluster.yaml win over the files', as
+they did when fabric resolved them (its explicit arguments won); the rest is OpenSSH's
+defaults (port 22, the local user).
 """
 
 from __future__ import annotations
 
 import getpass
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    import paramiko
+import paramiko
 
 USER_CONFIG = Path("~/.ssh/config")
 SYSTEM_CONFIG = Path("/etc/ssh/ssh_config")
-# What resolve() reads, and what changes what a lookup gives (Match, canonical names).
-_USED = frozenset({"hostname", "port", "user", "identityfile", "proxyjump", "proxycommand",
-                   "match", "canonicalizehostname"})
-_SETTING = re.compile(r"(\w+)(?:\s*=\s*|\s+)(.+)")  # paramiko's SSHConfig.SETTINGS_REGEX
 
 
 @dataclass(frozen=True)
@@ -93,23 +84,25 @@ class SshConfigFiles:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _parsed: paramiko.SSHConfig | None = field(default=None, repr=False)
     _error: str | None = field(default=None, repr=False)
-    _looked_up: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _looked_up: dict[str, paramiko.SSHConfigDict] = field(default_factory=dict, repr=False)
     _user: str | None = field(default=None, repr=False)
-    _plain: bool | None = field(default=None, repr=False)  # nothing resolve() reads is set
 
-    def lookup(self, name: str) -> dict[str, Any]:
+    def lookup(self, name: str) -> paramiko.SSHConfigDict:
         with self._lock:
-            if name not in self._looked_up:
-                if self._plain is None:
-                    self._plain = all(_plain(path.expanduser()) for path in self.paths)
-                # Nothing set: what paramiko gives then.
-                self._looked_up[name] = {"hostname": name} if self._plain else self._parse(name)
-            return self._looked_up[name]
+            found = self._looked_up.get(name)
+            if found is None:
+                try:
+                    found = self._config().lookup(name)
+                except ImportError:  # paramiko runs `Match exec` through invoke
+                    raise paramiko.ssh_exception.ConfigParseError(
+                        "ssh_config's `Match exec` is not supported") from None
+                self._looked_up[name] = found
+            return found
 
-    def _parse(self, name: str) -> dict[str, Any]:
-        import paramiko
-
-        if self._error is None and self._parsed is None:
+    def _config(self) -> paramiko.SSHConfig:
+        if self._error is not None:
+            raise paramiko.ssh_exception.ConfigParseError(self._error)
+        if self._parsed is None:
             parsed = paramiko.SSHConfig()
             try:
                 # Both into one: for each option the first value found wins, so the
@@ -119,16 +112,11 @@ class SshConfigFiles:
                     if expanded.is_file():
                         with expanded.open() as fh:
                             parsed.parse(fh)
-                self._parsed = parsed
             except (OSError, UnicodeDecodeError, paramiko.SSHException) as exc:
                 self._error = f"cannot read {path}: {exc}"
-        if self._parsed is None:
-            raise paramiko.ssh_exception.ConfigParseError(self._error)
-        try:
-            return self._parsed.lookup(name)
-        except ImportError:  # paramiko runs `Match exec` through invoke
-            raise paramiko.ssh_exception.ConfigParseError(
-                "ssh_config's `Match exec` is not supported") from None
+                raise paramiko.ssh_exception.ConfigParseError(self._error) from None
+            self._parsed = parsed
+        return self._parsed
 
     def local_user(self) -> str:
         if self._user is None:
@@ -167,16 +155,3 @@ class SshConfigFiles:
 
     def resolve_hop(self, hop: Hop) -> Target:
         return self.resolve(hop.host, hop.port, hop.user)
-
-
-def _plain(path: Path) -> bool:
-    """Whether the file (if any) sets nothing resolve() reads, in lines paramiko would
-    parse without an error (quotes: its shlex may not); else paramiko reads it."""
-    try:
-        lines = [line.strip() for line in path.read_text().splitlines()] \
-            if path.is_file() else []
-    except (OSError, UnicodeDecodeError):
-        return False
-    settings = [_SETTING.match(line) for line in lines if line and not line.startswith("#")]
-    return all(m is not None and m[1].lower() not in _USED and not (
-        m[1].lower() == "host" and any(c in m[2] for c in "\"'\\")) for m in settings)

@@ -11,8 +11,7 @@ it waits for (`ready`: data queued for its channel, room in its window) is woken
 that is now true, and the sleepers that could not say (a channel being opened, a
 handshake) are woken to try again; a sleeper woken that way and still blocked wakes no
 one in turn, so two sleepers never wake each other forever. No sleeper sleeps longer
-than twice RECHECK without trying again: a net for whatever the rules above miss, one
-timer a wire rather than one a wait, that wakes only who slept through a whole tick.
+than RECHECK without trying again: a net for whatever the rules above miss.
 """
 
 from __future__ import annotations
@@ -38,8 +37,9 @@ Woken = Literal["io", "nudge", "time", "first"]
 
 def again(result: Any) -> bool:
     """Whether a libssh2 call's result says EAGAIN (an int, or a (code, ...) tuple)."""
-    first = result[0] if isinstance(result, tuple) and result else result
-    return isinstance(first, int) and first == EAGAIN
+    if isinstance(result, tuple):
+        return bool(result) and result[0] == EAGAIN
+    return isinstance(result, int) and result == EAGAIN
 
 
 class Wire:
@@ -52,8 +52,6 @@ class Wire:
         self._writing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opening: asyncio.Lock | None = None
-        self._ticker: asyncio.TimerHandle | None = None
-        self._drowsy: list[asyncio.Future[Woken]] = []  # asleep at the last tick
         self.jammed = 0  # opens given up on but still running (see open())
 
     async def open(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
@@ -61,29 +59,23 @@ class Wire:
 
         libssh2 keeps the state of a channel being opened in the session, not the channel:
         two opens at once would finish each other's, so a session's opens take turns. And
-        an open cannot be dropped half-way: one that runs out of time (or is cancelled)
-        goes on in the background (a channel that comes too late is closed), and the
-        session is `jammed` until it ends, so its owner can open elsewhere meanwhile
-        (gateways.py)."""
+        an open cannot be dropped half-way: one that runs out of time goes on in the
+        background (a channel that comes too late is closed), and the session is `jammed`
+        until it ends, so its owner can open elsewhere meanwhile (gateways.py)."""
         lock = self._opening = self._opening or asyncio.Lock()
         await lock.acquire()
         # The time is the open's own, counted once it is this one's turn: the opens queued
         # before it are bounded by theirs.
-        begun: list[bool] = []  # fn said EAGAIN: libssh2 is mid-open
-
-        def attempt() -> Any:
-            result = fn(*args)
-            begun.append(again(result))
-            return result
-
+        task = asyncio.ensure_future(self.call(fn, *args))
         handed_on = False
         try:
-            return await self.call(attempt, until=asyncio.get_running_loop().time() + timeout)
+            return await asyncio.wait_for(asyncio.shield(task), timeout)
         except BaseException:
-            if handed_on := any(begun):  # the session's opens wait for this one to end
+            if not task.done():
+                # Still running: the session's opens wait for this one to end.
                 self.jammed += 1
-                rest = asyncio.ensure_future(self.call(fn, *args))
-                rest.add_done_callback(lambda done: self._unjam(done, lock))
+                task.add_done_callback(lambda done: self._unjam(done, lock))
+                handed_on = True
             raise
         finally:
             if not handed_on:
@@ -97,25 +89,19 @@ class Wire:
             with contextlib.suppress(Exception):  # a channel nobody wants any more
                 late.close()
 
-    async def call(self, fn: Callable[..., Any], *args: Any, ready: Ready | None = None,
-                   until: float | None = None) -> Any:
-        """fn(*args), made again until it does not say EAGAIN; its result. TimeoutError
-        once the loop's clock passes `until`."""
+    async def call(self, fn: Callable[..., Any], *args: Any, ready: Ready | None = None) -> Any:
+        """fn(*args), made again until it does not say EAGAIN; its result."""
         woken: Woken = "first"
         while True:
             result = fn(*args)
             self.nudge(everyone=woken != "nudge")
             if not again(result):
                 return result
-            left = None if until is None else until - asyncio.get_running_loop().time()
-            if left is not None and left <= 0:
-                raise TimeoutError
-            woken = await self.wait(ready, at_most=left)
+            woken = await self.wait(ready)
 
-    async def wait(self, ready: Ready | None = None, at_most: float | None = None) -> Woken:
+    async def wait(self, ready: Ready | None = None, at_most: float = RECHECK) -> Woken:
         """Sleep until the socket is ready in libssh2's direction, or a call on the
-        session may have let this sleeper on (see the module docstring), or `at_most`
-        seconds (twice RECHECK at most: the wire's one timer, see _tick)."""
+        session may have let this sleeper on (see the module docstring), or RECHECK."""
         loop = self._loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Woken] = loop.create_future()
         self._sleepers[waiter] = ready
@@ -128,32 +114,21 @@ class Wire:
                 and self._fd >= 0:
             loop.add_reader(self._fd, self._on_io, "r")
             self._reading = True
-        timer = None
-        if at_most is not None and at_most < RECHECK:
-            timer = loop.call_later(at_most, _wake, waiter, "time")
-        elif self._ticker is None:
-            self._ticker = loop.call_later(RECHECK, self._tick, loop)
+        timer = loop.call_later(at_most, _wake, waiter, "time")
         try:
             return await waiter
         finally:
-            if timer is not None:
-                timer.cancel()
-            del self._sleepers[waiter]
-
-    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The net the module docstring speaks of: every sleeper that slept through the
-        last tick as well tries again (so none sleeps past twice RECHECK; one asleep for
-        less is left alone). Again in RECHECK while any sleeps."""
-        self._ticker = None
-        for waiter in self._drowsy:
-            _wake(waiter, "time")
-        self._drowsy = [waiter for waiter in self._sleepers if not waiter.done()]
-        if self._drowsy and self._fd >= 0:
-            self._ticker = loop.call_later(RECHECK, self._tick, loop)
+            timer.cancel()
+            self._sleepers.pop(waiter, None)
 
     def nudge(self, everyone: bool = True) -> None:
         for waiter, ready in list(self._sleepers.items()):
-            if not waiter.done() and (everyone if ready is None else ready()):
+            if waiter.done():
+                continue
+            if ready is None:
+                if everyone:
+                    waiter.set_result("nudge")
+            elif ready():
                 waiter.set_result("nudge")
 
     def _on_io(self, direction: str) -> None:
@@ -177,8 +152,6 @@ class Wire:
         """Stop watching the socket (before it is closed: its number may be reused) and
         wake every sleeper; their next call meets the closed socket."""
         self._unwatch()
-        if self._ticker is not None:
-            self._ticker.cancel()
         self._fd = -1
         for waiter in list(self._sleepers):
             _wake(waiter, "io")

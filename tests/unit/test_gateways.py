@@ -211,7 +211,7 @@ def test_hosts_behind_a_bastion_share_one_connection_closed_with_them(
     for session in opened:
         session.close()
     assert bastion.open_connections() == 1  # the hosts' channels closed, not the bastion
-    options.close()
+    options.gateways.close()
     _until("the bastion connection to close", lambda: bastion.open_connections() == 0)
 
 
@@ -309,7 +309,7 @@ def test_a_bastion_that_dropped_its_connection_is_dialled_again(
     assert bastion.accepted == 2
     again.close()
     first.close()
-    options.close()
+    options.gateways.close()
 
 
 def _via_ssh_config(tmp_path: Path, text: str) -> ConnectOptions:
@@ -338,7 +338,7 @@ def test_proxyjump_from_ssh_config_one_connection_to_the_jump_host(
     assert jump.accepted == 1 and all(h.accepted == 1 for h in hosts)
     for session in opened:
         session.close()
-    options.close()
+    options.gateways.close()
     _until("the jump host connection to close", lambda: jump.open_connections() == 0)
 
 

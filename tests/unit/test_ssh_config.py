@@ -126,16 +126,3 @@ def test_a_broken_file_fails_every_lookup_with_one_message(tmp_path: Path) -> No
         messages.add(str(raised.value))
     assert len(messages) == 1
     assert messages.pop().startswith(f"cannot read {tmp_path / 'config'}: ")
-
-
-def test_a_file_that_sets_nothing_read_gives_the_defaults(tmp_path: Path) -> None:
-    """A stock ssh_config (options a connection does not read) resolves to the defaults
-    without paramiko; one line it reads sends the whole file to paramiko."""
-    (tmp_path / "config").write_text("Include /etc/ssh/ssh_config.d/*.conf\nHost *\n"
-                                     "    SendEnv LANG LC_*\n    HashKnownHosts yes\n")
-    files = SshConfigFiles((tmp_path / "config",))
-    assert files.resolve("10.0.0.1") == Target("10.0.0.1", 22, local_user())
-    assert files._parsed is None  # paramiko was not asked
-    (tmp_path / "config").write_text("Host *\n    SendEnv LANG\n    port 2200\n")
-    files = SshConfigFiles((tmp_path / "config",))
-    assert files.resolve("10.0.0.1").port == 2200
