@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.kubeapi_server import start_etcd, start_kubeapi  # noqa: F401 - shared fixtures
+from tests.kubeapi_server import start_kubeapi  # noqa: F401 - a shared fixture
 from tests.lab import HostSpec, Lab, Timing
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root (namespaces)")
@@ -61,7 +61,7 @@ def lab_factory(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
     labs: list[Lab] = []
 
     def make(hosts: list[HostSpec], distro: str = "rke2", timing: Timing | None = None,
-             kube_api: bool = True, etcd: bool | None = None) -> Lab:
+             kube_api: bool = True, etcd: bool = False) -> Lab:
         lab = Lab.up(tmp_path / f"lab{len(labs)}", hosts, distro=distro, timing=timing,
                      kube_api=kube_api, etcd=etcd)
         labs.append(lab)

@@ -1,5 +1,4 @@
-"""A real lab Kubernetes API stand-in on 127.0.0.1 for tests, and the official client on it;
-and a real etcd member on 127.0.0.1 for API servers that share one, as a cluster's do.
+"""A real lab Kubernetes API stand-in on 127.0.0.1 for tests, and the official client on it.
 
 Used as a fixture by the tests of the stand-in itself and of the executor's drain.
 """
@@ -67,63 +66,6 @@ def poll(check: Callable[[], bool], timeout: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "condition not reached before the deadline"
         time.sleep(0.02)
-
-
-@dataclass
-class Etcd:
-    port: int
-    proc: subprocess.Popen[bytes]
-    start: Callable[[], None]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture
-def start_etcd(tmp_path: Path) -> Iterator[Callable[[], Etcd]]:
-    """A one-member etcd cluster on 127.0.0.1 (plain HTTP: the lab's members speak TLS,
-    the storage on top is the same); `start` on the result starts it again after a stop,
-    with its data."""
-    running: list[Etcd] = []
-
-    def start() -> Etcd:
-        client_port, peer_port = free_port(), free_port()
-        data = tmp_path / f"etcd-{client_port}"
-        peer = f"http://127.0.0.1:{peer_port}"
-        argv = ["/usr/bin/etcd", "--name", "lab", "--data-dir", str(data),
-                "--listen-client-urls", f"http://127.0.0.1:{client_port}",
-                "--advertise-client-urls", f"http://127.0.0.1:{client_port}",
-                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", f"lab={peer}", "--log-level", "warn", "--logger", "zap"]
-
-        def launch() -> subprocess.Popen[bytes]:
-            with (tmp_path / f"etcd-{client_port}.log").open("ab") as log:
-                proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
-
-            def healthy() -> bool:
-                assert proc.poll() is None, "etcd exited"
-                try:
-                    with socket.create_connection(("127.0.0.1", client_port), timeout=1) as s:
-                        s.sendall(b"GET /health HTTP/1.0\r\n\r\n")
-                        return b'"health":"true"' in s.recv(4096)
-                except OSError:
-                    return False
-
-            poll(healthy)
-            return proc
-
-        etcd = Etcd(client_port, launch(), lambda: setattr(etcd, "proc", launch()))
-        running.append(etcd)
-        return etcd
-
-    yield start
-    for etcd in running:
-        etcd.stop()
 
 
 @pytest.fixture

@@ -125,14 +125,6 @@ class Probe:
                 if not any(down - 0.2 <= when <= up
                            for down, up in self.lab.outages(host, since))]
 
-    def leaderless_outside(self, since: float) -> list[tuple[float, str]]:
-        """Samples of a member saying it had no leader, outside its own engine's outage: a
-        member that has just started says so until the leader's first heartbeat reaches
-        it (its own restart, which time_out counts), while the cluster had a leader."""
-        return [(when, host) for when, host in self.leaderless
-                if not any(down - 0.2 <= when <= up
-                           for down, up in self.lab.outages(host, since))]
-
     def time_out(self, host: str) -> float:
         """Seconds the member did not answer (each miss stands for one interval)."""
         return round(len(self.silent.get(host, [])) * INTERVAL, 1)
@@ -188,9 +180,7 @@ def run_one(root: Path, controllers: int, distro: str, timing: Timing) -> dict[s
             "failed_outside_own_restart": {h: sum(1 for _, who, _ in outside if who == h)
                                            for h in names},
             "outside_examples": [why for _, _, why in outside[:3]],
-            "leaderless_samples": len(probe.leaderless_outside(since)),
-            "leaderless_in_own_restart": len(probe.leaderless) - len(
-                probe.leaderless_outside(since)),
+            "leaderless_samples": len(probe.leaderless),
             "leaders_in_turn": probe.leader_changes(),
             "member_time_out": {h: probe.time_out(h) for h in names},
             "load_average": [round(x, 2) for x in os.getloadavg()],
@@ -231,9 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("availability: the lab needs root", file=sys.stderr)
         return 1
-    # Realistic: k3s's etcd raft timing too (tests/lab/spec.py Timing), for k3s and rke2.
     timing = Timing(args.engine_start_seconds, args.kubelet_heartbeat_seconds,
-                    args.node_grace_seconds, etcd_heartbeat_ms=500, etcd_election_ms=5000)
+                    args.node_grace_seconds)
     root = args.dir or Path(tempfile.mkdtemp(prefix="cargoship-availability-"))
     results = []
     bad = False

@@ -18,7 +18,7 @@ from urllib3.exceptions import MaxRetryError
 
 from executor.drain import NodeOps
 from planner.kube import official_client
-from tests.kubeapi_server import Etcd, Kube
+from tests.kubeapi_server import Kube
 from tests.lab import pki
 
 
@@ -38,19 +38,18 @@ def kubeconfig(port: int, ca: pki.Pair, user: pki.Pair) -> dict[str, Any]:
 
 
 @pytest.fixture
-def tls_api(start_kubeapi: Callable[..., Kube], start_etcd: Callable[[], Etcd],
-            tmp_path: Path) -> Callable[[tuple[str, ...]], tuple[int, pki.Pair, pki.Pair]]:
-    """Two API servers on one etcd member, one of them over TLS with a serving certificate
-    that names `ips`: (its port, server CA, admin client pair)."""
+def tls_api(start_kubeapi: Callable[..., Kube], tmp_path: Path
+            ) -> Callable[[tuple[str, ...]], tuple[int, pki.Pair, pki.Pair]]:
+    """A datastore and a TLS front end whose serving certificate names `ips`: (port,
+    server CA, admin client pair)."""
     def start(ips: tuple[str, ...]) -> tuple[int, pki.Pair, pki.Pair]:
         server_ca, client_ca = pki.make_ca("server-ca"), pki.make_ca("client-ca")
         admin = pki.issue(client_ca, "system:admin", org="system:masters", client=True)
         serving = pki.issue(server_ca, "kube-apiserver", ips=ips)
         serving.save(tmp_path, "serving")
         client_ca.save(tmp_path, "client-ca")
-        etcd = start_etcd()
-        store = start_kubeapi("--etcd-servers", etcd.url)
-        front = start_kubeapi("--etcd-servers", etcd.url,
+        store = start_kubeapi()
+        front = start_kubeapi("--upstream", f"http://127.0.0.1:{store.port}",
                               "--tls-cert", str(tmp_path / "serving.crt"),
                               "--tls-key", str(tmp_path / "serving.key"),
                               "--client-ca", str(tmp_path / "client-ca.crt"))

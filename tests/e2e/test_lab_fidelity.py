@@ -111,9 +111,7 @@ def test_api_serves_tls_with_the_lab_ca_and_client_certificates(lab_factory,
 
 def test_k3s_api_goes_down_with_its_engine_and_a_bad_audit_policy_crash_loops(
         lab_factory) -> None:
-    # Three: k3s's etcd member stops with its engine, and two of two members are a quorum
-    # of none to spare.
-    lab = lab_factory([HostSpec(f"ctl-{i}", "controller") for i in (1, 2, 3)],
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("ctl-2", "controller")],
                       distro="k3s", timing=TIMING)
     assert readyz(lab, "ctl-2")
     lab.exec("ctl-2", "sv down /etc/service/k3s")
@@ -257,8 +255,7 @@ def test_lab_up_takes_the_timing_flags(tmp_path: Path) -> None:
         assert state["ready_after"] >= 1.5 - 0.02  # /proc's start time is in 10 ms ticks
         beats = lab.exec("ctl-1", "cat /var/lib/rancher/rke2/lab-timing.json").stdout
         assert json.loads(beats)["heartbeat"] == 0.7
-        # The API server's node lifecycle controller: its grace period.
-        run = lab.exec("ctl-1", "cat /etc/service/kube-apiserver/run").stdout
+        run = lab.exec("ctl-1", "cat /etc/service/lab-datastore/run").stdout
         assert "--stale-after 9" in run
         environ = lab.exec("ctl-1", f"tr '\\0' '\\n' < /proc/{state['pid']}/environ").stdout
         assert "PATH=" in environ and "LAB_RUNNER_ONLY" not in environ

@@ -6,7 +6,6 @@ the kubelet keep them (tests/lab/engine_mirror.py cites the sources); and the
 from __future__ import annotations
 
 import time
-import urllib.error
 from collections.abc import Callable
 from typing import Any
 
@@ -25,16 +24,9 @@ def poll(check: Callable[[], bool], timeout: float = 20.0) -> None:
 
 
 def mirror(lab: Lab, host: str) -> tuple[str, str, int]:
-    """(config hash, container startedAt or "", restartCount) of the host's mirror pod;
-    ("", "", -1) while there is none: the kubelet replaces a mirror pod of another config
-    hash by a delete, then a create."""
-    try:
-        pod: dict[str, Any] = lab.api("GET", "/api/v1/namespaces/kube-system/pods/"
-                                      f"kube-apiserver-{lab.host(host).spec.node_name()}")
-    except urllib.error.HTTPError as exc:
-        if exc.code != 404:
-            raise
-        return "", "", -1
+    """(config hash, container startedAt or "", restartCount) of the host's mirror pod."""
+    pod: dict[str, Any] = lab.api("GET", f"/api/v1/namespaces/kube-system/pods/"
+                                         f"kube-apiserver-{lab.host(host).spec.node_name()}")
     status = pod["status"]["containerStatuses"][0]
     return (pod["metadata"]["annotations"]["kubernetes.io/config.hash"],
             (status["state"].get("running") or {}).get("startedAt", ""),

@@ -39,8 +39,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     specs = [HostSpec(name, "controller" if name.startswith("ctl") else "worker")
              for name in HOSTS]
     specs.append(HostSpec(ALICE_HOST, "worker", user="alice", sudo=True))
-    # Two controllers: on an external datastore (two etcd members tolerate no loss).
-    started = Lab.up(tmp_path_factory.mktemp("locklab"), specs, etcd=False)
+    started = Lab.up(tmp_path_factory.mktemp("locklab"), specs)
     yield started
     started.down()
 

@@ -20,8 +20,7 @@ def test_every_phase_reads_from_one_exec_per_host(lab_factory, tmp_path: Path) -
     lab = lab_factory([HostSpec("ctl-1", "controller"),
                        HostSpec("ctl-2", "controller", user="alice"),
                        HostSpec("wrk-1", "worker", user="bob", sudo=False),
-                       HostSpec("wrk-2", "worker")],
-                      etcd=False)  # two controllers: an external datastore
+                       HostSpec("wrk-2", "worker")])
 
     def edit(data: dict) -> None:  # type: ignore[type-arg]
         data["spec"]["profiles"] = {"edge": {}}

@@ -10,16 +10,14 @@ from tests.e2e.test_plan_preflight import phase_block
 from tests.lab import HostSpec
 
 REGISTRIES = "/etc/rancher/rke2/registries.yaml"
-# What the plan must leave untouched on every host, and how to see a change to it. Not the
-# etcd member's data (server/db): a live cluster writes it all the time.
-FINGERPRINT = ("find /etc /var/lib/rancher /tmp /run -path '/var/lib/rancher/*/server/db' "
-               "-prune -o -printf '%p %y %s %T@ %m %U\\n' 2>/dev/null | sort | sha256sum")
+# What the plan must leave untouched on every host, and how to see a change to it.
+FINGERPRINT = ("find /etc /var/lib/rancher /tmp /run -printf '%p %y %s %T@ %m %U\\n' "
+               "2>/dev/null | sort | sha256sum")
 
 
 def small_cluster(lab_factory):  # type: ignore[no-untyped-def]
-    # Two controllers: on an external datastore (two etcd members tolerate no loss).
     return lab_factory([HostSpec("ctl-1", "controller"), HostSpec("ctl-2", "controller"),
-                        HostSpec("wrk-1", "worker"), HostSpec("wrk-2", "worker")], etcd=False)
+                        HostSpec("wrk-1", "worker"), HostSpec("wrk-2", "worker")])
 
 
 def changes(plan_file: Path) -> list[tuple[str, str, str, bool]]:

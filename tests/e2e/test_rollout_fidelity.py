@@ -31,10 +31,8 @@ REALISTIC = Timing(engine_start=4, kubelet_heartbeat=2, node_grace=20)
 
 def controllers(lab_factory, count: int = 3, timing: Timing | None = None,  # type: ignore[no-untyped-def]
                 distro: str = "rke2") -> Lab:
-    # Two controllers: on an external datastore (two etcd members tolerate no loss, so
-    # the quorum gate would refuse to restart either).
     lab = lab_factory([HostSpec(f"ctl-{i}", "controller") for i in range(1, count + 1)],
-                      distro=distro, timing=timing, etcd=count != 2)
+                      distro=distro, timing=timing)
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
         readyTimeoutSeconds=60, drain={"timeoutSeconds": 10}))
     return lab
@@ -330,11 +328,7 @@ def test_the_node_is_cordoned_only_once_its_marker_is_set(lab_factory, tmp_path:
 
     def watch_node() -> None:  # the moment the API first says the node is unschedulable
         while not done.is_set():
-            try:
-                node = lab.api("GET", "/api/v1/nodes/wrk-1")
-            except OSError:  # the one controller's API server, restarting first
-                node = {"spec": {}}
-            if node["spec"].get("unschedulable"):
+            if lab.api("GET", "/api/v1/nodes/wrk-1")["spec"].get("unschedulable"):
                 cordoned_at.append(time.time())
                 return
             done.wait(0.01)

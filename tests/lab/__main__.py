@@ -70,18 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--node-grace-seconds", type=float, default=default.node_grace,
                     metavar="G", help="a silent node reads Ready until G seconds after its "
                     f"last status (default {default.node_grace:g}; real: 40, 50 from 1.32)")
-    up.add_argument("--etcd-heartbeat-ms", type=int, default=default.etcd_heartbeat_ms,
-                    metavar="MS", help="the etcd members' heartbeat interval (default "
-                    f"{default.etcd_heartbeat_ms}, etcd's; k3s: 500)")
-    up.add_argument("--etcd-election-ms", type=int, default=default.etcd_election_ms,
-                    metavar="MS", help="the etcd members' election timeout (default "
-                    f"{default.etcd_election_ms}, etcd's; k3s: 5000)")
-    up.add_argument("--external-datastore", action="store_true", help="no etcd member on "
-                    "the controllers: their API servers share one etcd on the first controller "
-                    "that no engine runs (datastore-endpoint); what two controllers need")
-    up.add_argument("--etcd", action="store_true", help="(the default: kept for scripts) a "
-                    "real etcd member on every controller, one cluster; each API server "
-                    "keeps its objects in its own member and needs its quorum")
+    up.add_argument("--etcd", action="store_true", help="a real etcd member on every "
+                    "controller, one cluster; each API server needs its member's quorum")
     member = sub.add_parser("etcd", help="a controller's etcd member: stop, start, pause "
                             "(SIGSTOP), resume, status, manifest-changed (rke2: the next "
                             "engine start recreates it)")
@@ -122,10 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             started = time.monotonic()
             timing = Timing(args.engine_start_seconds, args.kubelet_heartbeat_seconds,
-                            args.node_grace_seconds, args.etcd_heartbeat_ms,
-                            args.etcd_election_ms)
+                            args.node_grace_seconds)
             lab = Lab.up(args.dir, _specs(args), distro=args.distro, timing=timing,
-                         etcd=False if args.external_datastore else None)
+                         etcd=args.etcd)
             _print_hosts(lab)
             print(f"{len(lab.hosts)} host(s) up in {time.monotonic() - started:.1f}s; "
                   f"config: {lab.dir / 'cluster.yaml'}", file=sys.stderr)

@@ -171,7 +171,7 @@ class Engine:
             # post through another server's API meanwhile): a fresh node status alone does
             # not mean this controller serves again.
             labels = {**cluster.get("labels", {}), **engine_config.node_labels(self.config)}
-            self.node = Node(self._api_client(cluster), self.name, labels,
+            self.node = Node(cluster["api"], cluster["token"], self.name, labels,
                              engine_config.node_addresses(self.config, self.name))
             self.node.register()
             self.node.report(ready=self.ready)
@@ -187,7 +187,7 @@ class Engine:
             # The deploy controller, on its data dir's manifests (deploy.py).
             import deploy
 
-            controller = deploy.DeployController(self._api_client(cluster),
+            controller = deploy.DeployController(cluster["api"], cluster["token"],
                                                  self.data_dir / "server" / "manifests")
             threading.Thread(target=controller.run, args=(self.stop,), daemon=True).start()
             # write-kubeconfig's default: /etc/rancher/<distro>/<distro>.yaml, wherever the
@@ -257,17 +257,7 @@ class Engine:
             return path
 
         return {**cluster, "tls_dir": moved(str(cluster["tls_dir"]) + "/").rstrip("/"),
-                "ca_file": moved(str(cluster["ca_file"])),
                 "apiserver_args": [moved(a) for a in cluster["apiserver_args"]]}
-
-    def _api_client(self, cluster: dict[str, Any]) -> Any:
-        """The controllers' API servers, this controller's own first (as k3s's agent load
-        balancer prefers its local server), with the cluster's CA (agent/server-ca.crt)."""
-        from engine_node import ApiClient
-
-        own = ["https://127.0.0.1:6443"] if self.role == "controller" else []
-        return ApiClient(own + [u for u in cluster["apis"] if u not in cluster.get(
-            "own_api", ())], cluster["token"], cluster["ca_file"])
 
     def _start_api_server(self, cluster: dict[str, Any]) -> None:
         # The API server's arguments, as rke2 writes them into the static pod's manifest

@@ -30,8 +30,9 @@ HOST_PROGRAMS = {"lab_engine.py": "engine.py", "engine_node.py": "engine_node.py
 ENGINE_SCRIPT = "import lab_engine\n\nlab_engine.entry()\n"
 API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py", "kubeapi_watch.py",
                 "kubeapi_views.py", "kubeapi_hostile.py", "kubeapi_hostile_serve.py",
-                "kubeapi_etcd.py", "kubeapi_controllers.py")
+                "kubeapi_etcd.py")
 API_PORT = 6443  # every controller's API server (TLS)
+DATASTORE_PORT = 6444  # the lab's one object store, on the first controller (plain HTTP)
 RC_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login")
 FIRST_UID = 1001
 ETCD_SERVICE = "etcd"  # a controller's etcd member, in a lab with etcd
@@ -100,10 +101,9 @@ def write(path: Path, text: str, mode: int = 0o644) -> None:
 def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, version: str,
             client_pubkey: str, registries: dict[str, object], uid: int,
             api: dict[str, object] | None = None, pki: Path | None = None,
-            etcd: dict[str, str] | None = None, datastore: str | None = None) -> str:
+            etcd: dict[str, str] | None = None) -> str:
     """`etcd` (controllers of a lab with etcd): {"name": member name, "cluster": the
-    initial cluster, "token": the cluster token, "heartbeat_ms", "election_ms"}.
-    `datastore` (controllers of a lab on an external datastore instead): its address."""
+    initial cluster, "token": the cluster token}."""
     """Lay out a host's files; returns its SSH host public key line (type + base64)."""
     if spec.os not in OS_RELEASES:
         raise ValueError(f"unknown lab OS {spec.os!r}; known: {', '.join(OS_RELEASES)}")
@@ -144,18 +144,9 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
         (host_dir / "rancher-var" / distro).mkdir(exist_ok=True)
         if api is not None:
             api = dict(api)
-            # The cluster's CA, as an agent keeps it (agent/server-ca.crt): the engine's
-            # kubelet checks the API servers with it.
-            assert pki is not None
-            agent = host_dir / "rancher-var" / distro / "agent"
-            agent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(pki / "server-ca.crt", agent / "server-ca.crt")
-            api["ca_file"] = f"/var/lib/rancher/{distro}/agent/server-ca.crt"
-            api["own_api"] = [f"https://{address}:{API_PORT}"]
             if spec.role == "controller":
                 assert pki is not None
-                _add_controller_api(host_dir, spec, distro, address, api, pki, etcd,
-                                    datastore)
+                _add_controller_api(host_dir, spec, distro, address, api, pki, etcd)
             write(host_dir / "rancher-var" / distro / "lab-cluster.json", json.dumps(api), 0o600)
     _authorize(host_dir / "root.upper", client_pubkey, 0, 0)
     for name in RC_FILES:
@@ -238,7 +229,7 @@ def install_sv_recorder(host_dir: Path) -> None:
 def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[str]:
     tls = f"/var/lib/rancher/{distro}/server/tls"
     args = ["--listen", f"0.0.0.0:{API_PORT}", "--token", str(api["token"]),
-            "--stale-after", f"{float(str(api.get('stale_after', 4.0))):g}",
+            "--upstream", str(api["api"]),
             "--tls-cert", f"{tls}/serving-kube-apiserver.crt",
             "--tls-key", f"{tls}/serving-kube-apiserver.key",
             "--client-ca", f"{tls}/client-ca.crt",
@@ -260,11 +251,9 @@ def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[
 
 def _add_controller_api(host_dir: Path, spec: HostSpec, distro: str, address: str,
                         api: dict[str, object], pki: Path,
-                        etcd: dict[str, str] | None = None,
-                        datastore: str | None = None) -> None:
-    """Certificates, the etcd member, and the API server on it: rke2's static pod (a runit
-    service the engine starts, left `down` until then), or k3s's (inside the engine
-    process)."""
+                        etcd: dict[str, str] | None = None) -> None:
+    """Certificates, and the API server: rke2's static pod (a runit service the engine
+    starts, left `down` until then), or k3s's (inside the engine process)."""
     from .pki import controller_tls  # cryptography: only labs with an API need it
 
     tls = host_dir / "rancher-var" / distro / "server" / "tls"
@@ -275,8 +264,6 @@ def _add_controller_api(host_dir: Path, spec: HostSpec, distro: str, address: st
     args = apiserver_args(spec, distro, api)
     if etcd is not None:
         args += _add_etcd(host_dir, spec, distro, address, pki, etcd)
-    elif datastore is not None:
-        args += _datastore_client(host_dir, spec, distro, address, pki, datastore)
     api["apiserver_args"] = args
     if distro == "rke2":
         service = host_dir / "etc.upper" / "service" / "kube-apiserver"
@@ -345,6 +332,17 @@ def _add_user(host_dir: Path, spec: HostSpec, uid: int, pubkey: str) -> None:
     _authorize(home, pubkey, uid, uid)
 
 
+def add_datastore(host_dir: Path, token: str, stale_after: float) -> None:
+    """Make this host hold the lab's objects (a runit service, independent of the engine:
+    the lab has one store where a real cluster has an etcd member per controller)."""
+    for name in API_PROGRAMS:
+        shutil.copyfile(HERE / name, host_dir / "bin" / name)
+    write(host_dir / "etc.upper" / "service" / "lab-datastore" / "run",
+          f"#!/bin/sh\nexec /usr/bin/python3 /usr/local/bin/kubeapi.py --listen "
+          f"0.0.0.0:{DATASTORE_PORT} --token {token} --stale-after {stale_after:g} 2>&1\n",
+          0o755)
+
+
 def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Path,
               etcd: dict[str, str]) -> list[str]:
     """The controller's etcd member: Debian's etcd 3.4 under runit, laid out and flagged
@@ -376,10 +374,8 @@ def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Pa
         "--peer-cert-file", f"{tls}/peer-server-client.crt",
         "--peer-key-file", f"{tls}/peer-server-client.key",
         "--peer-trusted-ca-file", f"{tls}/peer-ca.crt", "--peer-client-cert-auth",
-        # Raft timing from the lab's Timing (spec.py: etcd's defaults, or k3s's 500 ms /
-        # 5000 ms from pkg/etcd/etcd.go).
-        "--heartbeat-interval", etcd.get("heartbeat_ms", "100"),
-        "--election-timeout", etcd.get("election_ms", "1000"),
+        # etcd's default timing (heartbeat 100 ms, election 1 s): fast for the tests. The
+        # engines ship longer ones (k3s: 500 ms / 5 s), which only slow a re-election.
         "--logger", "zap", "--log-level", "warn",
     ]
     service = host_dir / "etc.upper" / "service" / ETCD_SERVICE
@@ -395,45 +391,3 @@ def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Pa
     return ["--etcd-servers", f"https://127.0.0.1:{ETCD_CLIENT_PORT}",
             "--etcd-cafile", f"{tls}/server-ca.crt", "--etcd-certfile", f"{tls}/client.crt",
             "--etcd-keyfile", f"{tls}/client.key"]
-
-
-DATASTORE_SERVICE = "lab-datastore"
-DATASTORE_DIR = "lab-datastore"  # under /var/lib/rancher/<distro>: its TLS files, its data
-
-
-def _datastore_client(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Path,
-                      datastore: str) -> list[str]:
-    """The API server's flags for an external datastore (k3s and rke2 `datastore-endpoint`
-    with `datastore-cafile`, `-certfile`, `-keyfile`): the lab's one etcd, which no engine
-    runs, so the controllers have no embedded member (no server/tls/etcd) to gate on."""
-    from .pki import etcd_tls
-
-    etcd_tls(host_dir / "rancher-var" / distro / DATASTORE_DIR, pki, spec.name, address)
-    tls = f"/var/lib/rancher/{distro}/{DATASTORE_DIR}"
-    return ["--etcd-servers", f"https://{datastore}:{ETCD_CLIENT_PORT}",
-            "--etcd-cafile", f"{tls}/server-ca.crt", "--etcd-certfile", f"{tls}/client.crt",
-            "--etcd-keyfile", f"{tls}/client.key"]
-
-
-def add_external_datastore(host_dir: Path, distro: str, address: str, pki: Path,
-                           timing: tuple[int, int]) -> None:
-    """Make this controller also hold the lab's external datastore: a one-member etcd under
-    runit, started with the host and independent of its engine, as a database server beside
-    the cluster would be (its TLS files are the ones _datastore_client wrote here)."""
-    tls = f"/var/lib/rancher/{distro}/{DATASTORE_DIR}"
-    peer = "http://127.0.0.1:2380"
-    flags = [
-        "--name", "lab-datastore", "--data-dir", f"{tls}/db",
-        "--listen-client-urls", f"https://127.0.0.1:{ETCD_CLIENT_PORT},"
-        f"https://{address}:{ETCD_CLIENT_PORT}",
-        "--advertise-client-urls", f"https://{address}:{ETCD_CLIENT_PORT}",
-        "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-        "--initial-cluster", f"lab-datastore={peer}",
-        "--cert-file", f"{tls}/server-client.crt", "--key-file", f"{tls}/server-client.key",
-        "--trusted-ca-file", f"{tls}/server-ca.crt", "--client-cert-auth",
-        "--heartbeat-interval", str(timing[0]), "--election-timeout", str(timing[1]),
-        "--logger", "zap", "--log-level", "warn",
-    ]
-    service = host_dir / "etc.upper" / "service" / DATASTORE_SERVICE
-    write(service / "run", "#!/bin/sh\nexec /usr/bin/etcd " + " ".join(flags) + " 2>&1\n",
-          0o755)

@@ -1,48 +1,45 @@
 """The lab's stand-in for the Kubernetes REST API (core/v1 nodes and pods, policy/v1 PDBs).
 
-No real API server can run in the lab. Every controller runs this one, as rke2 (a static
-pod) or k3s (inside the engine) run kube-apiserver: over TLS with the lab's CA and
-client-certificate authentication (bearer tokens are accepted too), its objects in its own
-etcd member only, as kube-apiserver with --etcd-servers=https://127.0.0.1:2379
-(kubeapi_store.py: etcd3 storage and a watch cache). Two controllers' API servers share
-nothing but etcd; one whose member has no quorum fails /readyz's etcd check and refuses
-reads and writes, as the real one does:
+No real API server can run in the lab. One process holds the objects (the lab's datastore,
+plain HTTP with a bearer token, on the first controller); every controller serves the API
+itself in front of it, over TLS with the lab's CA and client-certificate authentication,
+as the real kube-apiserver does (bearer tokens are accepted too):
 
-    /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6443 --token TOKEN
-                                --etcd-servers URL --etcd-cafile CA --etcd-certfile CRT
-                                --etcd-keyfile KEY [--stale-after SECONDS]
-                                [--tls-cert CRT --tls-key KEY --client-ca CA]
+    /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6444 --token TOKEN [--state-file PATH]
+                                [--stale-after SECONDS] [--verbose]
+    /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6443 --token TOKEN --upstream URL
+                                --tls-cert CRT --tls-key KEY --client-ca CA
                                 [--apiserver-args PATH] [--pod-log-dir DIR]
-                                [--node-name NAME] [--verbose]
+                                [--node-name NAME]
+                                [--etcd-servers URL --etcd-cafile CA --etcd-certfile CRT
+                                 --etcd-keyfile KEY]
 
-Without --etcd-servers (the tests of the stand-in itself run it alone on 127.0.0.1) the
-same storage runs on an in-memory key-value store (kubeapi_etcd.MemoryKV), persisted to
---state-file if given.
-
-It answers /readyz, /livez and /healthz itself (anonymous, as the real
-system:public-info-viewer role allows). With --apiserver-args (a JSON list of the
-kube-apiserver flags the engine built, engine_config.apiserver_args) it first checks the
-API server's own config files (audit policy, admission configuration) and exits 1 when they
-are invalid, as kube-apiserver does; runit then restarts it: a crash loop. With
---pod-log-dir its log goes to DIR/<restart count>.log, as the kubelet keeps a static pod's
-logs.
+A front end answers /readyz, /livez and /healthz itself (anonymous, as the real
+system:public-info-viewer role allows) and forwards the rest. With --apiserver-args (a JSON
+list of the kube-apiserver flags the engine built, engine_config.apiserver_args) it
+first checks the API server's own config files (audit policy, admission configuration) and
+exits 1 when they are invalid, as kube-apiserver does; runit then restarts it: a crash
+loop. With --pod-log-dir its log goes to DIR/<restart count>.log, as the kubelet keeps a
+static pod's logs. With --etcd-servers (a lab with etcd members) its /readyz etcd check
+and its writes go through the controller's own etcd member (kubeapi_etcd.py): no quorum
+there, no readiness and no writes.
 
 This module is the HTTP side (auth, routing, discovery, framing); kubeapi_lang.py parses
 selectors and patches; kubeapi_store.py holds the objects and their semantics;
-kubeapi_etcd.py talks to etcd; kubeapi_controllers.py runs the node lifecycle controller
-(leader-elected); kubeapi_watch.py streams watches (`?watch=1`); kubeapi_views.py holds
-discovery and Tables; kubeapi_hostile.py holds injected faults (errors, and hostile
-answers: wrong shapes, slow, endless, huge), which kubeapi_hostile_serve.py serves. All
-run on the system Python with the standard library only and import nothing from the
-repository, so the lab can copy them onto a host.
+kubeapi_watch.py streams watches (`?watch=1`), and relays them through front ends;
+kubeapi_views.py holds discovery and Tables; kubeapi_hostile.py holds injected faults
+(errors, and hostile answers: wrong shapes, slow, endless, huge), which
+kubeapi_hostile_serve.py serves on a front end. All run on the system Python with the
+standard library only and import nothing from the repository, so the lab can copy them
+onto a host.
 """
 
 from __future__ import annotations
 
 import argparse
 import hmac
+import http.client
 import json
-import os
 import ssl
 import sys
 import threading
@@ -54,14 +51,21 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 # Run as a script, so its own directory is on sys.path and the siblings import by name.
-from kubeapi_controllers import Controllers
-from kubeapi_etcd import CHECK_TIMEOUT, EtcdKV, MemoryKV
-from kubeapi_hostile import Faults, event_shaper, faults_endpoint, shape, unwritten
+from kubeapi_hostile import (
+    CHECK,
+    FRONT_END,
+    HOSTILE,
+    Faults,
+    datastore_answer,
+    event_shaper,
+    faults_endpoint,
+    unwritten,
+)
 from kubeapi_hostile_serve import serve as serve_hostile
 from kubeapi_lang import patcher, selector
 from kubeapi_store import KINDS, NODES, PODS, ApiError, Kind, Obj, Store, bad_request
 from kubeapi_views import DISCOVERY, node_table
-from kubeapi_watch import serve_watch, wants_watch
+from kubeapi_watch import forward_watch, serve_watch, wants_watch
 
 
 def no_such_path() -> ApiError:
@@ -124,16 +128,24 @@ class KubeServer(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 128  # a burst of engines connecting at once must not hit SYN retries
 
-    def __init__(self, address: tuple[str, int], store: Store, token: str,
-                 verbose: bool, tls: ssl.SSLContext | None = None):
+    def __init__(self, address: tuple[str, int], store: Store | None, token: str,
+                 verbose: bool, upstream: str | None = None,
+                 tls: ssl.SSLContext | None = None):
         self.store, self.token, self.verbose = store, token.encode(), verbose
+        self.upstream = urlsplit(upstream) if upstream else None
         self.tls = tls is not None
-        self.faults = Faults(store)  # lab-injected errors and hostile answers
-        self.node_name = ""  # this API server's controller (faults of kind readyz name it)
+        self.faults = Faults()  # lab-injected errors and hostile answers (datastore only)
+        self.node_name = ""  # a front end's controller (faults of kind readyz name it)
         self.ready_at = 0.0  # monotonic time from which /readyz may pass
         self.engine_state: Path | None = None  # the engine's READY file, if any
+        self.etcd: Any = None  # kubeapi_etcd.LocalMember: the controller's own member
         self._engine_seen = False
         self.closing = threading.Event()  # open watches end when it is set
+        # Idle keep-alive connections to the datastore. kube-apiserver holds its etcd
+        # connections open; a new TCP connection (and a datastore thread) per request made
+        # each request cost the machine the lab shares with the client about twice as much.
+        self._upstream_idle: list[http.client.HTTPConnection] = []
+        self._upstream_lock = threading.Lock()
         super().__init__(address, Handler)
         if tls is not None:
             # The handshake happens in the request's thread, not in accept().
@@ -142,8 +154,44 @@ class KubeServer(ThreadingHTTPServer):
 
     def shutdown(self) -> None:
         self.closing.set()
-        self.store.close()  # wakes the watches waiting for a change
+        if self.store is not None:
+            self.store.close()  # wakes the watches waiting for a change
         super().shutdown()
+
+    def upstream_request(self, method: str, path: str, body: bytes | None,
+                         headers: dict[str, str]) -> tuple[int, str, bytes, str | None]:
+        """One request to the datastore on a kept-alive connection: (status, content type,
+        body, X-Lab-Hostile header). A kept connection the datastore has closed meanwhile
+        (it restarted) fails before any answer and is retried once on a new one; OSError
+        when that fails too."""
+        assert self.upstream is not None
+        for attempt in (0, 1):
+            with self._upstream_lock:
+                conn = self._upstream_idle.pop() if self._upstream_idle and not attempt \
+                    else None
+            reused = conn is not None
+            if conn is None:
+                conn = http.client.HTTPConnection(self.upstream.hostname or "",
+                                                  self.upstream.port, timeout=10)
+            try:
+                conn.request(method, path, body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                # A reset or EOF on a kept connection: the datastore closed it while idle.
+                if reused and isinstance(exc, (ConnectionResetError, BrokenPipeError)):
+                    continue
+                raise OSError(str(exc) or type(exc).__name__) from None
+            result = (response.status, response.getheader("Content-Type", "application/json"),
+                      data, response.getheader(HOSTILE))
+            if response.will_close:
+                conn.close()
+            else:
+                with self._upstream_lock:
+                    self._upstream_idle.append(conn)
+            return result
+        raise AssertionError("unreachable")
 
     def engine_ready(self) -> bool:
         if not self._engine_seen and self.engine_state is not None:
@@ -154,14 +202,28 @@ class KubeServer(ThreadingHTTPServer):
         if self.verbose:  # mostly clients hanging up mid-request: noise unless asked for
             super().handle_error(request, client_address)
 
-    def etcd_ok(self) -> tuple[bool, str]:
-        """The API server's etcd check (storagebackend/factory/etcd3.go, newETCD3Check): a
-        linearizable read through its member, within --etcd-readycheck-timeout."""
+    def etcd_ok(self, faults: bool = False) -> tuple[bool, str, Obj | None]:
+        """The API server's etcd check: can it reach its datastore? With `faults`, also the
+        hostile fault the datastore has for this /readyz, if any."""
+        if self.upstream is None:
+            return True, "", None
+        if self.etcd is not None:
+            ok, why = self.etcd.check()
+            if not ok:
+                return False, why, None
         try:
-            self.store.fresh(timeout=CHECK_TIMEOUT)
-        except ApiError as exc:
-            return False, str(exc)
-        return True, ""
+            conn = http.client.HTTPConnection(self.upstream.hostname or "", self.upstream.port,
+                                              timeout=2)
+            conn.request("GET", "/version", headers={
+                "Authorization": f"Bearer {self.token.decode()}",
+                **({FRONT_END: self.node_name, CHECK: "readyz"} if faults else {})})
+            response = conn.getresponse()
+            ok, hostile = response.status == 200, response.getheader(HOSTILE)
+            conn.close()
+            return ok, "" if ok else "etcd answered with an error", \
+                json.loads(hostile) if hostile else None
+        except (OSError, ValueError) as exc:
+            return False, f"etcd unreachable: {exc}", None
 
 
 HEALTH = ("/readyz", "/livez", "/healthz")
@@ -188,21 +250,22 @@ class Handler(BaseHTTPRequestHandler):
         if self.command == "GET" and url.path.rstrip("/") in HEALTH:
             self._health(url.path.rstrip("/"), "verbose" in url.query)
             return
-        hostile = None  # the hostile fault this request meets
-        store, faults = self.server.store, self.server.faults
+        hostile = None  # the hostile fault this request (from a front end) meets
         try:
             if not self._authenticated():
                 raise ApiError(401, "Unauthorized", "Unauthorized")
-            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
-            if self.command == "GET" and url.path.rstrip("/") in {*DISCOVERY, "/api"}:
-                self._send(200, self._discovery(url.path.rstrip("/")))
+            if self.server.upstream is not None:
+                self._forward(body)
                 return
-            # A consistent read of the current revision and the cache caught up with it,
-            # once per request (its faults are then the current ones too): no quorum, no
-            # answer, reads and writes alike.
-            store.fresh()
+            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
             if url.path == "/lab/v1/faults":
-                self._send(*faults_endpoint(faults, self.command, body))
+                self._send(*faults_endpoint(self.server.faults, self.command, body))
+                return
+            if self.command == "GET" and url.path.rstrip("/") in {*DISCOVERY, "/api"}:
+                if self.headers.get(CHECK) == "readyz":  # a front end's /readyz etcd check
+                    hostile = self.server.faults.take_hostile("GET", "/readyz", {},
+                                                              self.headers, None)
+                self._send(200, self._discovery(url.path.rstrip("/")), hostile)
                 return
             if "dryRun" in query:  # never pretend: a dry run here would really write
                 raise bad_request("dryRun is not supported by the lab API")
@@ -210,27 +273,30 @@ class Handler(BaseHTTPRequestHandler):
                 payload = json.loads(body) if body.strip() else None
             except ValueError as exc:
                 raise bad_request(f"json parse error: {exc}") from None
-            fault = faults.take_error(self.command, url.path, payload)
+            fault = self.server.faults.take_error(self.command, url.path, payload)
             if fault is not None:
                 code = int(fault.get("code", 503))
                 raise ApiError(code, str(fault.get("reason", "ServiceUnavailable")),
                                str(fault.get("message", "lab fault: the API is unavailable")))
             ctype = self.headers.get("Content-Type", "application/json").split(";")[0].strip()
+            assert self.server.store is not None
             kind, ns, name, _ = parse_path(url.path)
-            hostile = faults.take_hostile(self.command, url.path, query, self.headers)
+            hostile = self.server.faults.take_hostile(self.command, url.path, query,
+                                                      self.headers, self.server.store)
             if wants_watch(self.command, query) and name is None and (
                     hostile is None or hostile["mode"] == "shape"):
                 # kubectl get nodes --watch asks for Tables: each event's object one then.
                 tables = "as=Table" in self.headers.get("Accept", "") and kind is NODES
-                serve_watch(self, store, kind, ns, query, self.server.closing,
+                serve_watch(self, self.server.store, kind, ns, query, self.server.closing,
                             node_table if tables else None, event_shaper(hostile))
                 return
-            # (A hostile watch: the list is the real answer the hostile one starts from.)
+            # (A hostile watch: the list is the real answer the front end starts from.)
             if hostile is not None and hostile["params"].get("write") is False and \
                     hostile["kind"] in ("patch-node", "evict"):
-                code, obj = unwritten(store, hostile, kind, ns, name)
+                code, obj = unwritten(self.server.store, hostile, kind, ns, name)
             else:
-                code, obj = route(store, self.command, url.path, query, payload, ctype)
+                code, obj = route(self.server.store, self.command, url.path, query, payload,
+                                  ctype)
             if "as=Table" in self.headers.get("Accept", "") and obj.get("kind") == "NodeList":
                 obj = node_table(obj)
         except ApiError as exc:
@@ -239,10 +305,7 @@ class Handler(BaseHTTPRequestHandler):
             traceback.print_exc(file=sys.stderr)
             code, obj = 500, ApiError(500, "InternalError", f"Internal error occurred: {exc}",
                                       {}).status()
-        if hostile is not None and hostile["mode"] != "shape":
-            serve_hostile(self, hostile, obj, self.server.closing)
-            return
-        self._send(code, shape(obj, hostile["params"]) if hostile is not None else obj)
+        self._send(code, obj, hostile)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
@@ -257,13 +320,9 @@ class Handler(BaseHTTPRequestHandler):
             token.strip().encode(), self.server.token)
 
     def _health(self, path: str, verbose: bool) -> None:
-        ok, why, hostile = True, "", None
-        if path == "/readyz":
-            ok, why = self.server.etcd_ok()
-            # The engine's own wait for its API server (from the host itself) meets no fault.
-            if not self.client_address[0].startswith("127."):
-                hostile = self.server.faults.take_hostile("GET", "/readyz", {}, self.headers,
-                                                          self.server.node_name)
+        # The engine's own wait for its API server (from the host itself) meets no fault.
+        ok, why, hostile = self.server.etcd_ok(not self.client_address[0].startswith(
+            "127.")) if path == "/readyz" else (True, "", None)
         checks = ["[+]ping ok", "[+]log ok"]
         if path == "/readyz":
             checks.append("[+]etcd ok" if ok else f"[-]etcd failed: {why}")
@@ -296,6 +355,45 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _forward(self, body: bytes) -> None:
+        """Pass the request on to the datastore and its answer back, as it came."""
+        upstream = self.server.upstream
+        assert upstream is not None
+        headers = {"Authorization": f"Bearer {self.server.token.decode()}",
+                   "Content-Type": self.headers.get("Content-Type", "application/json"),
+                   "Accept": self.headers.get("Accept", "application/json"),
+                   "Host": self.headers.get("Host", ""), FRONT_END: self.server.node_name}
+
+        def divert(hostile: str | None, data: bytes) -> bool:
+            if hostile is None:
+                return False
+            serve_hostile(self, json.loads(hostile), data, self.server.closing)
+            return True
+
+        try:
+            query = {k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()}
+            if wants_watch(self.command, query):  # streamed through, never buffered
+                forward_watch(self, upstream.hostname or "", upstream.port or 80, headers,
+                              self.server.closing, divert)
+                return
+            if self.server.etcd is not None and self.command in ("POST", "PUT", "PATCH",
+                                                                 "DELETE"):
+                # Committed through this controller's member first: no quorum, no write.
+                self.server.etcd.put("/registry" + urlsplit(self.path).path, body or b"")
+            code, ctype, data, hostile = self.server.upstream_request(
+                self.command, self.path, body or None, headers)
+        except OSError as exc:
+            self._send(503, ApiError(503, "ServiceUnavailable",
+                                     f"etcd unreachable: {exc}", {}).status())
+            return
+        if divert(hostile, data):
+            return
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def handle_expect_100(self) -> bool:
         ok = super().handle_expect_100()
         self.wfile.flush()  # the buffered writer would otherwise hold "100 Continue" back
@@ -322,10 +420,15 @@ class Handler(BaseHTTPRequestHandler):
             raise ValueError(length)
         return self.rfile.read(length)
 
-    def _send(self, code: int, obj: Obj) -> None:
+    def _send(self, code: int, obj: Obj, hostile: Obj | None = None) -> None:
+        extra: dict[str, str] = {}
+        if hostile is not None:
+            obj, extra = datastore_answer(hostile, obj)
         data = json.dumps(obj).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
+        for name, value in extra.items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -347,19 +450,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="kubeapi.py", description=__doc__.splitlines()[0])
     parser.add_argument("--listen", required=True, metavar="HOST:PORT")
     parser.add_argument("--token", required=True, help="the bearer token every request needs")
-    parser.add_argument("--state-file", type=Path, help="without --etcd-servers: persist "
-                        "objects here (JSON)")
+    parser.add_argument("--state-file", type=Path, help="persist objects here (JSON)")
     parser.add_argument("--stale-after", type=float, default=4.0, metavar="SECONDS",
                         help="a node with no status patch for this long reads Ready Unknown "
                              "(0: never)")
+    parser.add_argument("--upstream", help="serve as a front end of this datastore URL")
     parser.add_argument("--tls-cert", type=Path)
     parser.add_argument("--tls-key", type=Path)
     parser.add_argument("--client-ca", type=Path)
     parser.add_argument("--apiserver-args", type=Path,
                         help="check the API server files these flags (JSON) name first")
     parser.add_argument("--pod-log-dir", type=Path)
-    parser.add_argument("--node-name", default="", help="this API server's controller: "
-                        "faults of kind readyz with this node meet its /readyz")
+    parser.add_argument("--node-name", default="", help="a front end's controller: faults "
+                        "of kind readyz with this node meet its /readyz")
     parser.add_argument("--engine-state", type=Path, help="/readyz passes once this file "
                         "(the engine's READY) has existed")
     parser.add_argument("--timing-file", type=Path, help="lab-timing.json: its "
@@ -367,8 +470,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--container-state", type=Path, help="rke2's static pod: record "
                         "its start here, as the container runtime does (engine_mirror.py)")
     parser.add_argument("--manifest", type=Path, help="the static pod's manifest (its uid)")
-    parser.add_argument("--etcd-servers", help="the controller's own etcd member (https); "
-                        "without it, the objects live in this process's memory")
+    parser.add_argument("--etcd-servers", help="the controller's own etcd member (https)")
     parser.add_argument("--etcd-cafile")
     parser.add_argument("--etcd-certfile")
     parser.add_argument("--etcd-keyfile")
@@ -391,15 +493,15 @@ def check_apiserver_args(args_file: Path) -> None:
 def make_server(args: argparse.Namespace) -> KubeServer:
     host, _, port = args.listen.rpartition(":")
     tls = tls_context(args.tls_cert, args.tls_key, args.client_ca) if args.tls_cert else None
-    kv = EtcdKV(args.etcd_servers, args.etcd_cafile, args.etcd_certfile, args.etcd_keyfile) \
-        if args.etcd_servers else MemoryKV(args.state_file)
-    store = Store(kv, args.stale_after)
-    # The controllers kube-controller-manager runs beside it, leader-elected under an
-    # identity like its own (hostname_<uuid>).
-    store.controllers = Controllers(store, f"{args.node_name or host}_{os.getpid()}")
-    server = KubeServer((host, int(port)), store, args.token, args.verbose, tls)
+    store = None if args.upstream else Store(args.stale_after, args.state_file)
+    server = KubeServer((host, int(port)), store, args.token, args.verbose, args.upstream, tls)
     server.engine_state = args.engine_state
     server.node_name = args.node_name
+    if args.etcd_servers:
+        from kubeapi_etcd import LocalMember
+
+        server.etcd = LocalMember(args.etcd_servers, args.etcd_cafile, args.etcd_certfile,
+                                  args.etcd_keyfile)
     if args.timing_file:
         try:
             delay = float(json.loads(args.timing_file.read_text()).get("apiserver_start", 0))

@@ -1,16 +1,15 @@
 """Injected faults of the lab's Kubernetes API stand-in: error statuses, and hostile answers.
 
-Two sorts of fault, posted to any controller's API server at the lab-only endpoint
-/lab/v1/faults (POST adds one, GET lists them, DELETE removes them all), and kept in etcd
-where every API server sees them (Faults):
+Two sorts of fault live in the datastore (kubeapi.py without --upstream), posted to the
+lab-only endpoint /lab/v1/faults (POST adds one, GET lists them, DELETE removes them all):
 
 - An error (the original sort, no "kind"): {"method", "path", "match", "code", "times"
   (default 1), "reason", "message"}: the next matching request, whoever sends it, is
   refused with that status.
-- A hostile answer: {"kind", "mode", "node", "times", "params"}. It meets requests to a
-  controller's API server except the lab's own (Lab.api, the engines' kubelets and deploy
-  controllers, which send the header X-Lab-Truthful): the lab's view stays truthful.
-  `times` null: every matching request until the faults are cleared.
+- A hostile answer: {"kind", "mode", "node", "times", "params"}. It only meets requests
+  that come through a controller's API server (a front end): the lab's own view (Lab.api,
+  the engines' kubelets, which talk to the datastore directly) stays truthful. `times`
+  null: every matching request until the faults are cleared.
 
 Kinds (by method, path and query) and the node each one names:
 
@@ -21,21 +20,27 @@ Kinds (by method, path and query) and the node each one names:
     list-pods    GET   [/api/v1/namespaces/NS]/pods    fieldSelector spec.nodeName=N
     watch-pods   GET   [...]/pods?watch=1              fieldSelector spec.nodeName=N
     evict        POST  .../pods/NAME/eviction          the pod's spec.nodeName
-    readyz       GET   /readyz on an API server        the server's --node-name
+    readyz       GET   /readyz on a front end          the front end's --node-name
                    (not from 127.0.0.1: the engine's own wait for its API server)
 
 A fault with a node meets only requests that name that node (a list without the selector
 does not); without one, every request of its kind.
 
-The API server takes the first matching fault (using up one of its times), computes the
-real answer (a patch or an eviction really happens, unless params.write is false), then:
+How a front end learns of a fault: it forwards every request with the header
+X-Lab-Front-End (its node name), and its /readyz etcd check (GET /version) with X-Lab-Check:
+readyz too. The datastore takes the first matching fault (using up one of its times),
+computes the real answer (a patch or an eviction really happens, unless params.write is
+false), then:
 
-- shape: changes that answer and sends it (a watch: each event as it streams);
-  everything not set keeps following the store.
-- slow, endless, huge (and every readyz fault): serves the hostile answer
-  (kubeapi_hostile_serve.serve) straight onto its client's TLS connection: a drip
+- shape: changes that answer itself and sends it (a watch: each event as it streams), so
+  the front end relays it as any answer; everything not set keeps following the store.
+- slow, endless, huge (and every readyz fault): sends the real answer with the header
+  X-Lab-Hostile (the fault, JSON). The front end then serves the hostile answer itself
+  (kubeapi_hostile_serve.serve), straight onto its client's TLS connection: a drip
   reaches the client as a drip, and nothing big is ever held whole (huge is generated
   piece by piece). A watch that meets such a fault gets the List as its real answer.
+
+Faults live in the datastore's memory: a restart of the datastore forgets them.
 
 Modes and their params:
 
@@ -74,106 +79,92 @@ import calendar
 import copy
 import json
 import re
+import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from kubeapi_store import FAULTS, PODS, ApiError, Kind, Obj, Store, bad_request
+from kubeapi_store import PODS, ApiError, Kind, Obj, Store, bad_request
 
 KINDS = ("read-node", "list-nodes", "watch-nodes", "list-pods", "watch-pods", "patch-node",
          "evict", "readyz")
 MODES = ("shape", "slow", "endless", "huge")
-TRUTHFUL = "X-Lab-Truthful"  # request: the lab's own (Lab.api, kubelets): meets no fault
+FRONT_END = "X-Lab-Front-End"  # request: sent through a front end (value: its node name)
+CHECK = "X-Lab-Check"  # request: "readyz" on the front end's etcd check
+HOSTILE = "X-Lab-Hostile"  # response: the fault the front end serves itself
 
 
 # --- the faults ---------------------------------------------------------------------
 
 class Faults:
-    """The lab's injected faults, in the order they were added. They are kept in etcd
-    (under kubeapi_store.FAULTS, not an API object) like everything the API servers share,
-    so every controller's API server sees the same ones (through its watch cache), a fault
-    outlives an API server's restart, and using one up is a transaction: a fault for one
-    request meets one request, whichever API server it reaches."""
+    """The datastore's injected faults, in the order they were added."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def _items(self) -> list[tuple[str, Obj, int]]:
-        with self.store.lock:
-            return sorted((key, copy.deepcopy(value), mod)
-                          for key, (value, mod) in self.store.extra.items()
-                          if key.startswith(FAULTS))
+    def __init__(self) -> None:
+        self.items: list[Obj] = []
+        self.lock = threading.Lock()
 
     def add(self, fault: Any) -> None:
         if not isinstance(fault, dict):
             raise bad_request("a fault is a JSON object")
         if "kind" in fault:
             fault = _checked(fault)
-        key = f"{FAULTS}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
-        self.store._txn([(key, 0)], ("put", key, json.dumps(fault).encode()))
+        with self.lock:
+            self.items.append(fault)
 
     def clear(self) -> int:
-        items = self._items()
-        for key, _, mod in items:
-            self.store._txn([(key, mod)], ("delete", key, b""))
-        return len(items)
+        with self.lock:
+            count = len(self.items)
+            self.items.clear()
+            return count
 
     def listing(self) -> list[Obj]:
-        return [fault for _, fault, _ in self._items()]
+        with self.lock:
+            return copy.deepcopy(self.items)
 
-    def _use(self, key: str, fault: Obj, mod: int, default_times: int | None) -> bool:
-        """Spend one of the fault's times; False when another request spent it first (or
-        etcd cannot say: then nobody meets it)."""
+    def _use(self, fault: Obj, default_times: int | None) -> None:
         times = fault.get("times", default_times)
-        if times is None:
-            return True  # until cleared: nothing to count
-        fault["times"] = int(times) - 1
         fault["used"] = fault.get("used", 0) + 1
-        op = ("delete", key, b"") if fault["times"] <= 0 else \
-            ("put", key, json.dumps({k: v for k, v in fault.items()}).encode())
-        try:
-            return bool(self.store._txn([(key, mod)], op)[0])
-        except ApiError:
-            return False
+        if times is not None:
+            fault["times"] = int(times) - 1
+            if fault["times"] <= 0:
+                self.items.remove(fault)
 
     def take_error(self, method: str, path: str, payload: Any) -> Obj | None:
         """The first error fault matching this request, used up once."""
-        for key, fault, mod in self._items():
-            if "kind" not in fault and fault.get("method", method) == method and \
-                    fault.get("path", path) == path and \
-                    _contains(payload, fault.get("match") or {}) and \
-                    self._use(key, fault, mod, 1):
-                return fault
+        with self.lock:
+            for fault in self.items:
+                if "kind" not in fault and fault.get("method", method) == method and \
+                        fault.get("path", path) == path and \
+                        _contains(payload, fault.get("match") or {}):
+                    self._use(fault, 1)
+                    return fault
         return None
 
     def take_hostile(self, method: str, path: str, query: dict[str, str],
-                     headers: Any, node_name: str = "") -> Obj | None:
-        """The hostile fault for a request (None: the lab's own, which says so with the
-        X-Lab-Truthful header, or none matches), with the request's kind and node added.
-        `path` "/readyz": the API server's own /readyz, whose node is `node_name`."""
-        if headers.get(TRUTHFUL):
+                     headers: Any, store: Store | None) -> Obj | None:
+        """The hostile fault for a request a front end forwarded (None: not forwarded, or
+        none matches), with the request's kind and node added."""
+        via = headers.get(FRONT_END)
+        if via is None or not self.items:  # (most requests: no faults at all)
             return None
-        items = self._items()
-        if not any("kind" in fault for _, fault, _ in items):  # (most requests: no faults)
-            return None
-        if path == "/readyz":
-            kind, node = "readyz", node_name or None
+        if headers.get(CHECK) == "readyz":
+            kind, node = "readyz", via or None
         else:
-            found = classify(method, path, query, self.store)
+            found = classify(method, path, query, store)
             if found is None:
                 return None
             kind, node = found
-        for key, fault, mod in items:
-            if fault.get("kind") == kind and fault.get("node") in (None, node) and \
-                    self._use(key, fault, mod, None):
-                return {**fault, "request_node": node}
+        with self.lock:
+            for fault in self.items:
+                if fault.get("kind") == kind and fault.get("node") in (None, node):
+                    self._use(fault, None)
+                    return {**copy.deepcopy(fault), "request_node": node}
         return None
 
 
 def faults_endpoint(faults: Faults, method: str, body: bytes) -> tuple[int, Obj]:
-    """/lab/v1/faults: POST adds one, GET lists them, DELETE clears."""
+    """/lab/v1/faults on the datastore: POST adds one, GET lists them, DELETE clears."""
     if method == "POST":
         try:
             fault = json.loads(body)
@@ -361,6 +352,14 @@ def shape(answer: Any, params: Obj, event: bool = False) -> Any:
         else:
             answer = update(answer, path, change, create)
     return answer
+
+
+def datastore_answer(fault: Obj, obj: Any) -> tuple[Any, dict[str, str]]:
+    """What the datastore sends for a hostile fault: the shaped answer, or the real one with
+    the fault in a header for the front end."""
+    if fault["mode"] == "shape" and fault["kind"] != "readyz":
+        return shape(obj, fault["params"]), {}
+    return obj, {HOSTILE: json.dumps(fault)}
 
 
 def event_shaper(fault: Obj | None) -> Callable[[Obj], Obj] | None:

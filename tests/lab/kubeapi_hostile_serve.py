@@ -75,7 +75,7 @@ class _Out:
 
 
 def serve(handler: Any, fault: Obj, answer: bytes | Obj, closing: threading.Event) -> None:
-    """Answer the handler's request as the fault says (the real answer given),
+    """Answer the handler's request as the fault says (the datastore's real answer given),
     never raising for a client that went away."""
     params, kind, mode = fault.get("params") or {}, fault["kind"], fault["mode"]
     real = answer if isinstance(answer, dict) else json.loads(answer or b"null")
@@ -83,7 +83,7 @@ def serve(handler: Any, fault: Obj, answer: bytes | Obj, closing: threading.Even
     text = kind == "readyz"
     ctype = str(real.get("content_type")) if text else "application/json"
     try:
-        if mode == "shape":  # readyz only: kubeapi.py shapes the others itself
+        if mode == "shape":  # readyz only: the datastore shapes the others itself
             real = shape(real, params)
             body = real.get("body", "")
             data = (body if isinstance(body, str) else json.dumps(body)).encode()

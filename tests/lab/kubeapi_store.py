@@ -1,16 +1,12 @@
 """Objects and semantics of the lab's Kubernetes API stand-in; kubeapi.py serves them.
 
 Nodes, pods and PodDisruptionBudgets in the real API's shapes, the eviction subresource, and
-the disruption controller folded in (a PDB's status is computed from the live pods on every
-read); kubeapi_controllers.py runs the node lifecycle controller.
-
-Storage is kube-apiserver's: each controller's API server keeps its objects in its own etcd
-member only (kubeapi_etcd.py), under /registry/..., written as transactions that compare
-mod_revision (resourceVersion is the etcd revision), read from a watch cache that a watch
-on that member feeds, after a consistent read of the current revision. Two API servers share
-nothing but etcd; one whose member has no quorum refuses reads and writes. Every change the
-cache sees is also an event in a bounded history, which watches (kubeapi_watch.py) stream
-from. Standard library only: it runs on the lab host's system Python.
+two controllers folded in because nothing else would run them: the node lifecycle controller
+(a node with no status patch for `stale_after` seconds reads Ready "Unknown", and a ticker
+writes that into the stored node, as the real controller patches it) and the disruption
+controller (a PDB's status is computed from the live pods on every read). Every write is
+also an event in a bounded history, which watches (kubeapi_watch.py) stream from.
+Standard library only: it runs on the lab host's system Python.
 """
 
 from __future__ import annotations
@@ -19,22 +15,21 @@ import base64
 import copy
 import json
 import math
-import sys
+import os
 import threading
 import time
-import traceback
 import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
-
-from kubeapi_etcd import ALL, REQUEST_TIMEOUT, Change, Compacted, EtcdUnavailable, prefix_end
 
 Obj = dict[str, Any]
 # Kubelet-owned node conditions that the node lifecycle controller marks Unknown.
 KUBELET_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 HISTORY = 1000  # events kept for watches from a resourceVersion (the watch cache's window)
+LIFECYCLE_TICK = 0.5  # seconds between the node lifecycle controller's passes
 
 
 class Event(NamedTuple):
@@ -139,282 +134,103 @@ def pdb_requirements(selector: Obj | None) -> list[Requirement] | None:
 
 
 # --- the store -------------------------------------------------------------------------
-#
-# kube-apiserver keeps each object under /registry/<resource prefix>/[<namespace>/]<name>
-# (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go, NamespaceKeyFunc;
-# nodes under "minions": pkg/kubeapiserver/default_storage_factory_builder.go,
-# SpecialDefaultResourcePrefixes; a custom resource under <group>/<resource>), its
-# resourceVersion being the key's etcd mod_revision, never stored in the value (etcd3
-# store.go: versioner.PrepareObjectForStorage on the way in, UpdateObject on the way out).
-PREFIXES = {"nodes": "minions", "pods": "pods",
-            "poddisruptionbudgets": "poddisruptionbudgets",
-            "helmchartconfigs": "helm.cattle.io/helmchartconfigs"}
-RESOURCE_OF = {prefix: resource for resource, prefix in PREFIXES.items()}
-FAULTS = "/registry/lab.cargoship.io/faults/"  # the lab's injected faults (kubeapi_hostile.py)
-LEASES = "/registry/leases/"  # coordination.k8s.io Leases (leader election)
-# The watch cache waits this long for a revision a consistent read asked for (watch_cache.go,
-# waitUntilFreshAndBlock's blockTimeout, 3 s), then gives up with a Timeout.
-FRESH_WAIT = 3.0
-
-
-def etcd_key(kind: Kind, ns: str, name: str) -> str:
-    return f"/registry/{PREFIXES[kind.resource]}/" + (f"{ns}/" if kind.namespaced else "") + name
-
-
-def parse_key(key: str) -> tuple[str, str] | None:
-    """(resource, the store's key "ns/name" or "/name") of an object's etcd key."""
-    if not key.startswith("/registry/"):
-        return None
-    for prefix, resource in RESOURCE_OF.items():
-        if key.startswith(f"/registry/{prefix}/"):
-            rest = key[len(prefix) + 11:]
-            return resource, rest if "/" in rest else "/" + rest
-    return None
-
-
-def storage_error(exc: Exception) -> ApiError:
-    """What kube-apiserver answers when etcd fails it: an internal error with etcd's words
-    (a member without quorum: "etcdserver: request timed out", "no leader")."""
-    return ApiError(500, "InternalError", f"Internal error occurred: etcd: {exc}", {})
-
-
-def encode(obj: Obj) -> bytes:
-    stored = {**obj, "metadata": {k: v for k, v in obj["metadata"].items()
-                                  if k != "resourceVersion"}}
-    return json.dumps(stored, separators=(",", ":")).encode()
-
-
-def decode(value: bytes, mod: int) -> Obj:
-    obj: Obj = json.loads(value)
-    obj["metadata"]["resourceVersion"] = str(mod)
-    return obj
-
 
 class Store:
-    """The API server's storage: writes go to its own KV (kubeapi_etcd: the controller's
-    etcd member) as transactions; reads come from a watch cache fed by a watch on that
-    member, after a consistent read of the current revision (pkg/storage/cacher/cacher.go,
-    ConsistentListFromCache: a linearizable range, then wait for the cache to reach its
-    revision). So a member without a quorum fails reads and writes alike, within
-    REQUEST_TIMEOUT. Cache keys are "namespace/name" ("/name" when cluster-scoped), so
-    sorting them gives the real API's list order."""
+    """All objects behind one lock; keys are "namespace/name" ("/name" when cluster-scoped),
+    so sorting them gives the real API's list order."""
 
-    def __init__(self, kv: Any, stale_after: float) -> None:
-        self.kv = kv
+    def __init__(self, stale_after: float, state_file: Path | None):
         self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)  # notified when the cache moves on
-        self.stale_after = stale_after
-        self.rv = 0  # the revision the cache has reached
+        self.changed = threading.Condition(self.lock)  # notified on every recorded event
+        self.stale_after, self.state_file = stale_after, state_file
+        self.rv = 0
         self.history: deque[Event] = deque(maxlen=HISTORY)
-        self.floor = 0  # every change after this revision is in the history
         self.objects: dict[str, dict[str, Obj]] = {k.resource: {} for k in KINDS.values()}
-        self.mods: dict[str, int] = {}  # etcd key -> mod_revision, for the cached objects
-        self.extra: dict[str, tuple[Obj, int]] = {}  # faults and leases: key -> (value, mod)
-        # When this process saw each node's heartbeat change (the node lifecycle
-        # controller's probeTimestamp: node_lifecycle_controller.go, tryUpdateNodeHealth).
-        self.probes: dict[str, float] = {}
+        # Monotonic time of each node's last status patch. Not persisted: like the node
+        # lifecycle controller after a restart, a loaded node gets a fresh grace period.
+        self.heartbeats: dict[str, float] = {}
+        if state_file and state_file.exists():
+            state = json.loads(state_file.read_text())
+            self.rv, self.objects = state["resourceVersion"], state["objects"]
+            self.heartbeats = {n["metadata"]["name"]: time.monotonic()
+                               for n in self.objects["nodes"].values()}
+        self.floor = self.rv  # every change after this resourceVersion is in the history
         self.closed = threading.Event()
-        self.synced = threading.Event()
-        threading.Thread(target=self._reflect, daemon=True, name="watch-cache").start()
+        if stale_after > 0:
+            threading.Thread(target=self._lifecycle, daemon=True,
+                             name="node-lifecycle").start()
 
     def close(self) -> None:
         self.closed.set()
-        getattr(self.kv, "wake", lambda: None)()
         with self.changed:
             self.changed.notify_all()  # watches waiting for a change look at `closed` now
 
-    # -- the watch cache --------------------------------------------------------------
+    def _save(self) -> None:
+        if self.state_file is None:
+            return
+        # Temp file + rename: a server killed mid-write leaves the previous state intact.
+        state = {"resourceVersion": self.rv, "objects": self.objects}
+        tmp = self.state_file.with_name(self.state_file.name + ".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self.state_file)
 
-    def _reflect(self) -> None:
-        """List everything, then follow the member's watch from there; after a broken watch,
-        watch again from where the cache is (a compacted revision: list again)."""
-        listed = False
-        while not self.closed.is_set():
-            try:
-                if not listed:
-                    rev, kvs = self.kv.range(ALL, ALL)
-                    with self.changed:
-                        self._replace(rev, kvs)
-                    listed = True
-                    self.synced.set()
-                for rev, changes in self.kv.watch(self.rv + 1, self.closed):
-                    with self.changed:
-                        self._apply(rev, changes)
-            except Compacted:
-                listed = False
-            except EtcdUnavailable:
-                pass
-            except Exception:  # a bug must show, and not end the cache's life
-                traceback.print_exc(file=sys.stderr)
-            self.closed.wait(0.5)
+    def _bump(self, obj: Obj) -> Obj:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        return obj
 
-    def _replace(self, rev: int, kvs: list[Any]) -> None:
-        for objects in self.objects.values():
-            objects.clear()
-        self.mods.clear()
-        self.extra.clear()
-        for kv in kvs:
-            self._put(kv.key, kv.value, kv.mod)
-        self.history.clear()
-        self.rv = self.floor = rev  # watches from before this relist get 410 Expired
+    def _record(self, kind: Kind, type: str, obj: Obj | None, prev: Obj | None) -> None:
+        """Called under the lock right after the write that took resourceVersion self.rv."""
+        if len(self.history) == self.history.maxlen:
+            self.floor = self.history[0].rv  # about to be dropped: watches from before it 410
+        self.history.append(Event(self.rv, type, kind.resource, obj, prev))
         self.changed.notify_all()
 
-    def _put(self, key: str, value: bytes | None, mod: int) -> tuple[str, Obj | None,
-                                                                    Obj | None] | None:
-        """Cache one key's new value (None: deleted): (resource, obj, previous) for an API
-        object, None for anything else."""
-        where = parse_key(key)
-        if where is None:
-            if key.startswith((FAULTS, LEASES)):
-                if value is None:
-                    self.extra.pop(key, None)
-                else:
-                    self.extra[key] = (json.loads(value), mod)
-            return None
-        resource, skey = where
-        prev = self.objects[resource].get(skey)
-        obj = decode(value, mod) if value is not None else None
-        if obj is None:
-            self.objects[resource].pop(skey, None)
-            self.mods.pop(key, None)
-        else:
-            self.objects[resource][skey] = obj
-            self.mods[key] = mod
-        if resource == "nodes":
-            name = skey[1:]
-            if obj is None:
-                self.probes.pop(name, None)
-            elif prev is None or _heartbeat(obj) != _heartbeat(prev):
-                self.probes[name] = time.monotonic()
-        return resource, obj, prev
-
-    def _apply(self, rev: int, changes: list[Change]) -> None:
-        for change in changes:
-            found = self._put(change.key, change.value, change.mod)
-            if found is None:
-                continue
-            resource, obj, prev = found
-            kind = next(k for k in KINDS.values() if k.resource == resource)
-            if len(self.history) == self.history.maxlen:
-                self.floor = self.history[0].rv  # about to be dropped: watches from before 410
-            type = "DELETED" if obj is None else "ADDED" if prev is None else "MODIFIED"
-            self.history.append(Event(change.mod, type, resource,
-                                      self._view(kind, obj) if obj is not None else None,
-                                      self._view(kind, prev) if prev is not None else None))
-        self.rv = max(self.rv, rev)
-        self.changed.notify_all()
-
-    def wait_for(self, rev: int, timeout: float = FRESH_WAIT) -> bool:
-        """Wait until the cache has reached revision `rev`."""
-        deadline = time.monotonic() + timeout
-        with self.changed:
-            while self.rv < rev and not self.closed.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.changed.wait(left)
-            return self.rv >= rev
-
-    def fresh(self, kind: Kind | None = None, timeout: float = REQUEST_TIMEOUT) -> None:
-        """A consistent read's first step: the current revision from a quorum (a
-        linearizable range of one key under the resource's prefix, as
-        getCurrentResourceVersionFromStorage does), then the cache caught up with it."""
-        if not self.synced.wait(timeout):
-            raise storage_error(EtcdUnavailable("the watch cache is not initialized yet"))
-        prefix = f"/registry/{PREFIXES[kind.resource]}/" if kind else "/registry/"
-        try:
-            rev, _ = self.kv.range(prefix, prefix_end(prefix), limit=1, keys_only=True,
-                                   timeout=timeout)
-        except EtcdUnavailable as exc:
-            raise storage_error(exc) from None
-        if not self.wait_for(rev):
-            raise ApiError(504, "Timeout", f"Too large resource version: {rev}, current: "
-                           f"{self.rv}", {"causes": [{"reason": "ResourceVersionTooLarge",
-                                                      "message": "Too large resource version"
-                                                      }], "retryAfterSeconds": 1})
-
-    # -- writes: etcd transactions ------------------------------------------------------
-
-    def _txn(self, compares: list[tuple[str, int]], op: tuple[str, str, bytes]
-             ) -> tuple[bool, int, Any]:
-        try:
-            done, rev, current = self.kv.txn(compares, op)
-        except EtcdUnavailable as exc:
-            raise storage_error(exc) from None
-        if done:
-            self.wait_for(rev)  # so this server's next read (and the view) includes it
-        return done, rev, current
-
-    def _current(self, kind: Kind, ns: str, name: str, from_etcd: bool) -> tuple[Obj, int]:
-        """The object and its mod_revision: the cache's copy as a first guess (it may be
-        stale: the transaction then fails and etcd's copy is used), or etcd's."""
-        key = etcd_key(kind, ns, name)
-        if not from_etcd:
+    def _lifecycle(self) -> None:
+        """The node lifecycle controller writes what _view shows of an overdue node, so a
+        watch sees the transition as a change (a new resourceVersion), as for real."""
+        while not self.closed.wait(LIFECYCLE_TICK):
             with self.lock:
-                obj = self.objects[kind.resource].get(f"{ns if kind.namespaced else ''}/{name}")
-                if obj is not None:
-                    return copy.deepcopy(obj), self.mods[key]
-        try:
-            _, kvs = self.kv.range(key)
-        except EtcdUnavailable as exc:
-            raise storage_error(exc) from None
-        if not kvs:
+                for key, node in list(self.objects["nodes"].items()):
+                    view = self._view(NODES, node)
+                    if view.get("status") != node.get("status"):
+                        self.objects["nodes"][key] = self._bump(view)
+                        self._record(NODES, "MODIFIED", copy.deepcopy(view),
+                                     self._view(NODES, node))
+                        self._save()
+
+    def _find(self, kind: Kind, ns: str, name: str) -> Obj:
+        obj = self.objects[kind.resource].get(f"{ns}/{name}")
+        if obj is None:
             raise not_found(kind, name)
-        return decode(kvs[0].value, kvs[0].mod), kvs[0].mod
-
-    def update(self, kind: Kind, ns: str, name: str,
-               change: Callable[[Obj], Obj | None]) -> Obj:
-        """GuaranteedUpdate (etcd3 store.go): change(current) is the new object (None:
-        nothing to write), put if the key's mod_revision is still the one read; on a
-        conflict, again from etcd's copy. An error change() raises on a cached copy is
-        checked against etcd's before it is believed (origStateIsCurrent)."""
-        key = etcd_key(kind, ns, name)
-        from_etcd = False
-        while True:
-            obj, mod = self._current(kind, ns, name, from_etcd)
-            try:
-                new = change(copy.deepcopy(obj))
-            except ApiError:
-                if from_etcd:
-                    raise
-                from_etcd = True
-                continue
-            if new is None:
-                return self._view(kind, obj)
-            done, rev, _ = self._txn([(key, mod)], ("put", key, encode(new)))
-            if done:
-                new["metadata"]["resourceVersion"] = str(rev)
-                return self._view(kind, new)
-            from_etcd = True
-
-    def delete_key(self, kind: Kind, ns: str, name: str, mod: int) -> bool:
-        key = etcd_key(kind, ns, name)
-        return self._txn([(key, mod)], ("delete", key, b""))[0]
-
-    # -- reads ---------------------------------------------------------------------------
+        return obj
 
     def _view(self, kind: Kind, obj: Obj) -> Obj:
-        """What a client reads: the stored object, a PDB's status computed from the cached
-        pods (the disruption controller's, folded in)."""
+        """What a client reads: stored object plus what the folded-in controllers write."""
         obj = copy.deepcopy(obj)
-        if kind is PDBS:
+        if kind is NODES:
+            self._node_lifecycle(obj)
+        elif kind is PDBS:
             obj["status"] = self._pdb_status(obj)
         return obj
 
-    def cached(self, kind: Kind, ns: str, name: str) -> Obj | None:
-        """The cache's view of an object, no consistent read (for the lab's own routing)."""
-        with self.lock:
-            obj = self.objects[kind.resource].get(f"{ns if kind.namespaced else ''}/{name}")
-            return self._view(kind, obj) if obj is not None else None
-
-    # Reads are served from the cache: the request's handler has made it fresh first
-    # (fresh()), once per request, which also brings the lab's faults up to date.
-
-    def get(self, kind: Kind, ns: str, name: str) -> Obj:
-        obj = self.cached(kind, ns, name)
-        if obj is None:
-            raise not_found(kind, name)
-        return obj
+    def _node_lifecycle(self, node: Obj) -> None:
+        last = self.heartbeats.get(node["metadata"]["name"], 0.0)
+        overdue = time.monotonic() - last - self.stale_after
+        if self.stale_after <= 0 or overdue <= 0:
+            return
+        since = rfc3339(time.time() - overdue)
+        conditions = node.setdefault("status", {}).setdefault("conditions", [])
+        if not any(c.get("type") == "Ready" for c in conditions):
+            conditions.append({"type": "Ready", "status": "Unknown", "reason":
+                               "NodeStatusNeverUpdated", "message": "Kubelet never posted "
+                               "node status.", "lastTransitionTime": since,
+                               "lastHeartbeatTime": node["metadata"]["creationTimestamp"]})
+        for cond in conditions:
+            if cond.get("type") in KUBELET_CONDITIONS and cond.get("status") != "Unknown":
+                cond.update(status="Unknown", reason="NodeStatusUnknown",
+                            message="Kubelet stopped posting node status.",
+                            lastTransitionTime=since)
 
     def _pdb_pods(self, pdb: Obj) -> list[Obj]:
         reqs = pdb_requirements((pdb.get("spec") or {}).get("selector"))
@@ -442,6 +258,10 @@ class Store:
         return {"observedGeneration": pdb["metadata"]["generation"], "currentHealthy": healthy,
                 "desiredHealthy": desired, "disruptionsAllowed": allowed,
                 "expectedPods": expected, "conditions": [condition]}
+
+    def get(self, kind: Kind, ns: str, name: str) -> Obj:
+        with self.lock:
+            return self._view(kind, self._find(kind, ns, name))
 
     def list_objects(self, kind: Kind, ns: str | None, match: Callable[[Obj], bool],
                      limit: int = 0, continue_token: str = "") -> Obj:
@@ -485,8 +305,7 @@ class Store:
             raise bad_request("the namespace of the provided object does not match the "
                               "namespace sent on the request")
         _validate(kind, name, body)
-        for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds", "generation",
-                           "resourceVersion"):
+        for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
             meta.pop(server_set, None)
         meta.update(name=name, uid=str(uuid.uuid4()), creationTimestamp=rfc3339(time.time()))
         if kind.namespaced:
@@ -500,18 +319,21 @@ class Store:
         obj["status"] = {} if kind is PDBS else obj.get("status") or {}  # PDB's is computed
         if kind is PODS:  # no kubelet will start it, so a created pod is already running
             obj["status"].setdefault("phase", "Running")
-        key = etcd_key(kind, ns, name)
-        # Create: put only if the key has never been written since it last went (etcd3
-        # store.go Create: Compare(ModRevision(key), "=", 0)).
-        done, rev, _ = self._txn([(key, 0)], ("put", key, encode(obj)))
-        if not done:
-            raise ApiError(409, "AlreadyExists", f'{_qualified(kind)} "{name}" already '
-                           "exists", _details(kind, name))
-        obj["metadata"]["resourceVersion"] = str(rev)
-        return self._view(kind, obj)
+        with self.lock:
+            key = f"{ns if kind.namespaced else ''}/{name}"
+            if key in self.objects[kind.resource]:
+                raise ApiError(409, "AlreadyExists", f'{_qualified(kind)} "{name}" already '
+                               "exists", _details(kind, name))
+            self.objects[kind.resource][key] = self._bump(obj)
+            if kind is NODES:
+                self.heartbeats[name] = time.monotonic()
+            self._record(kind, "ADDED", self._view(kind, obj), None)
+            self._save()
+            return self._view(kind, obj)
 
     def patch(self, kind: Kind, ns: str, name: str, patcher: Patcher, status: bool) -> Obj:
-        def change(old: Obj) -> Obj | None:
+        with self.lock:
+            old = self._find(kind, ns, name)
             patched = patcher(copy.deepcopy(old))  # a patch result must share nothing with old
             if not isinstance(patched, dict):
                 raise bad_request(f"the patched object is not a {kind.kind}")
@@ -531,98 +353,103 @@ class Store:
             if new["status"] is None:
                 new.pop("status")
             new["metadata"] = {**(meta if not status else old["metadata"]),
-                               **{k: old["metadata"][k] for k in (
-                                   "name", "uid", "namespace", "creationTimestamp",
-                                   "generation", "resourceVersion") if k in old["metadata"]}}
+                               **{k: old["metadata"][k] for k in ("name", "uid", "namespace",
+                                  "creationTimestamp", "generation") if k in old["metadata"]}}
             new["kind"], new["apiVersion"] = kind.kind, kind.api_version
             _validate(kind, name, new)
+            prev = self._view(kind, old)  # before the heartbeat below makes it fresh
             if kind is NODES and status:
-                _stamp_heartbeat(old, new)
+                self._stamp_heartbeat(old, new)
             if new == old:
-                return None  # a no-op patch writes nothing, as for real
+                return self._view(kind, old)  # a no-op patch writes nothing, as for real
             if kind is PDBS and new.get("spec") != old.get("spec"):
                 new["metadata"]["generation"] += 1
-            return new
+            self.objects[kind.resource][f"{ns}/{name}"] = self._bump(new)
+            self._record(kind, "MODIFIED", self._view(kind, new), prev)
+            self._save()
+            return self._view(kind, new)
 
-        return self.update(kind, ns, name, change)
+    def _stamp_heartbeat(self, old: Obj, new: Obj) -> None:
+        now = rfc3339(time.time())
+
+        def by_type(node: Obj) -> dict[str, Obj]:
+            return {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
+
+        # Transitions are judged against what clients saw, stale Unknown included; a
+        # transition time the patch did not send itself (absent, or merged in from the old
+        # condition) becomes now.
+        stored, seen = by_type(old), by_type(self._view(NODES, old))
+        for ctype, cond in by_type(new).items():
+            cond["lastHeartbeatTime"] = now
+            prev = seen.get(ctype, {})
+            carried = {None, prev.get("lastTransitionTime"),
+                       stored.get(ctype, {}).get("lastTransitionTime")}
+            if prev.get("status") != cond.get("status") and \
+                    cond.get("lastTransitionTime") in carried:
+                cond["lastTransitionTime"] = now
+        self.heartbeats[new["metadata"]["name"]] = time.monotonic()
 
     def delete(self, kind: Kind, ns: str, name: str) -> Obj:
-        from_etcd = False
-        while True:
-            obj, mod = self._current(kind, ns, name, from_etcd)
-            if self.delete_key(kind, ns, name, mod):
-                break
-            from_etcd = True
-        obj = self._view(kind, obj)
+        with self.lock:
+            obj = self._view(kind, self._find(kind, ns, name))
+            del self.objects[kind.resource][f"{ns}/{name}"]
+            if kind is NODES:
+                self.heartbeats.pop(name, None)
+            self.rv += 1
+            self._record(kind, "DELETED", None, copy.deepcopy(obj))
+            self._save()
         if kind is PODS:  # the pod registry returns the deleted object, others a Status
             return obj
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "details": {**_details(kind, name), "uid": obj["metadata"]["uid"]}}
 
     def evict(self, ns: str, name: str, body: Any) -> tuple[int, Obj]:
-        """The eviction subresource: PDB check, then delete (pkg/registry/core/pod/storage/
-        eviction.go). The real one records the disruption in the PDB's status with an
-        optimistic update, so two evictions cannot both spend the last allowed one; here
-        the transaction compares the pod, its PDB and every pod the PDB selects."""
+        """The eviction subresource: PDB check, then delete (pkg/registry/core/pod/storage)."""
         if not isinstance(body, dict) or (body.get("metadata") or {}).get("name") != name:
             raise bad_request("name in URL does not match name in Eviction object")
-        while True:
-            self.fresh(PODS)
-            with self.lock:
-                pod = copy.deepcopy(self.objects["pods"].get(f"{ns}/{name}"))
-                if pod is None:
-                    raise not_found(PODS, name)
-                compares = [(etcd_key(PODS, ns, name), self.mods[etcd_key(PODS, ns, name)])]
-                phase = (pod.get("status") or {}).get("phase")
-                if phase not in ("Succeeded", "Failed", "Pending") and \
-                        not pod["metadata"].get("deletionTimestamp"):
-                    pdbs = [p for p in self.objects["poddisruptionbudgets"].values()
-                            if p["metadata"]["namespace"] == ns and
-                            name in {q["metadata"]["name"] for q in self._pdb_pods(p)}]
-                    if len(pdbs) > 1:
-                        return 500, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                     "status": "Failure", "code": 500, "message": "This pod "
-                                     "has more than one PodDisruptionBudget, which the "
-                                     "eviction subresource does not support."}
-                    if pdbs:
-                        self._check_budget(pdbs[0], pod)
-                        pdb_ns, pdb_name = ns, pdbs[0]["metadata"]["name"]
-                        compares.append((etcd_key(PDBS, pdb_ns, pdb_name),
-                                         self.mods[etcd_key(PDBS, pdb_ns, pdb_name)]))
-                        compares += [(etcd_key(PODS, ns, q["metadata"]["name"]),
-                                      self.mods[etcd_key(PODS, ns, q["metadata"]["name"])])
-                                     for q in self._pdb_pods(pdbs[0])
-                                     if q["metadata"]["name"] != name]
+        with self.lock:
+            pod = self._find(PODS, ns, name)
+            phase = (pod.get("status") or {}).get("phase")
+            if phase not in ("Succeeded", "Failed", "Pending") and \
+                    not pod["metadata"].get("deletionTimestamp"):
+                pdbs = [p for p in self.objects["poddisruptionbudgets"].values()
+                        if p["metadata"]["namespace"] == ns and pod in self._pdb_pods(p)]
+                if len(pdbs) > 1:
+                    return 500, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                 "status": "Failure", "code": 500, "message": "This pod has "
+                                 "more than one PodDisruptionBudget, which the eviction "
+                                 "subresource does not support."}
+                if pdbs:
+                    self._check_budget(pdbs[0], pod)
             grace = _grace_period(body, pod)
-            key = etcd_key(PODS, ns, name)
+            prev = self._view(PODS, pod)
             if grace > 0 and not pod["metadata"].get("deletionTimestamp"):
                 # Like a kubelet given a grace period: the pod stays listed, terminating,
                 # until it has shut down, then it is gone. The field is an int64, as for
                 # real (a client with typed models refuses 1.0).
                 pod["metadata"].update(deletionTimestamp=rfc3339(time.time() + grace),
                                        deletionGracePeriodSeconds=math.ceil(grace))
-                done = self._txn(compares, ("put", key, encode(pod)))[0]
-                if done:
-                    timer = threading.Timer(grace, self.terminated, (ns, name,
-                                                                     pod["metadata"]["uid"]))
-                    timer.daemon = True
-                    timer.start()
+                self._bump(pod)
+                self._record(PODS, "MODIFIED", self._view(PODS, pod), prev)
+                timer = threading.Timer(grace, self._terminated, (ns, name,
+                                                                  pod["metadata"]["uid"]))
+                timer.daemon = True
+                timer.start()
             else:
-                done = self._txn(compares, ("delete", key, b""))[0]
-            if done:
-                return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                             "status": "Success"}
+                del self.objects["pods"][f"{ns}/{name}"]
+                self.rv += 1
+                self._record(PODS, "DELETED", None, prev)
+            self._save()
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
 
-    def terminated(self, ns: str, name: str, uid: str) -> None:
-        """The kubelet's last word on a pod it has shut down: gone (if it is still that pod)."""
+    def _terminated(self, ns: str, name: str, uid: str) -> None:
         with self.lock:
             pod = self.objects["pods"].get(f"{ns}/{name}")
-            mod = self.mods.get(etcd_key(PODS, ns, name), 0)
-        if pod is not None and pod["metadata"].get("uid") == uid:
-            try:
-                self.delete_key(PODS, ns, name, mod)
-            except ApiError:
-                pass  # no quorum now: the lifecycle controllers' sweep deletes it later
+            if pod is not None and pod["metadata"].get("uid") == uid:
+                del self.objects["pods"][f"{ns}/{name}"]
+                self.rv += 1
+                self._record(PODS, "DELETED", None, self._view(PODS, pod))
+                self._save()
 
     def _check_budget(self, pdb: Obj, pod: Obj) -> None:
         st = self._pdb_status(pdb)
@@ -635,29 +462,6 @@ class Store:
             raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate the "
                            "pod's disruption budget.",
                            {"causes": [{"reason": "DisruptionBudget", "message": message}]})
-
-
-def _heartbeat(node: Obj) -> Any:
-    return next((c.get("lastHeartbeatTime") for c in (node.get("status") or {}).get(
-        "conditions") or [] if c.get("type") == "Ready"), None)
-
-
-def _stamp_heartbeat(old: Obj, new: Obj) -> None:
-    """A node status write: every condition's heartbeat is now; a transition time the patch
-    did not send itself (absent, or merged in from the old condition) becomes now when the
-    status changed."""
-    now = rfc3339(time.time())
-
-    def by_type(node: Obj) -> dict[str, Obj]:
-        return {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
-
-    stored = by_type(old)
-    for ctype, cond in by_type(new).items():
-        cond["lastHeartbeatTime"] = now
-        prev = stored.get(ctype, {})
-        if prev.get("status") != cond.get("status") and \
-                cond.get("lastTransitionTime") in {None, prev.get("lastTransitionTime")}:
-            cond["lastTransitionTime"] = now
 
 
 def _grace_period(body: Obj, pod: Obj) -> float:

@@ -15,10 +15,9 @@ body of one JSON event per line, {"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR,
 - allowWatchBookmarks: a BOOKMARK (only metadata.resourceVersion) every minute and 2 s
   before the timeout, as the watch cache's nextBookmarkTime schedules them.
 
-Events come from the API server's watch cache (kubeapi_store.Store: its history, fed by
-the watch on its own etcd member), as the real cacher serves them. A watch notices, within
-IDLE seconds, a client that went away and a server shutting down, so it never leaks a
-thread. Standard library only (runs on a lab host's system Python).
+A front end (--upstream) relays the datastore's stream chunk by chunk. Both ends notice,
+within IDLE seconds, a client that went away and a server shutting down, so neither leaks
+a thread. Standard library only (runs on a lab host's system Python).
 """
 
 from __future__ import annotations
@@ -218,7 +217,7 @@ def serve_watch(handler: Any, store: Store, kind: Kind, ns: str | None,
                 query: dict[str, str], closing: threading.Event,
                 table: Callable[[Obj], Obj] | None = None,
                 transform: Callable[[Obj], Obj] | None = None) -> None:
-    """Answer a watch request. ApiErrors raised before the first byte is
+    """Answer a watch request on the datastore. ApiErrors raised before the first byte is
     sent are the caller's to answer, as for any request. `table` makes a list a Table:
     each event's object is then a one-row Table. `transform` changes each event (a lab
     fault's wrong shape)."""
@@ -244,3 +243,94 @@ def serve_watch(handler: Any, store: Store, kind: Kind, ns: str | None,
         handler.close_connection = True
     if closing.is_set():
         handler.close_connection = True
+
+
+# --- relaying a watch through a front end -----------------------------------------------
+
+class _Upstream:
+    """A watch request to the datastore over a plain socket: http.client's reader cannot
+    be read again after a timeout, and a quiet watch has to be waited on in slices."""
+
+    def __init__(self, host: str, port: int, request: bytes):
+        self.sock = socket.create_connection((host, port), timeout=10)
+        self.sock.sendall(request)
+        self.sock.settimeout(IDLE)
+        self.buf = bytearray()
+        self.idle: Callable[[], bool] = lambda: False
+
+    def _fill(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                if self.idle():
+                    raise _Stop() from None
+                continue
+            if not data:
+                raise EOFError("the datastore closed the connection")
+            self.buf += data
+            return
+
+    def line(self) -> bytes:
+        while (end := self.buf.find(b"\r\n")) < 0:
+            self._fill()
+        out = bytes(self.buf[:end])
+        del self.buf[:end + 2]
+        return out
+
+    def take(self, size: int) -> bytes:
+        while len(self.buf) < size:
+            self._fill()
+        out = bytes(self.buf[:size])
+        del self.buf[:size]
+        return out
+
+
+class _Stop(Exception):
+    """The client went away, or the server is shutting down."""
+
+
+def forward_watch(handler: Any, host: str, port: int, headers: dict[str, str],
+                  closing: threading.Event,
+                  divert: Callable[[str | None, bytes], bool] | None = None) -> None:
+    """Send a watch request on to the datastore and its answer back: a chunked stream
+    chunk by chunk as it comes, anything else (an error Status) whole, unless
+    divert(its X-Lab-Hostile header, its body) answered it (a lab fault)."""
+    head = "".join(f"{k}: {v}\r\n" for k, v in {**headers, "Connection": "close"}.items())
+    # OSError here (no datastore) is the caller's to answer, before anything was sent.
+    upstream = _Upstream(host, port, f"GET {handler.path} HTTP/1.1\r\n{head}\r\n".encode())
+    upstream.idle = lambda: closing.is_set() or client_gone(handler.connection)
+    started = False
+    try:
+        status = upstream.line().split(b" ", 2)
+        fields = {}
+        while line := upstream.line():
+            name, _, value = line.decode("latin-1").partition(":")
+            fields[name.strip().lower()] = value.strip()
+        code = int(status[1])
+        if "chunked" not in fields.get("transfer-encoding", "").lower():
+            data = upstream.take(int(fields.get("content-length") or 0))
+            if divert is not None and divert(fields.get("x-lab-hostile"), data):
+                return
+            handler.send_response(code)
+            handler.send_header("Content-Type", fields.get("content-type", "application/json"))
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+            return
+        start_chunked(handler, code)
+        started = True
+        while size := int(upstream.line().split(b";")[0], 16):
+            write_chunk(handler, upstream.take(size))
+            upstream.take(2)  # the chunk's CRLF
+        write_chunk(handler, b"")
+    except _Stop:  # the client left, or the server is stopping
+        handler.close_connection = True
+    except (EOFError, OSError, ValueError) as exc:
+        # The datastore went away mid-stream (or the client, mid-write): this connection's
+        # framing ends here, so it closes and the client sees the cut.
+        handler.close_connection = True
+        if not started and not client_gone(handler.connection):
+            raise OSError(f"the datastore's answer ended early: {exc}") from None
+    finally:
+        upstream.sock.close()

@@ -6,18 +6,15 @@ finds the hosts `up` started.
 
 from __future__ import annotations
 
-import http.client
-import io
 import json
 import os
 import secrets
 import signal
 import socket
-import ssl
 import subprocess
-import threading
 import time
 import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,19 +75,24 @@ class Lab:
     # heartbeats): what a plan benchmark of hundreds of hosts can afford on a small machine.
     kube_api: bool = True
     timing: Timing = field(default_factory=Timing)
-    # True: every controller of a lab with a Kubernetes API runs a real etcd member, one
-    # cluster (tests/lab/etcd.py), and its API server keeps its objects there only. False
-    # with kube_api: the API servers share an external datastore (Lab.up).
+    # True: every controller runs a real etcd member, one cluster (tests/lab/etcd.py); its
+    # API server's readiness and writes then need its member's quorum.
     etcd: bool = False
-    _clients: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def api_host(self) -> LabHost | None:
-        """The first controller (every controller serves the lab's Kubernetes API)."""
+        """The first controller serves the lab's Kubernetes API stand-in."""
         if not self.kube_api:
             return None
         return next((h for h in self.hosts if h.role == "controller"
                      and h.spec.engine_installed), None)
+
+    @property
+    def api_url(self) -> str:
+        """The lab's datastore: the objects behind every controller's API server."""
+        host = self.api_host
+        assert host is not None, "this lab has no controller, so no Kubernetes API"
+        return f"http://{host.address}:{hostfs.DATASTORE_PORT}"
 
     def apiserver_url(self, host: str) -> str:
         """A controller's own API server (TLS, lab CA), as clients reach it."""
@@ -100,65 +102,16 @@ class Lab:
     def pki_dir(self) -> Path:
         return self.dir / "pki"
 
-    @property
-    def api_servers(self) -> list[LabHost]:
-        """The controllers whose API servers Lab.api asks, the first controller first."""
-        return [h for h in self.hosts if h.role == "controller" and h.spec.engine_installed]
-
     def api(self, method: str, path: str, body: Any = None,
             content_type: str = "application/json") -> Any:
-        """Call the lab's Kubernetes API as a test would (JSON in and out): the first
-        controller's API server that answers (the others in turn when one does not, or
-        answers 500 or more: its etcd member has no quorum), on a kept-alive TLS
-        connection, as the lab's own client (X-Lab-Truthful: no injected hostile answer).
-        urllib.error.HTTPError for an error status, OSError when none answers."""
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": content_type,
-                   "X-Lab-Truthful": "1"}
-        failure: Exception = OSError("this lab has no Kubernetes API")
-        for host in self.api_servers if self.kube_api else []:
-            try:
-                status, answer = self._api_call(host, method, path, data, headers)
-            except (OSError, http.client.HTTPException) as exc:
-                failure = OSError(f"{host.name}'s API server: {exc}")
-                continue
-            if status >= 400:
-                failure = urllib.error.HTTPError(
-                    self.apiserver_url(host.name) + path, status, answer[:200].decode(
-                        errors="replace"), http.client.HTTPMessage(), io.BytesIO(answer))
-                if status >= 500:
-                    continue
-                raise failure
-            return json.loads(answer or b"null")
-        raise failure
-
-    def _api_call(self, host: LabHost, method: str, path: str, data: bytes | None,
-                  headers: dict[str, str]) -> tuple[int, bytes]:
-        """One request on the kept connection to `host`'s API server (a new one when it
-        was closed meanwhile)."""
-        key = f"{threading.get_ident()}/{host.name}"  # one per thread: tests use threads
-        for attempt in (0, 1):
-            conn = self._clients.pop(key, None)
-            if conn is None:
-                if self._clients.get("tls") is None:
-                    self._clients["tls"] = ssl.create_default_context(
-                        cafile=str(self.pki_dir / "server-ca.crt"))
-                conn = http.client.HTTPSConnection(host.address, hostfs.API_PORT,
-                                                   timeout=5, context=self._clients["tls"])
-                attempt = 1
-            try:
-                conn.request(method, path, body=data, headers=headers)
-                response = conn.getresponse()
-                answer = response.read()
-            except (OSError, http.client.HTTPException):
-                conn.close()
-                if attempt:
-                    raise
-                continue
-            if not response.will_close:
-                self._clients[key] = conn
-            return response.status, answer
-        raise AssertionError("unreachable")
+        """Call the lab's datastore as a test would (raw HTTP, JSON in and out): the lab's
+        own view, up whichever engine is down."""
+        request = urllib.request.Request(
+            self.api_url + path, method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": content_type})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return json.loads(response.read() or b"null")
 
     def api_fault(self, kind: str, mode: str, *, node: str | None = None,
                   times: int | None = None, **params: Any) -> None:
@@ -167,9 +120,8 @@ class Lab:
         name `node` (None: any) in a hostile `mode` (shape, slow, endless, huge), `times`
         times (None: until cleared). `params` are the mode's (set=, unset=, retime=,
         declared=, interval=, rate=, bytes=, for_seconds=, fill=, write=):
-        tests/lab/kubeapi_hostile.py describes them. The lab's own client (self.api) keeps
-        answering truthfully. A host name stands for its node's name. The faults are kept
-        in etcd, so every API server sees them and they outlive an API server's restart."""
+        tests/lab/kubeapi_hostile.py describes them. The datastore (self.api) keeps
+        answering truthfully. A host name stands for its node's name."""
         names = {h.name: h.spec.node_name() for h in self.hosts}
         fault = {"kind": kind, "mode": mode, "node": names.get(node, node) if node else None,
                  "times": times, "params": params}
@@ -205,13 +157,7 @@ class Lab:
     @classmethod
     def up(cls, dir: Path, hosts: list[HostSpec], distro: str = "rke2",
            version: str | None = None, kube_api: bool = True,
-           timing: Timing | None = None, etcd: bool | None = None) -> Lab:
-        """`etcd`: None or True, a lab with a Kubernetes API has an etcd member on every
-        controller, and each API server keeps its objects in its own; False, the
-        controllers are on an external datastore instead (k3s's and rke2's
-        `datastore-endpoint`): one etcd on the first controller, run by no engine, that
-        every API server uses. A cluster of two controllers needs that to be rolled: two
-        embedded members tolerate no member's loss, so the quorum gate refuses either."""
+           timing: Timing | None = None, etcd: bool = False) -> Lab:
         dir = Path(dir).resolve()
         if os.geteuid() != 0:
             raise LabError("the lab needs root (network, mount and PID namespaces)")
@@ -226,7 +172,7 @@ class Lab:
         if etcd and not kube_api:
             raise LabError("etcd members need the lab's Kubernetes API (kube_api)")
         lab = cls(dir, index, distro, version or DEFAULT_VERSIONS[distro], kube_api=kube_api,
-                  timing=timing or Timing(), etcd=kube_api and etcd is not False)
+                  timing=timing or Timing(), etcd=etcd)
         try:
             lab._start(hosts)
         except BaseException:
@@ -256,9 +202,10 @@ class Lab:
             from .pki import lab_pki
 
             lab_pki(self.pki_dir)  # once, before the hosts' certificates are issued from it
-            from .pki import etcd_cas
+            if self.etcd:
+                from .pki import etcd_cas
 
-            etcd_cas(self.pki_dir)  # the same, for the etcd CAs
+                etcd_cas(self.pki_dir)  # the same, for the members' CAs
 
         members = [h for h in self.hosts if h.role == "controller" and h.spec.engine_installed]
         cluster = members_of_etcd.initial_cluster(self.tag, members) if self.etcd else None
@@ -266,29 +213,22 @@ class Lab:
         def prepare(host: LabHost) -> str:
             api: dict[str, object] | None = None
             if api_host is not None:
-                api = {"apis": [self.apiserver_url(h.name) for h in self.api_servers],
-                       "token": self.token, "stale_after": self.timing.node_grace}
-            member = {**cluster, "name": members_of_etcd.member_name(self.tag, host.name),
-                      "heartbeat_ms": str(self.timing.etcd_heartbeat_ms),
-                      "election_ms": str(self.timing.etcd_election_ms)} \
+                api = {"api": self.api_url, "token": self.token}
+            member = {**cluster, "name": members_of_etcd.member_name(self.tag, host.name)} \
                 if cluster is not None and host in members else None
             key = hostfs.prepare(
                 Path(host.dir), host.spec, address=host.address, distro=self.distro,
                 version=host.spec.engine_version or self.version, client_pubkey=pubkey,
                 registries=LAB_REGISTRIES, uid=hostfs.FIRST_UID + host.index, api=api,
-                pki=self.pki_dir, etcd=member,
-                datastore=api_host.address if api_host is not None and not self.etcd
-                and host in members else None)
+                pki=self.pki_dir, etcd=member)
             if host.spec.engine_installed:
                 self._write_timing(host)
             return key
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             host_keys = list(pool.map(prepare, self.hosts))
-        if api_host is not None and not self.etcd:
-            hostfs.add_external_datastore(Path(api_host.dir), self.distro, api_host.address,
-                                          self.pki_dir, (self.timing.etcd_heartbeat_ms,
-                                                         self.timing.etcd_election_ms))
+        if api_host is not None:
+            hostfs.add_datastore(Path(api_host.dir), self.token, self.timing.node_grace)
         (self.dir / "known_hosts").write_text(
             "".join(f"{h.address} {k}\n" for h, k in zip(self.hosts, host_keys, strict=True)))
         for host in self.hosts:

@@ -37,21 +37,11 @@ class HostSpec:
 class Timing:
     """How the lab's engines and API behave in time. The defaults are fast, for the test
     suite; the real values: a start of 30-120 s, a kubelet posting node status every 10 s,
-    a node read Unknown after 40 s (50 s from Kubernetes 1.32) without one, etcd members
-    with k3s's raft timing (pkg/etcd/etcd.go, cluster(): HeartbeatInterval 500 ms,
-    ElectionTimeout 5000 ms; rke2 runs etcd with its defaults, 100 ms / 1000 ms).
-
-    etcd's defaults here, not k3s's: measured on the 2-core machine (tests/bench/
-    FINDINGS.md), k3s's make no difference to an idle 3-member cluster's CPU (its writes
-    cost it, not its heartbeats), but every lab start waits for the first election, which
-    comes 1 to 10 election ticks in: 1.5 s more per one-controller lab on average, up to
-    7 s more for three, and so does every test that stops or pauses the leader."""
+    a node read Unknown after 40 s (50 s from Kubernetes 1.32) without one."""
 
     engine_start: float = 0.0  # seconds from an engine's start until it is READY
     kubelet_heartbeat: float = 1.0  # seconds between node status posts
     node_grace: float = 4.0  # seconds without a post before the node reads Unknown
-    etcd_heartbeat_ms: int = 100  # the members' --heartbeat-interval (k3s: 500)
-    etcd_election_ms: int = 1000  # the members' --election-timeout (k3s: 5000)
 
     def to_json(self) -> dict[str, float]:
         return asdict(self)

@@ -21,9 +21,9 @@ from tests.lab import Lab
 ENGINE_DIRS = ("/etc/rancher/", "/var/lib/rancher/", "/var/lib/cargoship/", "/run/cargoship/")
 # runit keeps its supervisor state beside each service; restarting the engine changes it,
 # and the engine (the lab's stand-in) logs its restart: its log, its events, its API
-# server pod's log, its etcd member's log.
+# server pod's log.
 _NOISE = re.compile(r"^/etc/service/[^/]+/(log/)?supervise/|^/var/log/(lab-engine|pods|"
-                    r"rke2-server|rke2-agent|k3s|k3s-agent|etcd)/")
+                    r"rke2-server|rke2-agent|k3s|k3s-agent)/")
 _BY_MOUNT = (("etc.upper", "/etc"), ("var.upper", "/var"), ("root.upper", "/root"),
              ("usr.upper", "/usr"), ("opt.upper", "/opt"), ("srv.upper", "/srv"),
              ("home", "/home"), ("bin", "/usr/local/bin"), ("rancher-etc", "/etc/rancher"),

@@ -19,9 +19,7 @@ sys.path.insert(0, str(LAB))
 try:
     import kubeapi_hostile as hostile
     import kubeapi_hostile_serve as serve
-    from kubeapi_etcd import MemoryKV
     from kubeapi_store import ApiError
-    from kubeapi_store import Store as StoreOnKV
 finally:
     sys.path.remove(str(LAB))
 
@@ -109,30 +107,25 @@ def test_requests_are_classified_with_the_node_they_name(method: str, path: str,
     assert hostile.classify(method, path, query, Store()) == expected  # type: ignore[arg-type]
 
 
-def test_faults_meet_requests_naming_their_node_times_times() -> None:
-    """Kept in the API servers' shared store (here its in-memory stand-in for etcd): every
-    one of them sees them, and using one up is a transaction."""
-    store = StoreOnKV(MemoryKV(), 0)
-    first, second = hostile.Faults(store), hostile.Faults(store)
-    first.add({"kind": "read-node", "mode": "shape", "node": "ctl-1", "times": 2})
-    first.add({"kind": "readyz", "mode": "slow", "node": None, "times": None})
-    first.add({"method": "PATCH", "path": "/api/v1/nodes/ctl-1", "code": 503})  # an error
-    truthful = {hostile.TRUTHFUL: "1"}
+def test_faults_meet_front_end_requests_naming_their_node_times_times() -> None:
+    faults = hostile.Faults()
+    faults.add({"kind": "read-node", "mode": "shape", "node": "ctl-1", "times": 2})
+    faults.add({"kind": "readyz", "mode": "slow", "node": None, "times": None})
+    faults.add({"method": "PATCH", "path": "/api/v1/nodes/ctl-1", "code": 503})  # an error
+    via = {hostile.FRONT_END: "ctl-2"}
 
-    def take(path: str, headers: dict[str, str], faults: Any = second) -> Any:
-        return faults.take_hostile("GET", path, {}, headers, "ctl-2")
+    def take(path: str, headers: dict[str, str]) -> Any:
+        return faults.take_hostile("GET", path, {}, headers, None)
 
-    assert take("/api/v1/nodes/ctl-1", truthful) is None  # the lab's own request
-    assert take("/api/v1/nodes/ctl-2", {}) is None  # another node
-    assert take("/api/v1/nodes/ctl-1", {})["request_node"] == "ctl-1"
-    assert take("/api/v1/nodes/ctl-1", {}, first) is not None
-    assert take("/api/v1/nodes/ctl-1", {}) is None  # used up, by both together
+    assert take("/api/v1/nodes/ctl-1", {}) is None  # not through a front end
+    assert take("/api/v1/nodes/ctl-2", via) is None  # another node
+    assert take("/api/v1/nodes/ctl-1", via)["request_node"] == "ctl-1"
+    assert take("/api/v1/nodes/ctl-1", via) is not None
+    assert take("/api/v1/nodes/ctl-1", via) is None  # used up
     for _ in range(3):  # until cleared
-        assert take("/readyz", {})["request_node"] == "ctl-2"
-    assert second.take_error("PATCH", "/api/v1/nodes/ctl-1", {})["code"] == 503
-    assert first.take_error("PATCH", "/api/v1/nodes/ctl-1", {}) is None
-    assert first.clear() == 1 and second.listing() == []
-    faults = first
+        assert take("/version", {**via, hostile.CHECK: "readyz"})["request_node"] == "ctl-2"
+    assert faults.take_error("PATCH", "/api/v1/nodes/ctl-1", {})["code"] == 503
+    assert faults.clear() == 1
     with pytest.raises(ApiError, match="unknown fault mode"):
         faults.add({"kind": "read-node", "mode": "sideways"})
     with pytest.raises(ApiError, match="times"):
