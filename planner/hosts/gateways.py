@@ -68,8 +68,7 @@ class _Gateway:
                                               or attempts != self._attempts):
                 raise type(self._failure)(label, self._failure.message)
             if self._wire is not None:  # dead: its hosts' channels went with it
-                self._wire.close()
-                self._wire.sock.close()
+                self._wire.shut()
                 self._wire = None
             self._attempts += 1
             try:
@@ -83,8 +82,7 @@ class _Gateway:
 
     def close(self) -> None:
         for wire in [*self._retired, *([self._wire] if self._wire is not None else [])]:
-            wire.close()
-            wire.sock.close()
+            wire.shut()
         self._retired, self._wire = [], None
 
 
@@ -276,8 +274,9 @@ async def _open_gateway(who: str, kind: str, target: Target, key_path: Path | No
         # deadline leaves it watched, and the next socket to get its number would meet
         # the stale watch (epoll: ENOENT, "No such file or directory").
         if wire is not None:
-            wire.close()
-        connected.close()
+            wire.shut()
+        else:
+            connected.close()
         raise
     return wire
 

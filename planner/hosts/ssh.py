@@ -130,14 +130,12 @@ class SshSession:
             self._loop.call(_goodbye(self._wire))
         except Exception as exc:  # noqa: BLE001 - closing a connection that may be gone
             log.debug("%s: closing: %s", self.label, exc)
-            self._wire.close()
-            self._wire.sock.close()
+            self._wire.shut()
 
     def _abandon(self) -> None:
         """Close without a goodbye: the session may be mid-call, or its peer gone."""
         self._closed = True
-        self._wire.close()
-        self._wire.sock.close()
+        self._wire.shut()
 
 
 async def _goodbye(wire: Wire) -> None:
@@ -147,8 +145,7 @@ async def _goodbye(wire: Wire) -> None:
     except (TimeoutError, ssh2_errors.SSH2Error, OSError):
         pass  # a goodbye nobody hears changes nothing
     finally:
-        wire.close()
-        wire.sock.close()
+        wire.shut()
 
 
 class _Abandoned(Exception):
@@ -368,8 +365,9 @@ async def connect(label: str, ssh: SshConfig, options: ConnectOptions,
                 shown = await shake(wire, target, peer, options, checks, proxied)
     except BaseException:
         if wire is not None:  # unwatched first, as gateways._open_gateway says why
-            wire.close()
-        sock.close()
+            wire.shut()
+        else:
+            sock.close()
         raise
     log.debug("%s: connected, host key %s", label, shown)
     return SshSession(label, wire, target, shown, options.loop)

@@ -148,6 +148,11 @@ class Wire:
             loop.remove_writer(self._fd)
             self._writing = False
 
+    def shut(self) -> None:
+        """close(), then the socket itself: never closed while watched."""
+        self.close()
+        self.sock.close()
+
     def close(self) -> None:
         """Stop watching the socket (before it is closed: its number may be reused) and
         wake every sleeper; their next call meets the closed socket."""
