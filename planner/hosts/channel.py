@@ -1,0 +1,218 @@
+"""One command on one channel of an SSH connection (wire.py): stdin sent while stdout and
+stderr are read, output handed on as it comes, every wait bounded by the command's deadline.
+ssh.py's sessions run each command through ChannelCommand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ssh2 import exceptions as ssh2_errors
+
+from ..errors import CommandError, CommandTimeout, ConnectionLost
+from .wire import EAGAIN, Wire
+
+MAX_OUTPUT = 16 << 20  # bytes per command; a host that sends more is lying or broken
+# The exit code of a command whose output the caller stopped reading (run's on_stdout).
+ABANDONED = -2
+OnStdout = Callable[[bytes], bool]
+Hold = Callable[[], "bytes | None"]
+_CHUNK = 65536
+_IDLE = 0.2  # a command silent this long asks on_stdout (with b"") whether to go on
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+
+
+class _Abandoned(Exception):
+    """on_stdout said to stop listening."""
+
+
+class ChannelCommand:
+    """One command on its own channel: stdin sent while output is read (a command that
+    stops reading its input, or fills stdout or stderr, stalls nothing), every wait
+    bounded by its deadline."""
+
+    def __init__(self, label: str, wire: Wire, timeout: float,
+                 on_stdout: OnStdout | None) -> None:
+        self.label, self.wire, self.timeout, self.on_stdout = label, wire, timeout, on_stdout
+        self.released: float | None = None  # when stdin was closed: the timeout's start
+        self.started = time.monotonic()
+        self.out, self.err = bytearray(), bytearray()
+        self._pulling = asyncio.Lock()  # output reaches on_stdout in order
+
+    def deadline(self, held: bool) -> float:
+        if not held:
+            return self.started + self.timeout
+        return float("inf") if self.released is None else self.released + self.timeout
+
+    def timed_out(self) -> CommandTimeout:
+        return CommandTimeout(self.label, f"remote command timed out after {self.timeout:g}s")
+
+    def result(self, code: int) -> CommandResult:
+        return CommandResult(code, bytes(self.out), bytes(self.err))
+
+    async def run(self, command: str, stdin: bytes | None, hold: Hold | None) -> CommandResult:
+        wire = self.wire
+        held = hold is not None
+        channel = await self._start(command)
+        holding: asyncio.Task[None] | None = None
+        try:
+            try:
+                async with asyncio.timeout_at(_loop_time(self.deadline(False))):
+                    if stdin:
+                        await self.send(channel, stdin)
+            except TimeoutError:
+                raise self.timed_out() from None
+            if hold is None:
+                await self.end_input(channel)
+            else:
+                holding = asyncio.create_task(self.hold(channel, hold))
+            return await self.collect(channel, held)
+        except _Abandoned:
+            return self.result(ABANDONED)
+        finally:
+            if holding is not None:
+                holding.cancel()
+            if not channel.eof():
+                _close_channel(channel)
+            wire.nudge()
+
+    async def _start(self, command: str) -> Any:
+        wire = self.wire
+        try:
+            channel = await wire.open(wire.session.open_session, timeout=self.timeout)
+        except TimeoutError:
+            raise self.timed_out() from None
+        try:
+            async with asyncio.timeout_at(_loop_time(self.deadline(False))):
+                await wire.call(channel.execute, command)
+        except TimeoutError:
+            _close_channel(channel)
+            raise self.timed_out() from None
+        return channel
+
+    async def send(self, channel: Any, data: bytes) -> None:
+        """Write `data` to the command's stdin, reading its output meanwhile. A command
+        that ended without reading all of it (a lock found held, a refusal) ends the
+        sending: its exit status and output say what happened."""
+        view = memoryview(data)
+        while view and not channel.eof():
+            try:
+                code, sent = channel.write(bytes(view[:_CHUNK]))
+            except (ssh2_errors.ChannelError, ssh2_errors.ChannelClosedError,
+                    ssh2_errors.ChannelEOFSentError):
+                return
+            self.wire.nudge()
+            view = view[sent:]
+            if code == EAGAIN:
+                # The window is shut until the command reads: its output, and its EOF if
+                # it ends without reading, come meanwhile.
+                if await self.pull(channel):
+                    continue
+                await self.wire.wait(ready=lambda: bool(
+                    channel.window_write() > 0 or _queued(channel)))
+
+    async def end_input(self, channel: Any) -> None:
+        try:
+            await self.wire.call(channel.send_eof)
+        except (ssh2_errors.ChannelError, ssh2_errors.ChannelClosedError,
+                ssh2_errors.ChannelEOFSentError):
+            pass  # the command closed its side first
+        self.released = time.monotonic()
+
+    async def hold(self, channel: Any, hold: Hold) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while (data := await loop.run_in_executor(None, hold)) is not None:
+                if channel.eof():
+                    break
+                await self.send(channel, data)
+            await self.end_input(channel)
+        finally:
+            if self.released is None:
+                self.released = time.monotonic()
+
+    async def pull(self, channel: Any) -> bool:
+        """Read what stdout and stderr have now (stdout handed to on_stdout); whether
+        anything came. _Abandoned when on_stdout says stop."""
+        async with self._pulling:
+            got = False
+            for read, into in ((channel.read, self.out), (channel.read_stderr, self.err)):
+                size, data = read(_CHUNK)
+                if size > 0:
+                    got = True
+                    into += data
+                    if into is self.out and self.on_stdout is not None and not \
+                            await asyncio.get_running_loop().run_in_executor(
+                                None, self.on_stdout, data):
+                        raise _Abandoned
+                elif size < 0 and size != EAGAIN:
+                    raise ConnectionLost(self.label,
+                                         f"SSH connection lost (libssh2 error {size})")
+            self.wire.nudge()
+            if len(self.out) + len(self.err) > MAX_OUTPUT:
+                raise CommandError(self.label,
+                                   f"remote output exceeded {MAX_OUTPUT >> 20} MiB")
+            return got
+
+    async def collect(self, channel: Any, held: bool) -> CommandResult:
+        """Read stdout and stderr until the command's EOF, then its exit status."""
+        wire = self.wire
+        quiet_since = time.monotonic()
+        while True:
+            got = await self.pull(channel)
+            now = time.monotonic()
+            if got:
+                quiet_since = now
+                continue
+            if channel.eof():
+                break
+            if self.on_stdout is not None and now - quiet_since >= _IDLE:
+                quiet_since = now
+                # No output for a while: the caller may have stopped listening meanwhile.
+                if not await asyncio.get_running_loop().run_in_executor(
+                        None, self.on_stdout, b""):
+                    raise _Abandoned
+            left = self.deadline(held) - now
+            if left <= 0:
+                raise self.timed_out()
+            await wire.wait(ready=lambda: _queued(channel), at_most=min(left, _IDLE))
+        try:
+            async with asyncio.timeout(max(0.0, min(self.deadline(held) - time.monotonic(),
+                                                    self.timeout))):
+                await wire.call(channel.wait_closed)
+        except TimeoutError:
+            raise self.timed_out() from None
+        _, signal, _, _ = channel.get_exit_signal()
+        if signal:
+            # The command was killed (or the server side of it went away) mid-command:
+            # whether it ran (in full) is unknown.
+            raise ConnectionLost(self.label, "SSH connection lost before the command finished")
+        return self.result(channel.get_exit_status())
+
+
+def _queued(channel: Any) -> bool:
+    """Output or EOF waiting in libssh2's queue for this channel."""
+    return bool(channel.poll_channel_read(0) or channel.poll_channel_read(1) or channel.eof())
+
+
+def _close_channel(channel: Any) -> None:
+    try:
+        channel.close()  # non-blocking: what is not sent now goes with the next call
+    except ssh2_errors.SSH2Error:
+        pass
+
+
+def _loop_time(monotonic_deadline: float) -> float:
+    """A time.monotonic() deadline on the running loop's clock."""
+    loop = asyncio.get_running_loop()
+    return loop.time() + (monotonic_deadline - time.monotonic())
