@@ -105,7 +105,8 @@ class ChannelCommand:
         that ended without reading all of it (a lock found held, a refusal) ends the
         sending: its exit status and output say what happened."""
         view = memoryview(data)
-        while view and not channel.eof():
+        half_sent = False
+        while view and (half_sent or not channel.eof()):
             try:
                 code, sent = channel.write(bytes(view[:_CHUNK]))
             except (ssh2_errors.ChannelError, ssh2_errors.ChannelClosedError,
@@ -113,7 +114,12 @@ class ChannelCommand:
                 return
             self.wire.nudge()
             view = view[sent:]
-            if code == EAGAIN:
+            half_sent = code == EAGAIN and self.wire.half_sent()
+            if half_sent:
+                # Even if the command has ended: nothing else goes out on this connection
+                # (our EOF, other commands) until this write is made again and finishes.
+                await self.wire.wait()
+            elif code == EAGAIN:
                 # The window is shut until the command reads: its output, and its EOF if
                 # it ends without reading, come meanwhile.
                 if await self.pull(channel):
@@ -123,10 +129,13 @@ class ChannelCommand:
 
     async def end_input(self, channel: Any) -> None:
         try:
-            await self.wire.call(channel.send_eof)
+            async with asyncio.timeout(self.timeout):
+                await self.wire.call(channel.send_eof)
         except (ssh2_errors.ChannelError, ssh2_errors.ChannelClosedError,
                 ssh2_errors.ChannelEOFSentError):
             pass  # the command closed its side first
+        except TimeoutError:
+            raise self.timed_out() from None
         self.released = time.monotonic()
 
     async def hold(self, channel: Any, hold: Hold) -> None:

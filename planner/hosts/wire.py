@@ -121,6 +121,13 @@ class Wire:
             timer.cancel()
             self._sleepers.pop(waiter, None)
 
+    def half_sent(self) -> bool:
+        """After a call said EAGAIN: whether it left part of a packet on the wire. libssh2
+        then sends nothing else on this session, answering every other packet with EAGAIN,
+        until the same call is made again and finishes it (transport.c,
+        transport_send_existing); a channel whose window is merely shut says "inbound"."""
+        return bool(self.session.block_directions() & BLOCK_OUTBOUND)
+
     def nudge(self, everyone: bool = True) -> None:
         for waiter, ready in list(self._sleepers.items()):
             if waiter.done():

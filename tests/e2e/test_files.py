@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -112,4 +113,22 @@ def test_a_command_that_exits_before_reading_its_input_is_not_a_lost_connection(
         result = host.run_root("echo refused; exit 3", stdin=b"x" * 8_000_000, check=False)
         assert (result.exit_code, result.stdout) == (3, b"refused\n")
     assert host.run_root("echo still here").stdout == b"still here\n"  # the same session
+    host.close()
+
+
+def test_a_command_that_ends_while_a_packet_is_half_sent_leaves_the_session_usable(
+        lab_factory) -> None:
+    """The same, with the socket's send buffer a few kilobytes: the command's end now comes
+    while one of our data packets is half on the wire. libssh2 sends nothing else on the
+    connection (not the EOF, not another command) until that same write finishes it, so
+    giving up the write there wedged the session for good: the EOF was tried forever (seen
+    as an 18-minute hang of the test above under load)."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    host = writer(lab, "wrk-1")
+    host._writer_session._wire.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    for _ in range(10):
+        result = host.run_root("echo refused; exit 3", stdin=b"x" * 2_000_000, check=False,
+                               timeout=10)
+        assert (result.exit_code, result.stdout) == (3, b"refused\n")
+    assert host.run_root("echo still here", timeout=10).stdout == b"still here\n"
     host.close()
