@@ -155,8 +155,13 @@ async def _exchange(wire: Wire, watch: HandshakeWatch, peer: Peer,
 
 def _judge(peer: Peer, name: str, known: dict[str, paramiko.PKey], presented: paramiko.PKey,
            checks: Checks, options: DialSettings) -> None:
-    """Refuse a host key that is not the pinned one, changed, or unknown (unless accepted)."""
+    """Refuse a host key that is revoked, not the pinned one, changed, or unknown (unless
+    accepted)."""
     shown = fingerprint(presented)
+    if peer.known_hosts.exists() and options.known_hosts.revoked(peer.known_hosts, presented):
+        raise HostKeyError(peer.label, f"host key {shown} of {peer.name} is marked @revoked in "
+                                       f"{peer.known_hosts}: refusing it (whoever holds it "
+                                       "may not be the host)")
     if checks.pinned is not None and shown != checks.pinned:
         # The pinned key is the one known_hosts had at plan time: it changed since.
         raise changed_key(peer, checks.pinned, shown)

@@ -2,7 +2,8 @@
 known_hosts does not have.
 
 Host keys are checked strictly against known_hosts unless the user opts in to accepting
-keys of hosts never seen before; a key that *changed* is refused either way.
+keys of hosts never seen before; a key that *changed* is refused either way, and so is a
+key known_hosts marks @revoked.
 """
 
 from __future__ import annotations
@@ -68,11 +69,22 @@ class _Index:
         self._hashed: list[tuple[int, list[str]]] = []
         self._parsed: dict[int, Any] = {}
         self._lock = threading.Lock()
+        self.revoked: set[bytes] = set()  # key blobs on @revoked lines
         for lineno, raw in enumerate(text.splitlines(), 1):
             line = raw.strip()
             if not line or line.startswith("#"):
                 continue
             fields = re.split(" |\t", line)
+            if fields[0] == "@revoked":
+                # Never accepted, for any host: OpenSSH refuses it for the hosts its pattern
+                # matches (sshd(8) SSH_KNOWN_HOSTS FILE FORMAT); a revoked key is one someone
+                # else may hold, so here it is refused whatever the pattern says.
+                blob = _blob(fields[3] if len(fields) > 3 else "")
+                if blob:
+                    self.revoked.add(blob)
+                continue
+            if fields[0].startswith("@"):
+                continue  # @cert-authority: certificates are not used here
             if len(fields) < 3:
                 continue
             position = len(self._lines)
@@ -110,6 +122,13 @@ class _Index:
             return self._parsed[position]
 
 
+def _blob(text: str) -> bytes:
+    try:
+        return base64.b64decode(text.encode(), validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
 def _hashed_match(name: str, hashed: list[str]) -> bool:
     for entry in hashed:
         try:
@@ -133,6 +152,13 @@ class KnownHostsFiles:
 
     def lookup(self, path: Path, name: str) -> dict[str, paramiko.PKey] | None:
         """The keys `path` has for host `name` (as known_hosts spells it), by type."""
+        return self._index(path).lookup(name)
+
+    def revoked(self, path: Path, key: paramiko.PKey) -> bool:
+        """Whether `path` marks `key` @revoked (for any host)."""
+        return key.asbytes() in self._index(path).revoked
+
+    def _index(self, path: Path) -> _Index:
         stat = path.stat()
         version = (stat.st_mtime_ns, stat.st_size)
         with self._lock:
@@ -140,4 +166,4 @@ class KnownHostsFiles:
             if cached is None or cached[0] != version:
                 cached = (version, _Index(path.read_text(errors="replace")))
                 self._parsed[str(path)] = cached
-        return cached[1].lookup(name)
+        return cached[1]

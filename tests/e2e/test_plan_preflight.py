@@ -76,6 +76,28 @@ def test_changed_host_key_is_refused_even_with_opt_in(lab_factory, tmp_path: Pat
     assert "CHANGED" in result.stdout and "man-in-the-middle" in result.stdout
 
 
+def test_a_revoked_host_key_is_refused_even_where_known_or_with_opt_in(lab_factory) -> None:
+    # OpenSSH never accepts a key on a @revoked line: its private half may be elsewhere.
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
+    known = lab.dir / "known_hosts"
+    lines = known.read_text().splitlines()
+    revoked = next(line for line in lines if line.startswith(lab.hosts[1].address + " "))
+    key = revoked.split(None, 1)[1]
+    known.write_text("\n".join([*lines, f"@revoked * {key}"]) + "\n")
+    result = cargoship("plan", "-c", lab.dir / "cluster.yaml")
+    assert result.returncode == 1
+    assert f"x {lab.hosts[1].address}: Connect to hosts: host key SHA256:" in result.stdout
+    assert f"is marked @revoked in {known}" in result.stdout
+    assert f"x {lab.hosts[0].address}" not in result.stdout  # the other host is fine
+    # Not known at all, and the user accepts new keys: still refused, and not recorded.
+    known.write_text("\n".join([lines[0], f"@revoked * {key}"]) + "\n")
+    before = known.read_text()
+    accepted = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--accept-new-host-keys")
+    assert accepted.returncode == 1
+    assert "is marked @revoked" in accepted.stdout
+    assert known.read_text() == before
+
+
 def test_unreachable_host_is_reported_and_the_rest_still_checked(lab_factory) -> None:
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
     dead = lab.hosts[1].address.rsplit(".", 1)[0] + ".250"

@@ -3,6 +3,7 @@ the keys recorded for that host's name (plain, [host]:port and hashed entries)."
 
 from __future__ import annotations
 
+import base64
 import subprocess
 from pathlib import Path
 
@@ -72,3 +73,20 @@ def test_the_index_answers_as_paramiko_does(tmp_path: Path) -> None:
         for kind, key in got.items():
             assert key.asbytes() == expected[kind].asbytes(), (name, kind)
     assert list(files.lookup(known, "10.0.0.1") or {}) == ["ssh-ed25519", "ssh-rsa"]
+
+
+def test_revoked_keys_are_known_as_revoked_for_every_host(tmp_path: Path) -> None:
+    a, b = _key(tmp_path, "a"), _key(tmp_path, "b")
+    known = tmp_path / "known_hosts"
+    # OpenSSH's markers: a revoked key (here for a pattern), a CA line that is no host key.
+    known.write_text(f"10.0.0.1 {a}\n@revoked 10.0.0.* {a}\n@cert-authority *.lab {b}\n"
+                     "@revoked 10.0.0.2 ssh-ed25519 not-base64!\n")
+    files = KnownHostsFiles()
+    key_a, key_b = (paramiko.PKey.from_type_string(k.split()[0], base64.b64decode(k.split()[1]))
+                    for k in (a, b))
+    assert files.revoked(known, key_a)
+    assert not files.revoked(known, key_b)
+    # The marker lines are no host's keys: the CA key is nobody's, the revoked one only
+    # where a plain line names it (the handshake refuses it there first).
+    assert files.lookup(known, "@cert-authority") is None
+    assert files.lookup(known, "*.lab") is None
