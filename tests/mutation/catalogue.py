@@ -29,6 +29,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (U + "test_drift.py", U + "test_apply_checks.py"),
         "another machine at a host's address would be written to", unit=True),
     Mutation(
+        "host keys: a key known_hosts marks @revoked is never accepted",
+        "planner/hosts/host_keys.py", "KnownHostsFiles.revoked",
+        "return key.asbytes() in self._index(path).revoked", "return False",
+        (U + "test_known_hosts.py",
+         E + "test_plan_preflight.py::"
+         "test_a_revoked_host_key_is_refused_even_where_known_or_with_opt_in"),
+        "a stolen host key the user revoked would still be trusted", unit=True),
+    Mutation(
         "drift: a read that changed since the plan is refused", "executor/drift.py",
         "_differences", "elif old.reads.get(target) != new.reads.get(target):",
         "elif False:", (U + "test_drift.py", U + "test_apply_checks.py"),
