@@ -8,8 +8,8 @@ connection ends mid-upload must leave the bastion to the others.
 
 What this does not reach: the pump cancelled while a write is still half sent (gateways.py
 finishes it before closing the channel). Here the bastion drains the ended host's bytes
-before the pump sees the end, so the test passes with that finishing removed too; a way to
-hold the write half sent at that moment is still to be found.
+before the pump sees the end, so this passes with that finishing removed too; that moment
+is tests/unit/test_gateway_pump.py's, with a fake channel.
 """
 
 from __future__ import annotations
