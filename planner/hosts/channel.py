@@ -82,9 +82,12 @@ class ChannelCommand:
         finally:
             if holding is not None:
                 holding.cancel()
-            if not channel.eof():
-                _close_channel(channel)
-            wire.nudge()
+            # A packet of this channel's left half sent (a write, a read's window adjust)
+            # is finished; then the channel is closed now, not when the object is
+            # collected: libssh2 would then send the close on its own, and could leave it
+            # half sent with nobody to finish it.
+            wire.settle(channel)
+            wire.call_soon(channel.close)
 
     async def _start(self, command: str) -> Any:
         wire = self.wire
@@ -96,7 +99,8 @@ class ChannelCommand:
             async with asyncio.timeout_at(_loop_time(self.deadline(False))):
                 await wire.call(channel.execute, command)
         except TimeoutError:
-            _close_channel(channel)
+            wire.settle(channel)
+            wire.call_soon(channel.close)
             raise self.timed_out() from None
         return channel
 
@@ -107,8 +111,9 @@ class ChannelCommand:
         view = memoryview(data)
         half_sent = False
         while view and (half_sent or not channel.eof()):
+            chunk = bytes(view[:_CHUNK])
             try:
-                code, sent = channel.write(bytes(view[:_CHUNK]))
+                code, sent = self.wire.attempt(channel.write, chunk)
             except (ssh2_errors.ChannelError, ssh2_errors.ChannelClosedError,
                     ssh2_errors.ChannelEOFSentError):
                 return
@@ -117,7 +122,8 @@ class ChannelCommand:
             half_sent = code == EAGAIN and self.wire.half_sent()
             if half_sent:
                 # Even if the command has ended: nothing else goes out on this connection
-                # (our EOF, other commands) until this write is made again and finishes.
+                # (our EOF, other commands) until this write is made again and finishes
+                # (by the wire, if this sender is cancelled first: run()'s settle).
                 await self.wire.wait()
             elif code == EAGAIN:
                 # The window is shut until the command reads: its output, and its EOF if
@@ -156,7 +162,7 @@ class ChannelCommand:
         async with self._pulling:
             got = False
             for read, into in ((channel.read, self.out), (channel.read_stderr, self.err)):
-                size, data = read(_CHUNK)
+                size, data = self.wire.attempt(read, _CHUNK)
                 if size > 0:
                     got = True
                     into += data
@@ -212,13 +218,6 @@ class ChannelCommand:
 def _queued(channel: Any) -> bool:
     """Output or EOF waiting in libssh2's queue for this channel."""
     return bool(channel.poll_channel_read(0) or channel.poll_channel_read(1) or channel.eof())
-
-
-def _close_channel(channel: Any) -> None:
-    try:
-        channel.close()  # non-blocking: what is not sent now goes with the next call
-    except ssh2_errors.SSH2Error:
-        pass
 
 
 def _loop_time(monotonic_deadline: float) -> float:

@@ -32,7 +32,6 @@ from .ssh_config import Hop, Target
 from .wire import EAGAIN, Wire
 
 _CHUNK = 65536
-FINISH_WRITE = 5.0  # seconds to finish a packet half sent when a host's channel ends
 Opener = Callable[[DialSettings], Awaitable[Wire]]
 
 
@@ -289,7 +288,7 @@ async def _pump(wire: Wire, channel: Any, sock: socket.socket) -> None:
 
     async def down() -> None:  # the host's bytes, to the session on the other end
         while True:
-            size, data = channel.read(_CHUNK)
+            size, data = wire.attempt(channel.read, _CHUNK)
             wire.nudge(everyone=False)
             if size > 0:
                 await loop.sock_sendall(sock, data)
@@ -299,18 +298,15 @@ async def _pump(wire: Wire, channel: Any, sock: socket.socket) -> None:
             else:
                 return  # EOF, or the gateway's connection failed
 
-    half_sent: list[bytes] = []  # a write libssh2 has part of on the wire (Wire.half_sent)
-
     async def up() -> None:  # the session's bytes, to the host
         while data := await loop.sock_recv(sock, _CHUNK):
             view = memoryview(data)
             while view:
                 chunk = bytes(view)
-                code, sent = channel.write(chunk)
+                code, sent = wire.attempt(channel.write, chunk)
                 wire.nudge(everyone=False)
                 view = view[sent:]
-                half_sent[:] = [chunk] if code == EAGAIN and wire.half_sent() else []
-                if half_sent:
+                if code == EAGAIN and wire.half_sent():
                     await wire.wait()
                 elif code == EAGAIN:
                     await wire.wait(ready=lambda: channel.window_write() > 0)
@@ -325,14 +321,9 @@ async def _pump(wire: Wire, channel: Any, sock: socket.socket) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        try:
-            if half_sent:
-                # The gateway's other hosts share its connection: the packet cut short must
-                # be finished, or nothing more goes out on it for any of them.
-                with contextlib.suppress(ssh2_errors.SSH2Error, TimeoutError):
-                    async with asyncio.timeout(FINISH_WRITE):
-                        await wire.call(channel.write, half_sent[0])
-        finally:
-            with contextlib.suppress(ssh2_errors.SSH2Error):
-                channel.close()
-            sock.close()
+        # The gateway's other hosts share its connection: a packet of this channel's cut
+        # short (a write, a read's window adjust) is finished, or nothing more goes out on
+        # it for any of them; so is the close.
+        wire.settle(channel)
+        wire.call_soon(channel.close)
+        sock.close()

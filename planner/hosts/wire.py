@@ -12,16 +12,24 @@ that is now true, and the sleepers that could not say (a channel being opened, a
 handshake) are woken to try again; a sleeper woken that way and still blocked wakes no
 one in turn, so two sleepers never wake each other forever. No sleeper sleeps longer
 than RECHECK without trying again: a net for whatever the rules above miss.
+
+A call that says EAGAIN may already have its packet encrypted and partly on the wire, and
+libssh2 then sends nothing else on the session, answering every other call with EAGAIN,
+until the same call is made again and finishes it (transport.c, send_existing). So a call
+nobody waits for any more (its waiter cancelled, a channel's close) is never left there:
+`finish` and `call_soon` make it again in the background until its packet is out or the
+wire is closed. Left half sent, one host's timed-out command or closed channel would cut
+off every other command on its session, and every host behind a shared bastion.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Literal
 
+from ssh2 import exceptions as ssh2_errors
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 
 EAGAIN: int = LIBSSH2_ERROR_EAGAIN
@@ -53,6 +61,9 @@ class Wire:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._opening: asyncio.Lock | None = None
         self.jammed = 0  # opens given up on but still running (see open())
+        self._finishing: set[asyncio.Task[None]] = set()
+        # The call that began the packet half on the wire, if one is: fn and its arguments.
+        self._pending: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
 
     async def open(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
         """A channel opened by fn(*args) within `timeout`.
@@ -86,18 +97,76 @@ class Wire:
         lock.release()
         if not task.cancelled() and task.exception() is None:
             late = task.result()
-            with contextlib.suppress(Exception):  # a channel nobody wants any more
-                late.close()
+            self.call_soon(late.close)  # a channel nobody wants any more
 
     async def call(self, fn: Callable[..., Any], *args: Any, ready: Ready | None = None) -> Any:
-        """fn(*args), made again until it does not say EAGAIN; its result."""
+        """fn(*args), made again until it does not say EAGAIN; its result. Cancelled with
+        its packet half sent, the call is finished in the background (`settle`)."""
         woken: Woken = "first"
         while True:
-            result = fn(*args)
+            result = self.attempt(fn, *args)
             self.nudge(everyone=woken != "nudge")
             if not again(result):
                 return result
-            woken = await self.wait(ready)
+            try:
+                woken = await self.wait(ready)
+            except asyncio.CancelledError:
+                self.settle(_owner(fn))
+                raise
+
+    def attempt(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """fn(*args) once, noting whether it began a packet it left half sent: only that
+        call, made again, can finish it (`settle`)."""
+        before = self.half_sent()
+        result = fn(*args)
+        if not self.half_sent():
+            self._pending = None
+        elif not before or (self._pending is not None and self._pending[0] == fn):
+            self._pending = (fn, args)
+        return result
+
+    def settle(self, owner: object) -> None:
+        """`owner` (a channel, a session) stops waiting for its calls: a packet one of them
+        left half sent is finished in the background, by the same call made again, until
+        it is out or the wire is closed. Only the loop's own thread calls this."""
+        pending = self._pending
+        if pending is None or _owner(pending[0]) is not owner or not self.half_sent():
+            return
+        self._background(self._finish(*pending))
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """fn(*args) for its packet alone (a channel's close): nobody waits for its answer.
+        Made now and, while it says EAGAIN with a packet on the wire (its own or one before
+        it), again in the background until it has sent its own."""
+        try:
+            result = self.attempt(fn, *args)
+        except (ssh2_errors.SSH2Error, OSError):
+            return  # the channel or the connection has gone: nothing is left to send
+        self.nudge()
+        if again(result) and self.half_sent() and self._fd >= 0:
+            self._background(self._finish(fn, args))
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
+
+    async def _finish(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        # Ends when a call leaves no packet on the wire: its own is out, and what it would
+        # wait for next is an answer nobody wants. A packet on the wire that is another
+        # call's (this one then said EAGAIN without beginning its own) is that one's to
+        # finish; this call, made again after it, sends its own.
+        while self._fd >= 0:
+            await self.wait()
+            if self._fd < 0:
+                return  # closed: libssh2 must not touch a socket that may be gone
+            try:
+                result = self.attempt(fn, *args)
+            except (ssh2_errors.SSH2Error, OSError):
+                return
+            self.nudge()
+            if not again(result) or not self.half_sent():
+                return
 
     async def wait(self, ready: Ready | None = None, at_most: float = RECHECK) -> Woken:
         """Sleep until the socket is ready in libssh2's direction, or a call on the
@@ -167,6 +236,11 @@ class Wire:
         self._fd = -1
         for waiter in list(self._sleepers):
             _wake(waiter, "io")
+
+
+def _owner(fn: Callable[..., Any]) -> object:
+    """What a call belongs to: the channel or session of a bound method."""
+    return getattr(fn, "__self__", fn)
 
 
 def _wake(waiter: asyncio.Future[Woken], why: Woken) -> None:

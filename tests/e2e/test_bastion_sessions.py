@@ -6,10 +6,12 @@ writes each host's bytes into that host's channel, with the bastion connection's
 buffer shrunk here so most of those writes are half sent for a while. A host whose own
 connection ends mid-upload must leave the bastion to the others.
 
-What this does not reach: the pump cancelled while a write is still half sent (gateways.py
-finishes it before closing the channel). Here the bastion drains the ended host's bytes
-before the pump sees the end, so this passes with that finishing removed too; that moment
-is tests/unit/test_gateway_pump.py's, with a fake channel.
+This failed once in a full run (wrk-2's next command timed out): the pump closed the
+ended host's channel with one call while the socket was full, and libssh2 had that close
+half on the wire with nobody to finish it. A close is now made again until it is out
+(Wire.call_soon). What this does not reach every time: the pump ending while a write or a
+close is half sent; tests/unit/test_gateway_pump.py holds that moment with a fake session,
+and tests/e2e/test_files.py's command timed out mid-packet holds it on a real one.
 """
 
 from __future__ import annotations

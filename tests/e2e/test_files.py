@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -10,9 +12,10 @@ import pytest
 from executor.file_writes import restore_file, write_file
 from executor.remote import HostWriter
 from planner.config.model import SshConfig
-from planner.errors import CommandError
+from planner.errors import CommandError, CommandTimeout, HostError
 from planner.hosts.ssh import ConnectOptions, open_session
 from tests.lab import HostSpec, Lab
+from tests.reliability.faults import cut_traffic, restore_traffic
 
 REGISTRIES = "/etc/rancher/rke2/registries.yaml"
 PLAN = "0123456789abcdef0123456789abcdef"
@@ -132,3 +135,40 @@ def test_a_command_that_ends_while_a_packet_is_half_sent_leaves_the_session_usab
         assert (result.exit_code, result.stdout) == (3, b"refused\n")
     assert host.run_root("echo still here", timeout=10).stdout == b"still here\n"
     host.close()
+
+
+def test_a_command_timed_out_mid_packet_leaves_the_session_usable(lab_factory) -> None:
+    """A command that runs out of time while one of its stdin's packets is half on the wire
+    (the host dropped off the network mid-upload): its packet, then its channel's close,
+    are finished once the host is back, and the session goes on. Given up there, they left
+    the session wedged for every later command (the same would cut off every host behind a
+    shared bastion, tests/e2e/test_bastion_sessions.py)."""
+    lab = lab_factory([HostSpec("wrk-1", "worker")])
+    host = lab.host("wrk-1")
+    session = open_session("wrk-1", SshConfig(
+        address=host.address, user=host.user, key_path=lab.dir / "id_ed25519",
+        known_hosts=lab.dir / "known_hosts"), ConnectOptions())
+    session._wire.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    outcome: list[object] = []
+
+    def upload() -> None:
+        try:
+            outcome.append(session.run("cat > /dev/null", 4, stdin=b"x" * 200_000_000))
+        except HostError as exc:
+            outcome.append(exc)
+
+    uploading = threading.Thread(target=upload)
+    uploading.start()
+    deadline = time.monotonic() + 10
+    while lab.exec("wrk-1", "pgrep -x cat", check=False).returncode != 0:
+        assert time.monotonic() < deadline, "the upload never started"
+        time.sleep(0.05)
+    cut_traffic(lab, "wrk-1")  # our socket fills: the next packet goes out half
+    try:
+        uploading.join(30)
+        assert not uploading.is_alive() and isinstance(outcome[0], CommandTimeout), outcome
+        assert session._wire.half_sent()  # what the test is about: still on the wire
+    finally:
+        restore_traffic(lab, "wrk-1")
+    assert session.run("echo still here", 20).stdout == b"still here\n"
+    session.close()

@@ -1,5 +1,6 @@
-"""The bastion's pump, with a fake channel and wire: a host's channel that ends while one
-of its writes is half on the wire gets that write finished before it is closed.
+"""The bastion's pump on a real Wire with a fake libssh2 session (fake_libssh2.py): a
+host's channel that ends while one of its writes is half on the wire gets that write
+finished, then its close sent, and the bastion's other hosts go on.
 
 libssh2 sends nothing else on a connection while a packet is half sent, until the same
 write is made again (transport.c, transport_send_existing): a half-sent write left behind
@@ -14,27 +15,18 @@ import socket
 from typing import Any
 
 from planner.hosts.gateways import _pump
-from planner.hosts.wire import EAGAIN
+from planner.hosts.wire import EAGAIN, Wire
+from tests.unit.fake_libssh2 import FakeChannel, FakeSession
 
 
-class _Channel:
-    def __init__(self) -> None:
-        self.log: list[tuple[str, bytes]] = []
-        self.finished = False  # the first write's packet is half sent until written again
-
-    def write(self, data: bytes) -> tuple[int, int]:
-        self.log.append(("write", data))
-        if len(self.log) == 1:
-            return EAGAIN, 0
-        self.finished = True
-        return len(data), len(data)
+class _HostChannel(FakeChannel):
+    """The bastion's channel to a host whose end comes once our first write is half sent."""
 
     def read(self, size: int) -> tuple[int, bytes]:
-        # The host's end comes once our first write is half sent.
-        return (0, b"") if self.log else (EAGAIN, b"")
+        return (0, b"") if self.eof() else (EAGAIN, b"")
 
     def eof(self) -> bool:
-        return bool(self.log)
+        return self.session.pending is not None or bool(self.session.sent)
 
     def poll_channel_read(self, stream: int) -> int:
         return 0
@@ -43,46 +35,30 @@ class _Channel:
         return 1 << 20
 
     def send_eof(self) -> int:
-        self.log.append(("eof", b""))
         return 0
-
-    def close(self) -> int:
-        self.log.append(("close", b""))
-        return 0
-
-
-class _Wire:
-    def __init__(self, channel: _Channel) -> None:
-        self.channel = channel
-
-    def nudge(self, everyone: bool = True) -> None:
-        pass
-
-    def half_sent(self) -> bool:
-        return not self.channel.finished
-
-    async def wait(self, ready: Any = None, at_most: float = 0.5) -> str:
-        if ready is None:  # a half-sent write waits for the socket: it never comes here
-            await asyncio.Event().wait()
-        await asyncio.sleep(0.001)
-        return "time"
-
-    async def call(self, fn: Any, *args: Any) -> Any:
-        return fn(*args)
 
 
 def test_a_write_half_sent_when_the_host_ends_is_finished_before_the_close() -> None:
-    channel = _Channel()
+    session = FakeSession(room=False)
+    channel = _HostChannel(session, "host")
+    other = session.channel("another host")
     ours, theirs = socket.socketpair()
+    wire_ours, wire_theirs = socket.socketpair()
     ours.setblocking(False)
+    wire_ours.setblocking(False)
     try:
         theirs.sendall(b"the host session's bytes")
 
-        async def main() -> None:
-            await asyncio.wait_for(_pump(_Wire(channel), channel, ours), 5)  # type: ignore[arg-type]
+        async def main() -> Any:
+            wire = Wire(session, wire_ours)
+            await asyncio.wait_for(_pump(wire, channel, ours), 5)  # type: ignore[arg-type]
+            session.room = True  # the socket drains
+            # Another host behind the same bastion goes on.
+            return await asyncio.wait_for(wire.call(other.write, b"next"), 5)
 
-        asyncio.run(main())
+        assert asyncio.run(main()) == (4, 4)
     finally:
-        theirs.close()
-    assert channel.log == [("write", b"the host session's bytes"),
-                           ("write", b"the host session's bytes"), ("close", b"")]
+        for end in (theirs, wire_ours, wire_theirs):
+            end.close()
+    assert session.sent == [("host", "write", b"the host session's bytes"),
+                            ("host", "close", b""), ("another host", "write", b"next")]
