@@ -1,12 +1,24 @@
-"""Run the real `cargoship` command the way a user does, and hold it to the one-line rule."""
+"""Run the real `cargoship` command the way a user does, and hold it to the one-line rule.
+
+A command runs as its own process, forked from a process that has imported cargoship
+already (tests/e2e/zygote.py: the imports are most of a command's CPU); `exec_=True`, or
+CARGOSHIP_TEST_EXEC=1 for every command, starts the installed script instead."""
 
 from __future__ import annotations
 
+import atexit
+import io
+import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -19,12 +31,79 @@ def cargoship_argv() -> list[str]:
     return [found] if found else [sys.executable, "-m", "cargoship"]
 
 
-def cargoship(*args: str | Path, env: dict[str, str] | None = None,
-              timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [*cargoship_argv(), *map(str, args)], capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
-    )
+class Zygote:
+    """This test process's zygote: started at its first command, gone when this process is
+    (it ends when its stdin closes)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._dir = ""
+
+    def _socket(self) -> str:
+        with self._lock:
+            if self._process is None or self._process.poll() is not None:
+                self._dir = tempfile.mkdtemp(prefix="cargoship-zygote.")
+                path = os.path.join(self._dir, "socket")
+                root = Path(__file__).resolve().parents[2]
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", "tests.e2e.zygote", path], cwd=root,
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                assert self._process.stdout is not None
+                ready = self._process.stdout.readline()
+                assert ready == b"ready\n", f"the test zygote did not start: {ready!r}"
+                atexit.register(self._process.kill)
+            return os.path.join(self._dir, "socket")
+
+    def run(self, argv: list[str], env: dict[str, str], timeout: float
+            ) -> subprocess.CompletedProcess[str]:
+        path = self._socket()
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+                open(os.devnull, "rb") as nothing, \
+                socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
+            conn.connect(path)
+            request = {"argv": argv, "env": env, "cwd": os.getcwd()}
+            socket.send_fds(conn, [json.dumps(request).encode()],
+                            [nothing.fileno(), out.fileno(), err.fileno()])
+            pid = json.loads(conn.recv(4096))["pid"]
+            conn.settimeout(timeout)
+            try:
+                status = json.loads(conn.recv(4096))["status"]
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                conn.settimeout(None)
+                conn.recv(4096)
+                raise subprocess.TimeoutExpired(argv, timeout) from None
+            return subprocess.CompletedProcess(argv, status, _text(out), _text(err))
+
+
+def _text(file: Any) -> str:
+    file.seek(0)
+    # As subprocess.run(text=True) reads a pipe: the locale's encoding, universal newlines.
+    wrapper = io.TextIOWrapper(file, newline=None)
+    try:
+        return wrapper.read()
+    finally:
+        wrapper.detach()
+
+
+ZYGOTE = Zygote()
+
+
+def cargoship(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 180,
+              exec_: bool = False) -> subprocess.CompletedProcess[str]:
+    argv = [*cargoship_argv(), *map(str, args)]
+    full_env = {**os.environ, **(env or {})}
+    # The interpreter reads PYTHON* variables (PYTHONPATH: a test's plugins) as it starts:
+    # a command given other values starts the script.
+    starts_differently = any(full_env.get(name) != os.environ.get(name)
+                             for name in {*full_env, *os.environ} if name.startswith("PYTHON"))
+    if exec_ or starts_differently or os.environ.get("CARGOSHIP_TEST_EXEC") == "1":
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                env=full_env, stdin=subprocess.DEVNULL)
+    else:
+        script = argv[0] if len(argv) == 1 + len(args) else "cargoship"
+        result = ZYGOTE.run([script, *map(str, args)], full_env, timeout)
     assert "Traceback" not in result.stderr, result.stderr
     assert "Traceback" not in result.stdout, result.stdout
     return result
