@@ -202,18 +202,39 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  - {printable(str(detail))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
-        # A plan never changes anything; an apply outside its rollout (which handles Ctrl-C
-        # itself) is interrupted before or after any change, its locks released on the way.
-        changed = "" if args.command in ("apply", "engine-config-sync") else \
-            "; nothing was changed on any host"
-        _say(f"interrupted{changed}")
-        return 128 + getattr(exc, "signum", signal.SIGINT)
+        return _interrupted(args, exc)
     except Exception as exc:
+        # A signal that lands while a module is imported can come wrapped: Python 3.11
+        # wraps what a dataclass field's __set_name__ raises in a RuntimeError.
+        interrupt = _cause_of_kind(exc, KeyboardInterrupt)
+        if interrupt is not None:
+            return _interrupted(args, interrupt)
         logging.getLogger("cargoship").debug("internal error", exc_info=True)
         print(f"error: internal error: {type(exc).__name__}: {printable(str(exc))} (run with "
               "-v for details)",
               file=sys.stderr)
         return 1
+
+
+def _interrupted(args: argparse.Namespace, exc: KeyboardInterrupt) -> int:
+    # A plan never changes anything; an apply outside its rollout (which handles Ctrl-C
+    # itself) is interrupted before or after any change, its locks released on the way.
+    changed = "" if args.command in ("apply", "engine-config-sync") else \
+        "; nothing was changed on any host"
+    _say(f"interrupted{changed}")
+    return 128 + int(getattr(exc, "signum", signal.SIGINT))
+
+
+def _cause_of_kind(exc: BaseException, kind: type[KeyboardInterrupt]
+                   ) -> KeyboardInterrupt | None:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _dispatch(args: argparse.Namespace) -> int:

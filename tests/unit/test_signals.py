@@ -58,3 +58,22 @@ def test_the_handler_never_blocks_on_a_progress_lock_the_main_thread_holds() -> 
     with lock:  # as if the signal came in the middle of a progress line
         interrupts._handle(signal.SIGTERM, None)  # returns: it does not wait for the lock
     assert interrupts.stop.is_set()
+
+
+def test_a_signal_wrapped_by_an_import_still_ends_the_command_as_that_signal(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # SIGHUP landing while a module defines a dataclass: Python 3.11 hands it on wrapped in
+    # a RuntimeError ("Error calling __set_name__ ..."); it was an internal error, exit 1.
+    import cargoship.cli as cli
+
+    def dispatch(args: object) -> int:
+        try:
+            raise SignalInterrupt(signal.SIGHUP)
+        except SignalInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from exc
+
+    monkeypatch.setattr(cli, "_dispatch", dispatch)
+    monkeypatch.setattr(cli.signal, "signal", lambda *_: None)  # leave pytest's handlers be
+    assert cli.main(["plan", "-c", "cluster.yaml"]) == 129
+    err = capsys.readouterr().err
+    assert "interrupted; nothing was changed on any host" in err and "internal" not in err, err
