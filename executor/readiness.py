@@ -306,7 +306,7 @@ class Waiter:
         manifest = state.apiserver_manifest if state is not None and \
             self.mirror is not None else ""
         if manifest and ask_readyz:
-            self._read_mirror()  # a crash loop raises here
+            self._read_mirror(manifest)  # a crash loop raises here
         if state is None or state.state != "running":
             return f"engine: {self.service} is {state.state if state else 'not seen yet'}"
         if self.before is not None and state.pid is not None and state.pid == self.before.pid:
@@ -332,7 +332,7 @@ class Waiter:
                 return f"API server: {why}"
         return ""
 
-    def _read_mirror(self) -> None:
+    def _read_mirror(self, manifest: str) -> None:
         """The mirror pod, at most every POLL_CAP seconds; a restart count risen beyond
         the start's own is a crash loop (raised)."""
         now = time.monotonic()
@@ -340,7 +340,7 @@ class Waiter:
             return
         self._mirror_read_at = now
         self._mirror = self.mirror()
-        restarts = crash_restarts(self._mirror, self.mirror_before)
+        restarts = crash_restarts(self._mirror, self.mirror_before, manifest)
         if restarts is not None and restarts >= CRASH_RESTARTS:
             raise CrashLoopError(
                 f"kube-apiserver is crash-looping (its mirror pod counts {restarts} "

@@ -143,6 +143,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a crash-looping API server whose old logs the kubelet removed would go unseen "
         "until the readiness timeout, its logs gone from the error"),
     Mutation(
+        "rke2: an older manifest's crash-looping pod is not the new start's crash loop",
+        "executor/mirror_pod.py", "crash_restarts",
+        "    if manifest and view.config_hash != manifest:",
+        "    if False:",
+        (U + "test_mirror_pod.py::test_a_crash_looping_pod_of_an_older_manifest_is_not_this_"
+             "starts_crash_loop",),
+        "a rollback that restored a good config would fail as crash-looping on the pod of "
+        "the config it undoes, while the kubelet had not replaced it yet"),
+    Mutation(
         "rollback restores and restarts: the engine reads the old files again",
         "executor/host_flow.py", "HostFlow._roll_back",
         "            if job.restart:\n                # The engine may be up",

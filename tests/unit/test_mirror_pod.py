@@ -64,6 +64,18 @@ def test_restarts_count_from_the_pod_before_the_stop_or_from_zero_in_a_new_pod()
     assert crash_restarts(view(NEW, None, 2), view(OLD, T0, 4)) == 2
     assert crash_restarts(view(NEW, None, 2), "unreadable") is None  # no baseline
     assert crash_restarts("unreadable", view(OLD, T0, 4)) is None
+    # With this start's manifest known, its own pod counts as before.
+    assert crash_restarts(view(NEW, None, 2), view(OLD, T0, 4), NEW) == 2
+    assert crash_restarts(view(OLD, None, 7), view(OLD, T0, 4), OLD) == 2
+
+
+def test_a_crash_looping_pod_of_an_older_manifest_is_not_this_starts_crash_loop() -> None:
+    # A rollback restores the config and starts the engine: the manifest is OLD again, but
+    # until the kubelet replaces it, the mirror pod is still the NEW config's crash-looping
+    # pod. Its restarts (before the stop and since) are the config being undone; counted,
+    # they failed the rollback ("ROLLBACK FAILED: ... crash-looping") under load.
+    assert crash_restarts(view(NEW, None, 5), view(NEW, T0, 2), OLD) is None
+    assert crash_restarts(view(NEW, None, 3), view(OLD, T0, 0), OLD) is None
 
 
 def waiter(reads: list[Any], before: MirrorView | str) -> Waiter:
