@@ -22,6 +22,7 @@ quorum gate is for.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import ssl
@@ -90,8 +91,12 @@ class Probe:
             with urllib.request.urlopen(request, timeout=5, context=self.context) as answer:
                 answer.read()
         except (OSError, urllib.error.HTTPError) as exc:
+            why = str(exc)[:100]
+            if isinstance(exc, urllib.error.HTTPError):  # the API's own words: what failed
+                with contextlib.suppress(OSError, ValueError):
+                    why += f" ({json.loads(exc.read()).get('message', '')[:200]})"
             with self.lock:
-                self.failed.append((when, host, f"{method}: {str(exc)[:100]}"))
+                self.failed.append((when, host, f"{method}: {why}"))
         with self.lock:
             self.requests[host] = self.requests.get(host, 0) + 1
 
