@@ -52,8 +52,14 @@ class Zygote:
                 assert self._process.stdout is not None
                 ready = self._process.stdout.readline()
                 assert ready == b"ready\n", f"the test zygote did not start: {ready!r}"
-                atexit.register(self._process.kill)
+                atexit.register(self._stop, self._process, self._dir)
             return os.path.join(self._dir, "socket")
+
+    @staticmethod
+    def _stop(process: subprocess.Popen[bytes], folder: str) -> None:
+        process.kill()
+        process.wait()
+        shutil.rmtree(folder, ignore_errors=True)
 
     def run(self, argv: list[str], env: dict[str, str], timeout: float
             ) -> subprocess.CompletedProcess[str]:
