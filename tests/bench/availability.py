@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from tests.lab import HostSpec, Lab, Timing
+from tests.lab.etcd import ELECTION_TIMEOUT
 
 INTERVAL = 0.1
 NEW_MIRROR = "https://mirror2.lab.internal:5000"
@@ -130,6 +131,28 @@ class Probe:
                 if not any(down - 0.2 <= when <= up
                            for down, up in self.lab.outages(host, since))]
 
+    def leaderless_spells(self) -> list[tuple[str, float, float]]:
+        """Each member's runs of samples saying it had no leader: (host, first, last), a
+        run's samples at most three intervals apart. A leader's hand-over (etcd hands
+        leadership on at a clean stop) shows as a run of one sample or so: the followers
+        have no leader for the round trip of the new leader's election. A leader lost
+        without one, or a lost quorum, leaves the members leaderless for at least an
+        election timeout: no follower campaigns before it (raft's electionElapsed)."""
+        runs: list[tuple[str, float, float]] = []
+        for host in sorted({who for _, who in self.leaderless}):
+            times = sorted(when for when, who in self.leaderless if who == host)
+            first = last = times[0]
+            for when in times[1:]:
+                if when - last > 3 * INTERVAL:
+                    runs.append((host, first, last))
+                    first = when
+                last = when
+            runs.append((host, first, last))
+        return runs
+
+    def leaderless_longer_than(self, seconds: float) -> list[tuple[str, float, float]]:
+        return [run for run in self.leaderless_spells() if run[2] - run[1] >= seconds]
+
     def time_out(self, host: str) -> float:
         """Seconds the member did not answer (each miss stands for one interval)."""
         return round(len(self.silent.get(host, [])) * INTERVAL, 1)
@@ -186,6 +209,9 @@ def run_one(root: Path, controllers: int, distro: str, timing: Timing) -> dict[s
                                            for h in names},
             "outside_examples": [why for _, _, why in outside[:3]],
             "leaderless_samples": len(probe.leaderless),
+            "leaderless_longest": round(max((last - first for _, first, last
+                                             in probe.leaderless_spells()), default=0.0), 2),
+            "election_timeout": ELECTION_TIMEOUT,
             "leaders_in_turn": probe.leader_changes(),
             "member_time_out": {h: probe.time_out(h) for h in names},
             "load_average": [round(x, 2) for x in os.getloadavg()],
@@ -198,7 +224,8 @@ def report(result: dict[str, Any]) -> str:
     names = list(result["requests"])
     turns = result["leaders_in_turn"]
     lines = [f"{result['distro']} {result['controllers']} controllers: apply "
-             f"{result['apply_wall']} s, leaderless samples {result['leaderless_samples']}, "
+             f"{result['apply_wall']} s, leaderless samples {result['leaderless_samples']} "
+             f"(longest run {result['leaderless_longest']} s), "
              f"{max(0, len(turns) - 1)} leader change(s) ({' -> '.join(turns)}), "
              f"load average {' '.join(map(str, result['load_average']))}"]
     for host in names:
@@ -241,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             results.append(result)
             print(report(result), flush=True)
-            bad = bad or result["leaderless_samples"] > 0 or any(
+            bad = bad or result["leaderless_longest"] >= result["election_timeout"] or any(
                 result["failed_outside_own_restart"].values())
     if args.json:
         print(json.dumps(results, indent=2))

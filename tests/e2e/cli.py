@@ -79,7 +79,7 @@ class Zygote:
                 os.kill(pid, signal.SIGKILL)
                 conn.settimeout(None)
                 conn.recv(4096)
-                raise subprocess.TimeoutExpired(argv, timeout) from None
+                raise subprocess.TimeoutExpired(argv, timeout, _text(out), _text(err)) from None
             return subprocess.CompletedProcess(argv, status, _text(out), _text(err))
 
 
@@ -96,6 +96,10 @@ def _text(file: Any) -> str:
 ZYGOTE = Zygote()
 
 
+def _said(output: str | bytes | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+
+
 def cargoship(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 180,
               exec_: bool = False) -> subprocess.CompletedProcess[str]:
     argv = [*cargoship_argv(), *map(str, args)]
@@ -104,12 +108,17 @@ def cargoship(*args: str | Path, env: dict[str, str] | None = None, timeout: flo
     # a command given other values starts the script.
     starts_differently = any(full_env.get(name) != os.environ.get(name)
                              for name in {*full_env, *os.environ} if name.startswith("PYTHON"))
-    if exec_ or starts_differently or os.environ.get("CARGOSHIP_TEST_EXEC") == "1":
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                env=full_env, stdin=subprocess.DEVNULL)
-    else:
-        script = argv[0] if len(argv) == 1 + len(args) else "cargoship"
-        result = ZYGOTE.run([script, *map(str, args)], full_env, timeout)
+    try:
+        if exec_ or starts_differently or os.environ.get("CARGOSHIP_TEST_EXEC") == "1":
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                    env=full_env, stdin=subprocess.DEVNULL)
+        else:
+            script = argv[0] if len(argv) == 1 + len(args) else "cargoship"
+            result = ZYGOTE.run([script, *map(str, args)], full_env, timeout)
+    except subprocess.TimeoutExpired as exc:  # what it said by then says where it hung
+        raise AssertionError(f"cargoship {' '.join(map(str, args))}: still running after "
+                             f"{timeout:g} s; its output so far:\n{_said(exc.stdout)}"
+                             f"{_said(exc.stderr)}") from None
     assert "Traceback" not in result.stderr, result.stderr
     assert "Traceback" not in result.stdout, result.stdout
     return result

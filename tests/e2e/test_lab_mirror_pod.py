@@ -6,6 +6,7 @@ the kubelet keep them (tests/lab/engine_mirror.py cites the sources); and the
 from __future__ import annotations
 
 import time
+import urllib.error
 from collections.abc import Callable
 from typing import Any
 
@@ -24,9 +25,18 @@ def poll(check: Callable[[], bool], timeout: float = 20.0) -> None:
 
 
 def mirror(lab: Lab, host: str) -> tuple[str, str, int]:
-    """(config hash, container startedAt or "", restartCount) of the host's mirror pod."""
-    pod: dict[str, Any] = lab.api("GET", f"/api/v1/namespaces/kube-system/pods/"
-                                         f"kube-apiserver-{lab.host(host).spec.node_name()}")
+    """(config hash, container startedAt or "", restartCount) of the host's mirror pod;
+    ("", "", -1) while there is none: a mirror pod of an outdated config hash is deleted,
+    then created again (kubernetes pkg/kubelet/pod/mirror_client.go; the kubelet's
+    syncPod), so a read between the two finds none."""
+    try:
+        pod: dict[str, Any] = lab.api(
+            "GET", f"/api/v1/namespaces/kube-system/pods/"
+                   f"kube-apiserver-{lab.host(host).spec.node_name()}")
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            raise
+        return "", "", -1
     status = pod["status"]["containerStatuses"][0]
     return (pod["metadata"]["annotations"]["kubernetes.io/config.hash"],
             (status["state"].get("running") or {}).get("startedAt", ""),

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from .spec import LabHost
 
 # What `sv` is asked for each action: runit's pause and cont are SIGSTOP and SIGCONT.
+# The members run with etcd's default --election-timeout (hostfs.py sets none): a follower
+# campaigns only after this long without hearing from a leader.
+ELECTION_TIMEOUT = 1.0
 ACTIONS = {"stop": "down", "start": "up", "pause": "pause", "resume": "cont"}
 
 
