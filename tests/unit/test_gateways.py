@@ -6,6 +6,7 @@ The bastion and the hosts are paramiko SSH servers in this process, on 127.0.0.1
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -162,7 +163,9 @@ def _pump(src: paramiko.Channel | socket.socket, dst: paramiko.Channel | socket.
     except OSError:
         pass
     finally:
-        dst.close()
+        # The session may be gone already (its transport closed first): nothing to close.
+        with contextlib.suppress(OSError, EOFError):
+            dst.close()
 
 
 def _keygen(path: Path) -> paramiko.PKey:
