@@ -216,5 +216,6 @@ def test_a_healthy_rollout_is_never_leaderless_and_fails_no_other_controller(
     assert probe.leaderless_longer_than(ELECTION_TIMEOUT) == [], \
         probe.leaderless_spells()
     # Through a controller that is not restarting, nothing fails: a failure through a
-    # controller counts only inside its own engine's outage (stop to ready).
-    assert probe.outside(since) == [], probe.outside(since)
+    # controller counts only inside its own engine's outage (stop to ready), or for a write
+    # a leader's hand-over caught (real etcd drops it too: Probe.outside_handovers).
+    assert probe.outside_handovers(since) == [], (probe.outside(since), probe.handovers())
