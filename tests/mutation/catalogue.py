@@ -150,7 +150,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         (U + "test_mirror_pod.py::test_a_crash_looping_pod_of_an_older_manifest_is_not_this_"
              "starts_crash_loop",),
         "a rollback that restored a good config would fail as crash-looping on the pod of "
-        "the config it undoes, while the kubelet had not replaced it yet"),
+        "the config it undoes, while the kubelet had not replaced it yet", unit=True),
     Mutation(
         "rollback restores and restarts: the engine reads the old files again",
         "executor/host_flow.py", "HostFlow._roll_back",
