@@ -17,7 +17,7 @@ A call that says EAGAIN may already have its packet encrypted and partly on the 
 libssh2 then sends nothing else on the session, answering every other call with EAGAIN,
 until the same call is made again and finishes it (transport.c, send_existing). So a call
 nobody waits for any more (its waiter cancelled, a channel's close) is never left there:
-`finish` and `call_soon` make it again in the background until its packet is out or the
+`settle` and `call_soon` make it again in the background until its packet is out or the
 wire is closed. Left half sent, one host's timed-out command or closed channel would cut
 off every other command on its session, and every host behind a shared bastion.
 """
@@ -130,7 +130,8 @@ class Wire:
         left half sent is finished in the background, by the same call made again, until
         it is out or the wire is closed. Only the loop's own thread calls this."""
         pending = self._pending
-        if pending is None or _owner(pending[0]) is not owner or not self.half_sent():
+        if pending is None or _owner(pending[0]) is not owner or self._fd < 0 \
+                or not self.half_sent():
             return
         self._background(self._finish(*pending))
 
@@ -138,6 +139,8 @@ class Wire:
         """fn(*args) for its packet alone (a channel's close): nobody waits for its answer.
         Made now and, while it says EAGAIN with a packet on the wire (its own or one before
         it), again in the background until it has sent its own."""
+        if self._fd < 0:
+            return  # closed: its socket may be gone, its number another connection's
         try:
             result = self.attempt(fn, *args)
         except (ssh2_errors.SSH2Error, OSError):

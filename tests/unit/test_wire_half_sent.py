@@ -127,3 +127,18 @@ def test_a_closed_wire_stops_finishing(sock: Any) -> None:
 
     assert asyncio.run(main()) == 0
     assert session.sent == []
+
+
+def test_a_closed_wire_sends_nothing_more(sock: Any) -> None:
+    # Closed, its socket may be gone and its number another connection's: libssh2 must not
+    # be asked to send there, not even a channel's close.
+    session = FakeSession(room=True)
+    a = session.channel("a")
+
+    async def main() -> None:
+        wire = Wire(session, sock)
+        wire.close()
+        wire.call_soon(a.close)
+
+    asyncio.run(main())
+    assert session.sent == [] and not a.closed
