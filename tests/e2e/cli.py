@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,13 @@ class Zygote:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._dir = ""
+        self._python_env: dict[str, str] = {}  # the PYTHON* variables it started with
+
+    def starts_like(self, env: dict[str, str]) -> bool:
+        """Whether a command with `env` would start as the zygote did: the interpreter
+        reads PYTHON* variables (PYTHONPATH: a test's plugins) only as it starts."""
+        ours = self._python_env if self._process is not None else _python_env(os.environ)
+        return _python_env(env) == ours
 
     def _socket(self) -> str:
         with self._lock:
@@ -46,6 +54,7 @@ class Zygote:
                 self._dir = tempfile.mkdtemp(prefix="cargoship-zygote.")
                 path = os.path.join(self._dir, "socket")
                 root = Path(__file__).resolve().parents[2]
+                self._python_env = _python_env(os.environ)
                 self._process = subprocess.Popen(
                     [sys.executable, "-m", "tests.e2e.zygote", path], cwd=root,
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -83,6 +92,10 @@ class Zygote:
             return subprocess.CompletedProcess(argv, status, _text(out), _text(err))
 
 
+def _python_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {name: value for name, value in env.items() if name.startswith("PYTHON")}
+
+
 def _text(file: Any) -> str:
     file.seek(0)
     # As subprocess.run(text=True) reads a pipe: the locale's encoding, universal newlines.
@@ -104,12 +117,9 @@ def cargoship(*args: str | Path, env: dict[str, str] | None = None, timeout: flo
               exec_: bool = False) -> subprocess.CompletedProcess[str]:
     argv = [*cargoship_argv(), *map(str, args)]
     full_env = {**os.environ, **(env or {})}
-    # The interpreter reads PYTHON* variables (PYTHONPATH: a test's plugins) as it starts:
-    # a command given other values starts the script.
-    starts_differently = any(full_env.get(name) != os.environ.get(name)
-                             for name in {*full_env, *os.environ} if name.startswith("PYTHON"))
     try:
-        if exec_ or starts_differently or os.environ.get("CARGOSHIP_TEST_EXEC") == "1":
+        if exec_ or not ZYGOTE.starts_like(full_env) or \
+                os.environ.get("CARGOSHIP_TEST_EXEC") == "1":
             result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                                     env=full_env, stdin=subprocess.DEVNULL)
         else:
