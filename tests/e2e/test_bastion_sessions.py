@@ -17,13 +17,12 @@ and tests/e2e/test_files.py's command timed out mid-packet holds it on a real on
 from __future__ import annotations
 
 import socket
-import threading
-import time
 
 from planner.config.model import Bastion, SshConfig
 from planner.errors import HostError
 from planner.hosts.ssh import ConnectOptions, SshSession, open_session
 from tests.e2e.test_plan_access import behind_bastion
+from tests.e2e.uploads import Upload
 from tests.lab import HostSpec, Lab
 
 
@@ -47,23 +46,10 @@ def test_a_host_whose_connection_ends_mid_write_leaves_the_bastion_to_the_others
     for gateway in options.gateways._gateways.values():
         assert gateway._wire is not None
         gateway._wire.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    outcome: list[object] = []
-
-    def upload() -> None:
-        try:
-            outcome.append(ending.run("cat > /dev/null", 30, stdin=b"x" * 50_000_000))
-        except HostError as exc:
-            outcome.append(exc)
-
-    uploading = threading.Thread(target=upload)
-    uploading.start()
-    deadline = time.monotonic() + 20
-    while lab.exec("wrk-1", "pgrep -x cat", check=False).returncode != 0:
-        assert time.monotonic() < deadline, "the upload never started"
-        time.sleep(0.05)
+    upload = Upload(lab, "wrk-1", ending, 50_000_000, 30)
     lab.exec("wrk-1", "pkill -f '[@]notty'")  # wrk-1's SSH connection ends mid-upload
-    uploading.join(60)
-    assert not uploading.is_alive() and isinstance(outcome[0], HostError), outcome
+    outcome = upload.outcome(60)
+    assert isinstance(outcome, HostError), outcome
     for _ in range(3):  # wrk-2 goes on through the same bastion connection
         assert other.run("echo still here", 10).stdout == b"still here\n"
     assert lab.ssh_logins("bastion") == 1

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -12,8 +10,9 @@ import pytest
 from executor.file_writes import restore_file, write_file
 from executor.remote import HostWriter
 from planner.config.model import SshConfig
-from planner.errors import CommandError, CommandTimeout, HostError
+from planner.errors import CommandError, CommandTimeout
 from planner.hosts.ssh import ConnectOptions, open_session
+from tests.e2e.uploads import Upload
 from tests.lab import HostSpec, Lab
 from tests.reliability.faults import cut_traffic, restore_traffic
 
@@ -149,24 +148,11 @@ def test_a_command_timed_out_mid_packet_leaves_the_session_usable(lab_factory) -
         address=host.address, user=host.user, key_path=lab.dir / "id_ed25519",
         known_hosts=lab.dir / "known_hosts"), ConnectOptions())
     session._wire.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    outcome: list[object] = []
-
-    def upload() -> None:
-        try:
-            outcome.append(session.run("cat > /dev/null", 4, stdin=b"x" * 200_000_000))
-        except HostError as exc:
-            outcome.append(exc)
-
-    uploading = threading.Thread(target=upload)
-    uploading.start()
-    deadline = time.monotonic() + 10
-    while lab.exec("wrk-1", "pgrep -x cat", check=False).returncode != 0:
-        assert time.monotonic() < deadline, "the upload never started"
-        time.sleep(0.05)
+    upload = Upload(lab, "wrk-1", session, 200_000_000, 4)
     cut_traffic(lab, "wrk-1")  # our socket fills: the next packet goes out half
     try:
-        uploading.join(30)
-        assert not uploading.is_alive() and isinstance(outcome[0], CommandTimeout), outcome
+        outcome = upload.outcome(30)
+        assert isinstance(outcome, CommandTimeout), outcome
         assert session._wire.half_sent()  # what the test is about: still on the wire
     finally:
         restore_traffic(lab, "wrk-1")
