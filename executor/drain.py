@@ -49,7 +49,7 @@ class NodeOps(NodeApi):
     def read_node(self, node: str) -> Obj:
         """The node as the API has it now (DrainError when the API cannot be asked)."""
         return api_shape.node(
-            self._json(node, "reading the node", self._api.read_node, node), node)
+            self._json(node, "reading the node", "read_node", node), node)
 
     def cordon(self, node: str, owner: str = "cargoship", read: Obj | None = None) -> bool:
         """Mark the node unschedulable. True if cargoship did it, now or in an earlier run
@@ -79,7 +79,7 @@ class NodeOps(NodeApi):
                                   "annotations": {CORDONED_BY: owner}},
                      "spec": {"unschedulable": True}}
             try:
-                self._json(node, "cordon", self._api.patch_node, node, patch, allow=(409,))
+                self._json(node, "cordon", "patch_node", node, patch, allow=(409,))
             except ApiException:
                 continue
             log.info("node %s: cordoned", node)
@@ -87,7 +87,7 @@ class NodeOps(NodeApi):
         raise DrainError(node, f"cordon failed: {CONFLICT_RETRIES} conflicting updates in a row")
 
     def uncordon(self, node: str) -> None:
-        self._json(node, "uncordon", self._api.patch_node, node,
+        self._json(node, "uncordon", "patch_node", node,
                    {"metadata": {"annotations": {CORDONED_BY: None}},
                     "spec": {"unschedulable": False}})
         log.info("node %s: uncordoned", node)
@@ -170,7 +170,7 @@ class NodeOps(NodeApi):
         """The outcome, and for "blocked" the budget's message."""
         namespace, name = pod.pod.split("/", 1)
         try:
-            self._json(node, f"eviction of {pod.pod}", self._api.create_namespaced_pod_eviction,
+            self._json(node, f"eviction of {pod.pod}", "create_namespaced_pod_eviction",
                        name, namespace, eviction_body(namespace, name, options.grace_period),
                        allow=(404, 429))
         except ApiException as exc:
@@ -194,7 +194,7 @@ class NodeOps(NodeApi):
         if not left.pods:
             return
         until = self._remaining(deadline)
-        watcher = pods_watcher(self._api, node, left.seen, broken, until)
+        watcher = pods_watcher(self.api, node, left.seen, broken, until)
         with self._watchers_lock:
             self._watchers[id(watcher)] = watcher
         try:
@@ -214,7 +214,7 @@ class NodeOps(NodeApi):
         return time.monotonic() + max(0.0, deadline - self._clock())
 
     def _pods_on(self, node: str) -> list[Obj]:
-        listed = self._json(node, "listing its pods", self._api.list_pod_for_all_namespaces,
+        listed = self._json(node, "listing its pods", "list_pod_for_all_namespaces",
                             field_selector=f"spec.nodeName={node}")
         items, _ = api_shape.listing(listed, f"the pods of node {node}")
         return [api_shape.pod(p, f"on node {node}") for p in items]

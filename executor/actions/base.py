@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from planner.api_server import server_for
+from planner.api_server import host_address, server_for
 from planner.config.model import ClusterConfig
 from planner.context import HostState, PlanContext
 from planner.desired.engine_files import DesiredFile
@@ -27,6 +27,7 @@ from planner.kube import admin_kubeconfig_path, parse_admin, with_server
 from planner.plan.model import Change, HostRef, Plan, Unassessed
 
 from ..host_job import HostJob
+from ..readiness import point_at
 from ..remote import HostWriter
 from ..waits import DEFAULT, Waits
 
@@ -67,6 +68,7 @@ class ApplyEnv:
     escalations: list[Callable[[], None]] = field(default_factory=list)
     waits: Waits = DEFAULT
     _api: Any = None
+    _admin: dict[str, Any] | None = None
 
     def host(self, ref: HostRef) -> HostState:
         return next(h for h in self.ctx.hosts if h.ref.key == ref.key)
@@ -90,9 +92,26 @@ class ApplyEnv:
 
     def api(self) -> Any | None:
         if self._api is None:
-            admin = self.admin()
-            self._api = self.ctx.kube_api(admin) if admin else None
+            self._admin = self.admin()
+            self._api = self.ctx.kube_api(self._admin) if self._admin else None
         return self._api
+
+    def other_apis(self) -> list[Any]:
+        """Every other controller's own API server (the address its certificate covers,
+        as readiness asks it), for requests the first cannot carry: api()'s server
+        first if it is one of them, so it is not asked twice."""
+        if self.api() is None or self._admin is None:
+            return []
+        first = urllib.parse.urlsplit(str(self._admin["clusters"][0]["cluster"]["server"]))
+        others = []
+        for host in self.ctx.hosts:
+            if host.config.role != "controller":
+                continue
+            admin = point_at(self._admin, host_address(host))
+            server = urllib.parse.urlsplit(str(admin["clusters"][0]["cluster"]["server"]))
+            if (server.hostname, server.port) != (first.hostname, first.port):
+                others.append(self.ctx.kube_api(admin))
+        return others
 
 
 def _answers(admin: dict[str, Any]) -> bool:

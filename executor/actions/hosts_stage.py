@@ -94,7 +94,8 @@ def run_hosts_stage(env: ApplyEnv, changes: Sequence[Change],
                     jobs: dict[str, list[HostJob]]) -> tuple[list[HostOutcome], list[ItemResult]]:
     o = env.config.options
     api = env.api() if any(j.restart for js in jobs.values() for j in js) else None
-    rollout = Rollout(NodeOps(api) if api is not None else None, env.plan.plan_id,
+    ops = NodeOps(api, others=env.other_apis()) if api is not None else None
+    rollout = Rollout(ops, env.plan.plan_id,
                       DrainOptions(timeout=float(o.drain_timeout),
                                    grace_period=o.drain_grace_period,
                                    delete_emptydir_data=o.drain_delete_emptydir_data,

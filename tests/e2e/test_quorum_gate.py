@@ -194,6 +194,61 @@ def test_a_member_paused_during_the_drain_stops_the_rollout_before_the_engine_st
     assert status == {"ctl-1": "applied", "ctl-2": "not started", "ctl-3": "not started"}
 
 
+def member_id(lab: Lab, host: str) -> str:
+    return str(lab.etcd_call(host, "/v3/maintenance/status", {})["header"]["member_id"])
+
+
+def lead_elsewhere(lab: Lab, host: str, to: str) -> None:
+    """Make sure `host`'s member does not lead: if it does, hand leadership to `to`'s
+    (etcd's MoveLeader, asked of the leader), then wait until every member agrees."""
+    leader = str(lab.etcd_call(host, "/v3/maintenance/status", {})["leader"])
+    if leader == member_id(lab, host):
+        lab.etcd_call(host, "/v3/maintenance/transfer-leadership",
+                      {"targetID": member_id(lab, to)})
+    poll(lambda: all(str(lab.etcd_call(h, "/v3/maintenance/status", {})["leader"])
+                     != member_id(lab, host) for h in CONTROLLERS), timeout=10)
+
+
+def test_a_node_is_uncordoned_through_another_api_server_when_its_own_has_no_quorum(
+        lab_factory, tmp_path: Path) -> None:
+    """cargoship's node requests go to ctl-1's API server first. ctl-1's member paused
+    while ctl-2 drains: the gate refuses ctl-2's stop, and ctl-2's node is uncordoned
+    through another controller's API server, as ctl-1's refuses every write."""
+    lab = etcd_lab(lab_factory)
+    change_registries(lab)
+    slow_pod(lab, "ctl-2", grace=4)
+    plan_file = tmp_path / "plan.json"
+    made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
+    assert made.returncode == 0, made.stdout + made.stderr
+    since = time.time()
+    paused = False
+    apply = subprocess.Popen([*cargoship_argv(), "apply", plan_file, "--confirm"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        poll(lambda: unschedulable(lab, "ctl-2"), timeout=90)  # it passed the first look
+        # A paused leader would leave the others leaderless for an election's time; a
+        # paused follower only takes ctl-1's own API server out of writing.
+        lead_elsewhere(lab, "ctl-1", to="ctl-3")
+        lab.etcd_member("ctl-1", "pause")
+        paused = True
+        out, _ = apply.communicate(timeout=180)
+    finally:
+        if apply.poll() is None:
+            apply.kill()
+            apply.wait()
+        if paused:
+            lab.etcd_member("ctl-1", "resume")
+    assert apply.returncode != 0, out
+    assert "the etcd quorum gate refused to stop ctl-2" in out, out
+    assert "its node was drained and is uncordoned again" in out, out
+    assert "UNCORDON FAILED" not in out, out
+    # The uncordon was first asked of ctl-1's API server, which could not commit it.
+    assert f"uncordon through the API server at https://{lab.host('ctl-1').address}" in out, out
+    assert not unschedulable(lab, "ctl-2"), out
+    assert [n for w, n in lab.events("ctl-2") if w >= since] == []
+    assert all(NEW_MIRROR not in registries(lab, h) for h in ("ctl-2", "ctl-3"))
+
+
 def test_a_healthy_rollout_is_never_leaderless_and_fails_no_other_controller(
         lab_factory, tmp_path: Path) -> None:
     # k3s: each controller's member stops with its engine, so the rollout really takes

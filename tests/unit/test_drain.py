@@ -283,3 +283,66 @@ def test_a_budgets_selector_as_the_api_matches_it() -> None:
                                               "values": ["core"]}]}, labels)
     assert selects({"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}, labels)
     assert not selects({"matchExpressions": [{"key": "zone", "operator": "Exists"}]}, labels)
+
+
+class ServerApi:
+    """One controller's API server: patch_node answers `status` (0: the node) or raises
+    `raises`; every call is recorded in `log` under `name`."""
+
+    def __init__(self, name: str, log: list[str], status: int = 0,
+                 raises: Exception | None = None) -> None:
+        self.name, self.log, self.status, self.raises = name, log, status, raises
+
+    def patch_node(self, name: str, body: Any, **_: Any) -> Any:
+        self.log.append(self.name)
+        if self.raises is not None:
+            raise self.raises
+        if self.status:
+            raise ApiException(status=self.status, reason="Trouble")
+        return RawAnswer(b'{"kind": "Node"}')
+
+
+@pytest.mark.parametrize("trouble", [
+    {"status": 503}, {"status": 500}, {"status": 504},
+    {"raises": ConnectionRefusedError("connection refused")}])
+def test_a_request_one_api_server_cannot_carry_goes_to_the_next_which_is_then_asked_first(
+        trouble: dict[str, Any]) -> None:
+    calls: list[str] = []
+    ctl1 = ServerApi("ctl-1", calls, **trouble)
+    ops = NodeOps(ctl1, others=[ServerApi("ctl-2", calls), ServerApi("ctl-3", calls)])
+    ops.uncordon("ctl-2")
+    assert calls == ["ctl-1", "ctl-2"]
+    ops.uncordon("ctl-2")  # ctl-2 answered: asked first from now on
+    assert calls == ["ctl-1", "ctl-2", "ctl-2"]
+
+
+@pytest.mark.parametrize("status", [400, 403, 404, 409, 422, 429])
+def test_a_refusal_of_the_request_itself_is_not_asked_again_elsewhere(status: int) -> None:
+    calls: list[str] = []
+    ops = NodeOps(ServerApi("ctl-1", calls, status=status),
+                  others=[ServerApi("ctl-2", calls)])
+    with pytest.raises(DrainError, match=f"uncordon failed: HTTP {status} Trouble$"):
+        ops.uncordon("wrk-1")
+    assert calls == ["ctl-1"]
+
+
+def test_when_every_api_server_fails_the_error_says_the_first_and_the_last() -> None:
+    calls: list[str] = []
+    ops = NodeOps(ServerApi("ctl-1", calls, status=503),
+                  others=[ServerApi("ctl-2", calls, raises=OSError("no route to host")),
+                          ServerApi("ctl-3", calls, status=500)])
+    with pytest.raises(DrainError) as failed:
+        ops.uncordon("ctl-2")
+    assert calls == ["ctl-1", "ctl-2", "ctl-3"]
+    assert str(failed.value) == ("node ctl-2: uncordon failed: HTTP 503 Trouble (and through "
+                                 "2 other API server(s): HTTP 500 Trouble)")
+
+
+def test_after_a_second_interrupt_no_other_api_server_is_asked() -> None:
+    calls: list[str] = []
+    ops = NodeOps(ServerApi("ctl-1", calls, raises=OSError("cut off")),
+                  others=[ServerApi("ctl-2", calls)])
+    ops.interrupt()
+    with pytest.raises(DrainError, match="API unreachable: cut off"):
+        ops.uncordon("wrk-1")
+    assert calls == ["ctl-1"]
