@@ -13,6 +13,10 @@ members is left. So the gate asks that
   raft index within CAUGHT_UP_ENTRIES of the leader's;
 * the members left when this controller's stops are a quorum of the member list.
 
+The leader's controller is restarted last (executor/rollout.py): each other restart then
+stops a follower, which costs no election, and the cluster changes leader once, not up to
+once per controller (while a leader hands over, raft drops the writes forwarded to it).
+
 A cluster of one controller, or one on an external datastore (datastore-endpoint), or
 whose controllers have no embedded member (no server/tls/etcd certificates anywhere) is
 not gated on etcd, and the plan says so. Pure: no I/O here.
@@ -46,6 +50,7 @@ class Verdict:
     gated: bool
     summary: str  # one line for the plan / the log
     problems: tuple[tuple[str, str], ...] = ()  # (controller label, or "" for the cluster)
+    leader: str | None = None  # the controller whose member leads (no problems only)
 
     def message(self) -> str:
         return "; ".join(f"{who}: {what}" if who else what for who, what in self.problems)
@@ -97,7 +102,8 @@ def judge(controllers: Sequence[ControllerEtcd], *, external: bool = False,
     leader = next(iter({s.leader for s in statuses.values()}))
     name = next((label for label, s in statuses.items() if s.member_id == leader), leader)
     return Verdict(True, f"etcd: {voters} members healthy, leader on {name}, all caught "
-                         f"up; quorum {quorum} kept while any one controller restarts")
+                         f"up; quorum {quorum} kept while any one controller restarts; the "
+                         f"leader's controller restarts last", leader=name)
 
 
 def _own(c: ControllerEtcd, stopping: str | None,

@@ -88,12 +88,14 @@ def test_a_member_paused_during_the_rollout_stops_it_before_the_next_controller(
         lab_factory, tmp_path: Path) -> None:
     lab = etcd_lab(lab_factory)
     change_registries(lab)
+    lead(lab, "ctl-3")  # the leader's controller restarts last: ctl-1, ctl-2, then ctl-3
     plan_file = tmp_path / "plan.json"
     made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
     assert made.returncode == 0, made.stdout + made.stderr
     plan_id = json.loads(plan_file.read_text())["plan_id"]
     # ctl-1 goes first; its engine takes 2 s to start, and while it is down ctl-3's member
-    # is paused (ctl-1's rke2 member outlives the stop: ctl-1 and ctl-2 keep a quorum).
+    # (the leader) is paused: ctl-1's rke2 member outlives the stop, so ctl-1 and ctl-2
+    # elect a new leader and keep a quorum.
     lab.set_engine_start_delay(2)
     since = time.time()
     apply = subprocess.Popen([*cargoship_argv(), "apply", plan_file, "--confirm"],
@@ -198,6 +200,17 @@ def member_id(lab: Lab, host: str) -> str:
     return str(lab.etcd_call(host, "/v3/maintenance/status", {})["header"]["member_id"])
 
 
+def lead(lab: Lab, host: str) -> None:
+    """Make `host`'s member the leader (etcd's MoveLeader, asked of the current leader)."""
+    wanted = member_id(lab, host)
+    leader = str(lab.etcd_call(host, "/v3/maintenance/status", {})["leader"])
+    if leader != wanted:
+        holder = next(h for h in CONTROLLERS if member_id(lab, h) == leader)
+        lab.etcd_call(holder, "/v3/maintenance/transfer-leadership", {"targetID": wanted})
+    poll(lambda: all(str(lab.etcd_call(h, "/v3/maintenance/status", {})["leader"]) == wanted
+                     for h in CONTROLLERS), timeout=10)
+
+
 def lead_elsewhere(lab: Lab, host: str, to: str) -> None:
     """Make sure `host`'s member does not lead: if it does, hand leadership to `to`'s
     (etcd's MoveLeader, asked of the leader), then wait until every member agrees."""
@@ -255,13 +268,20 @@ def test_a_healthy_rollout_is_never_leaderless_and_fails_no_other_controller(
     # members out of the cluster, one at a time.
     lab = etcd_lab(lab_factory, distro="k3s", workers=1)
     change_registries(lab)
+    lead(lab, "ctl-1")  # first in config order: it must restart last
     plan_file = tmp_path / "plan.json"
     made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
     assert made.returncode == 0, made.stdout + made.stderr
+    assert "the leader's controller restarts last" in made.stdout, made.stdout
     since = time.time()
     with Probe(lab) as probe:
         applied = cargoship("apply", plan_file, "--confirm", timeout=300)
     assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert f"[ctl-1 ({lab.host('ctl-1').address})] restarts last: its etcd member leads" \
+        in applied.stdout, applied.stdout
+    stops = {h: min(w for w, n in lab.events(h) if n == "stopping" and w >= since)
+             for h in CONTROLLERS}
+    assert sorted(CONTROLLERS, key=stops.__getitem__) == ["ctl-2", "ctl-3", "ctl-1"], stops
     assert all(probe.requests[h] > 30 for h in CONTROLLERS), probe.requests
     for host in CONTROLLERS:  # each restarted, its member with it
         assert any(n == "stopping" and w >= since for w, n in lab.events(host))
@@ -274,3 +294,7 @@ def test_a_healthy_rollout_is_never_leaderless_and_fails_no_other_controller(
     # controller counts only inside its own engine's outage (stop to ready), or for a write
     # a leader's hand-over caught (real etcd drops it too: Probe.outside_handovers).
     assert probe.outside_handovers(since) == [], (probe.outside(since), probe.handovers())
+    # The leader restarted last: the followers' restarts kept it, so etcd changed leader
+    # once, at its stop (config order would have made ctl-1's stop hand over first, and a
+    # later controller's restart might take the new leader down again).
+    assert len(probe.handovers()) == 1, probe.handovers()

@@ -166,7 +166,8 @@ def test_the_quorum_gate_stops_the_rollout_before_the_controller_it_refuses() ->
 
     rollout = Recording(gate=gate)
     out = rollout.run(restarting_controllers("c1", "c2", "c3"), jobs("w1"), 2)
-    assert asked == ["c1", "c2"] and rollout.started == ["c1"]
+    # "": the look that orders the controllers (no leader known here), reused by c1's.
+    assert asked == ["", "c1", "c2"] and rollout.started == ["c1"]
     assert [(o.host, o.status) for o in out] == [
         ("c1", "applied"), ("c2", "not started"), ("c3", "not started"),
         ("w1", "not started")]
@@ -183,3 +184,37 @@ def test_a_member_not_caught_up_after_its_restart_fails_its_host_and_stops() -> 
     assert out[0].status == "failed" and "5000 entries behind the leader after the restart; " \
         "not rolled back" in out[0].detail
     assert out[1].status == "not started"
+
+
+def test_the_etcd_leaders_controller_restarts_last_the_others_in_config_order() -> None:
+    from planner.facts.etcd_gate import Verdict
+
+    def gate(label: str, max_age: float = 0.0) -> Verdict:
+        return Verdict(True, "etcd: 3 members healthy", leader="c1")
+
+    rollout = Recording(gate=gate)
+    out = rollout.run(restarting_controllers("c1", "c2", "c3"), jobs("w1"), 2)
+    assert rollout.started == ["c2", "c3", "c1", "w1"]
+    assert [(o.host, o.status) for o in out] == [
+        ("c2", "applied"), ("c3", "applied"), ("c1", "applied"), ("w1", "applied")]
+
+
+@pytest.mark.parametrize(("leader", "restarts"), [
+    (None, {"c1", "c2", "c3"}),  # not known (a problem the first gate names)
+    ("c3", {"c1", "c2", "c3"}),  # already last
+    ("c1", {"c2", "c3"}),  # c1 is not restarted: its member stays up
+    ("c1", {"c1"}),  # one restart: nothing to order
+])
+def test_otherwise_controllers_keep_config_order(leader: str | None,
+                                                 restarts: set[str]) -> None:
+    from planner.facts.etcd_gate import Verdict
+
+    def gate(label: str, max_age: float = 0.0) -> Verdict:
+        return Verdict(True, "etcd: 3 members healthy", leader=leader)
+
+    controllers = restarting_controllers("c1", "c2", "c3")
+    for job in controllers:
+        job.restart = job.drain = job.label in restarts
+    rollout = Recording(gate=gate)
+    rollout.run(controllers, [], 2)
+    assert rollout.started == ["c1", "c2", "c3"]
