@@ -92,12 +92,23 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "controllers one at a time, whatever the worker concurrency", "executor/rollout.py",
         "Rollout._run",
-        "outcomes: list[HostOutcome] = []\n        for i, job in enumerate(controllers):",
-        "outcomes: list[HostOutcome] = self._window(controllers, len(controllers), [])\n"
+        "controllers = self._leader_last(controllers)\n        for i, job in enumerate(controllers):",
+        "controllers = self._leader_last(controllers)\n"
+        "        outcomes = self._window(controllers, len(controllers), [])\n"
         "        for i, job in enumerate(controllers[:0]):",
         (U + "test_rollout_order.py",
          E + "test_apply.py::test_controllers_restart_one_at_a_time_at_the_default_concurrency"),
         "two controllers down at once: the API and etcd quorum gone", unit=True),
+    Mutation(
+        "quorum gate: the etcd leader's controller restarts last",
+        "executor/rollout.py", "Rollout._leader_last",
+        "return [j for j in controllers if j is not last[0]] + last",
+        "return controllers",
+        (U + "test_rollout_order.py",
+         E + "test_quorum_gate.py::test_a_healthy_rollout_is_never_leaderless_and_fails_no_"
+             "other_controller"),
+        "etcd changes leader up to once per controller, each hand-over failing writes",
+        unit=True),
     Mutation(
         "quorum gate: no controller is stopped unless etcd keeps a quorum without it",
         "planner/facts/etcd_gate.py", "judge",
