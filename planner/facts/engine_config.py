@@ -135,13 +135,17 @@ def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else [value]
 
 
+# Where a running systemd says so (sd_booted()); the init fact (os_release.py) asks the same.
+SYSTEMD_RUNNING = "/run/systemd/system"
+
+
 def engine_config_fact(layout: DistroLayout, role: str = "controller") -> Fact[EngineSettings]:
     service = layout.service(role)
     command = script("planner.facts", ("engine_config.sh",), {
         "PROGRAM": layout.distro.upper(), "SERVICE": service,
         "DEFAULT_CONFIG": f"{layout.config_dir}/config.yaml",
         "ENV_FILES": " ".join(env_files(layout.distro, service)),
-        "MAX_BYTES": MAX_BYTES, "MAX_LINE": MAX_EXEC})
+        "MAX_BYTES": MAX_BYTES, "MAX_LINE": MAX_EXEC, "SYSTEMD_RUNNING": SYSTEMD_RUNNING})
     distro = layout.distro
     return Fact("engine config", capped(command, MAX_LISTING),
                 lambda out: parse_engine_config(out, distro))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from planner.facts.distro import LAYOUTS
-from planner.facts.engine_config import engine_config_fact
+from planner.facts.engine_config import SYSTEMD_RUNNING, engine_config_fact
 from planner.hosts.batch import Output
 
 
@@ -28,6 +28,10 @@ def run_fact(tmp_path: Path, exec_line: str, env_text: str) -> Output:
     env_file.write_text(env_text)
     fact = engine_config_fact(LAYOUTS["k3s"], "controller")
     command = fact.command.replace("/etc/systemd/system/k3s.service.env", str(env_file))
+    # systemd "runs" here: the fact asks systemctl only where /run/systemd/system is.
+    booted = tmp_path / "run-systemd-system"
+    booted.mkdir()
+    command = command.replace(SYSTEMD_RUNNING, str(booted))
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30,
                           env={**os.environ, "PATH": f"{stub}:{os.environ['PATH']}"})
     assert done.returncode == 0, done.stderr
@@ -72,14 +76,19 @@ def test_openrc_command_args(tmp_path: Path) -> None:
     fact = engine_config_fact(LAYOUTS["k3s"], "controller")
     command = fact.command.replace("/etc/init.d/", f"{init_d}/")
     assert command != fact.command
+    # A systemctl is installed but systemd does not run (no /run/systemd/system): it is
+    # never asked, even one that would answer (a container's, say).
+    command = command.replace(SYSTEMD_RUNNING, str(tmp_path / "not-booted"))
+    asked = tmp_path / "asked"
     no_systemd = tmp_path / "bin"
     no_systemd.mkdir()
-    (no_systemd / "systemctl").write_text("#!/bin/sh\nexit 1\n")  # no such unit here
+    (no_systemd / "systemctl").write_text(f"#!/bin/sh\necho \"$*\" >> {asked}\nexit 0\n")
     (no_systemd / "systemctl").chmod(0o755)
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30,
                           env={**os.environ, "PATH": f"{no_systemd}:{os.environ['PATH']}"})
     assert done.returncode == 0, done.stderr
     assert not marker.exists()
+    assert not asked.exists()
     settings = engine_config_fact(LAYOUTS["k3s"]).parse(Output(done.stdout, 0))
     assert settings.node_name("host") == "rc-name"
     assert settings.sources["data-dir"] == f"{init_d}/k3s (command_args)"

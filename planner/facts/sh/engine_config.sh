@@ -4,8 +4,9 @@
 # `.d` drop-ins, `*.yaml` and `*.yml` in any case, in name order (byte order: LC_ALL=C).
 # Read only; nothing here runs what a file says (environment files are read, not sourced).
 # Set by the generated block on top: PROGRAM (K3S, RKE2), SERVICE, DEFAULT_CONFIG,
-# ENV_FILES (paths without spaces, in the unit's order), MAX_BYTES, MAX_LINE.
-# shellcheck disable=SC2154  # PROGRAM, SERVICE, DEFAULT_CONFIG, ENV_FILES, MAX_*: generated
+# ENV_FILES (paths without spaces, in the unit's order), MAX_BYTES, MAX_LINE,
+# SYSTEMD_RUNNING (/run/systemd/system).
+# shellcheck disable=SC2154  # PROGRAM, SERVICE, DEFAULT_CONFIG, ENV_FILES, MAX_*, SYSTEMD_*
 LC_ALL=C
 export LC_ALL
 # One line per file: a word, its size, its content in base64, its path (last: paths may
@@ -30,10 +31,13 @@ for cs_f in $ENV_FILES; do
   [ -n "$cs_u" ] && cs_env_config=$cs_u
 done
 # The unit's command line: systemd's ExecStart (as systemd parsed it, continuation lines
-# joined), else runit's `run` script's exec line, else OpenRC's command_args.
+# joined), else runit's `run` script's exec line, else OpenRC's command_args. systemd
+# only where it runs (sd_booted(): /run/systemd/system, as the init fact asks): elsewhere
+# an installed systemctl can only fail, and costs a heavy program's start on every plan.
 cs_exec=
 cs_src=
-if command -v systemctl >/dev/null 2>&1 && systemctl cat "$SERVICE" >/dev/null 2>&1; then
+if [ -d "$SYSTEMD_RUNNING" ] && command -v systemctl >/dev/null 2>&1 &&
+    systemctl cat "$SERVICE" >/dev/null 2>&1; then
   cs_exec=$(systemctl show -p ExecStart --value "$SERVICE" 2>/dev/null \
     | sed -n 's/.*argv\[\]=\([^;]*\) ;.*/\1/p' | head -n 1)
   cs_src="ExecStart of $SERVICE.service"
