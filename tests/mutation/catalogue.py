@@ -92,7 +92,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "controllers one at a time, whatever the worker concurrency", "executor/rollout.py",
         "Rollout._run",
-        "controllers = self._leader_last(controllers)\n        for i, job in enumerate(controllers):",
+        "controllers = self._leader_last(controllers)\n"
+        "        for i, job in enumerate(controllers):",
         "controllers = self._leader_last(controllers)\n"
         "        outcomes = self._window(controllers, len(controllers), [])\n"
         "        for i, job in enumerate(controllers[:0]):",
