@@ -6,6 +6,7 @@ ssh.py's sessions run each command through ChannelCommand.
 from __future__ import annotations
 
 import asyncio
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,11 @@ OnStdout = Callable[[bytes], bool]
 Hold = Callable[[], "bytes | None"]
 _CHUNK = 65536
 _IDLE = 0.2  # a command silent this long asks on_stdout (with b"") whether to go on
+# libssh2 refuses to send a packet over its MAX_SSH_PACKET_LEN (35000 bytes, transport.c),
+# and an exec request carries the whole command: a longer one (a snapshot reading many
+# charts' files) failed with InvalidRequestError and lost the connection. Longer commands
+# go as the first bytes of stdin instead (as_exec).
+EXEC_LIMIT = 32768
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class ChannelCommand:
     async def run(self, command: str, stdin: bytes | None, hold: Hold | None) -> CommandResult:
         wire = self.wire
         held = hold is not None
+        command, stdin = as_exec(command, stdin)
         channel = await self._start(command)
         holding: asyncio.Task[None] | None = None
         try:
@@ -218,6 +225,28 @@ class ChannelCommand:
 def _queued(channel: Any) -> bool:
     """Output or EOF waiting in libssh2's queue for this channel."""
     return bool(channel.poll_channel_read(0) or channel.poll_channel_read(1) or channel.eof())
+
+
+def as_exec(command: str, stdin: bytes | None) -> tuple[str, bytes | None]:
+    """The exec request and stdin that run `command` with `stdin`: itself, or, over
+    EXEC_LIMIT bytes, a short command that reads exactly the script's bytes from stdin
+    (`head -c` reads no further), the rest of stdin left to it, and evaluates them in sh,
+    as every command cargoship sends is written for. A command that is `sh -c SCRIPT` or
+    `sudo -n -- sh -c SCRIPT` sends SCRIPT itself, behind the same prefix: as an argument,
+    a script over the kernel's 128 KiB for one (MAX_ARG_STRLEN) could not start."""
+    data = command.encode()
+    if len(data) <= EXEC_LIMIT:
+        return command, stdin
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = []
+    prefix = ""
+    for head in (["sh", "-c"], ["sudo", "-n", "--", "sh", "-c"]):
+        if len(words) == len(head) + 1 and words[:-1] == head:
+            prefix, data = " ".join(head[:-2]), words[-1].encode()
+    reader = f"sh -c 'eval \"$(head -c {len(data)})\"'"
+    return (f"{prefix} {reader}" if prefix else reader), data + (stdin or b"")
 
 
 def _loop_time(monotonic_deadline: float) -> float:

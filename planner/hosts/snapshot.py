@@ -65,7 +65,11 @@ class SnapshotScript:
                 # lock lives in /run/cargoship, root's alone (0700), so only root can wait.
                 root = self._wait_for_swap(wait) + root
             # Its own shell either way, so the root facts run alike with and without sudo.
-            script += ("sudo -n -- " if self.sudo else "") + "sh -c " + quote(root) + "\n"
+            # The script reaches it through a pipe, from a variable (printf is built in):
+            # as an argument it could not be over 128 KiB (many charts' files to read),
+            # and each fact's stdin is /dev/null, so none reads the script's rest.
+            script += (f"cs_root={quote(root)}\nprintf '%s\\n' \"$cs_root\" | "
+                       + ("sudo -n -- " if self.sudo else "") + "sh -s\n")
         return "sh -c " + quote(script)
 
     @staticmethod
@@ -79,7 +83,7 @@ class SnapshotScript:
                 f"then i=0; until flock -s -n {lock} true 2>/dev/null; do "
                 f"i=$((i+1)); if [ $i -gt {wait * 10} ]; then echo '{WAIT_NOTE} "
                 f"{SWAP_LOCK_PATH} still held after {wait} s' >&2; break; fi; sleep 0.1; "
-                "done; fi\n")
+                "done; fi </dev/null\n")  # </dev/null: the rest of a piped script is not its
 
     def split(self, stdout: str, stderr: str) -> Snapshot:
         snapshot = Snapshot()

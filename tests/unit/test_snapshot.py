@@ -22,7 +22,7 @@ def test_user_and_root_facts_are_answered_from_one_output() -> None:
     a, b, c = fact("uname -a"), fact("cat /etc/x"), fact("hostname")
     script = SnapshotScript.of([(a, False), (b, True), (c, False), (a, False)], sudo=True)
     assert [f.command for f in script.user.facts] == ["uname -a", "hostname"]  # once each
-    assert "sudo -n -- sh -c" in script.command()
+    assert "| sudo -n -- sh -s\n" in script.command()
     snapshot = script.split(printed(script, ["Linux", "h1"], ["secret: 1"]), "")
     assert snapshot.answer([c, a], False) == [Output("h1", 0), Output("Linux", 0)]
     assert snapshot.answer([b], True) == [Output("secret: 1", 0)]
@@ -46,7 +46,8 @@ def test_a_wait_for_the_swap_lock_in_vain_is_never_taken_for_sudo_s_answer() -> 
     # Waited for as root (the lock's directory is root's alone), before the root facts.
     command = script.command(wait=30)
     assert "flock -s -n /run/cargoship/swap.lock" in command
-    assert command.index("sudo -n") < command.index("flock") < command.index("cat /etc/x")
+    assert command.index("cs_root=") < command.index("flock") < command.index("cat /etc/x") \
+        < command.index("| sudo -n -- sh -s")
     assert "flock" not in script.command()
     snapshot = script.split(printed(script, ["Linux"], None),
                             f"{WAIT_NOTE} /run/cargoship/swap.lock still held after 30 s\n"
