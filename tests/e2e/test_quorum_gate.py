@@ -152,6 +152,7 @@ def test_a_member_paused_during_the_drain_stops_the_rollout_before_the_engine_st
     lab = etcd_lab(lab_factory)
     change_registries(lab)
     slow_pod(lab, "ctl-2", grace=4)
+    lead(lab, "ctl-3")  # the leader's controller restarts last: ctl-1, ctl-2, then ctl-3
     plan_file = tmp_path / "plan.json"
     made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
     assert made.returncode == 0, made.stdout + made.stderr
@@ -230,6 +231,7 @@ def test_a_node_is_uncordoned_through_another_api_server_when_its_own_has_no_quo
     lab = etcd_lab(lab_factory)
     change_registries(lab)
     slow_pod(lab, "ctl-2", grace=4)
+    lead(lab, "ctl-3")  # the leader's controller restarts last: ctl-1, ctl-2, then ctl-3
     plan_file = tmp_path / "plan.json"
     made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
     assert made.returncode == 0, made.stdout + made.stderr
