@@ -376,6 +376,11 @@ def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Pa
         "--peer-trusted-ca-file", f"{tls}/peer-ca.crt", "--peer-client-cert-auth",
         # etcd's default timing (heartbeat 100 ms, election 1 s): fast for the tests. The
         # engines ship longer ones (k3s: 500 ms / 5 s), which only slow a re-election.
+        # Pre-vote on, as the engines' etcd 3.5 has it by default (etcd CHANGELOG-3.5,
+        # v3.5.0: "Turned on --pre-vote by default", etcd-io/etcd#12770; Debian's 3.4 has
+        # it off): a member back from a restart or a pause that has not heard the leader
+        # yet asks before it campaigns, and does not take a healthy leader down.
+        "--pre-vote",
         "--logger", "zap", "--log-level", "warn",
     ]
     service = host_dir / "etc.upper" / "service" / ETCD_SERVICE
