@@ -31,8 +31,10 @@ HEADING = "Apply will, as this plan says"
 SECRETS_HEADING = "Secrets apply reads again (where from, never the value)"
 # Not in any plan, so not signed with it: what a reviewer should know all the same.
 NOT_IN_PLAN = ("Not in the plan: how long apply waits for another run's lock (its own "
-               "--lock-timeout, default: not at all), and the restart itself (drain, stop, "
-               "write, start, wait for fresh readiness, roll back a host that fails)")
+               "--lock-timeout, default: not at all), the restart itself (drain, stop, "
+               "write, start, wait for fresh readiness, roll back a host that fails), and "
+               "the controllers' order: one at a time, as in cluster.yaml, but the one whose "
+               "etcd member leads when apply starts goes last")
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,7 @@ def test_a_default_plan_flags_nothing_and_still_lists_every_option() -> None:
     assert ("    drain.gracePeriodSeconds: each pod's own  (default: each evicted pod gets its "
             "own terminationGracePeriodSeconds)") in full
     assert "--lock-timeout" in full  # what is not in the plan, said so
+    assert "the one whose etcd member leads when apply starts goes last" in full
 
 
 def test_an_option_the_plan_states_at_its_default_is_not_flagged() -> None:
