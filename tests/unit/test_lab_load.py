@@ -1,0 +1,34 @@
+"""Lab.load reads a lab's lab.json: one another branch's code wrote (a timing setting this
+code does not know) still loads, so `python -m tests.lab down --all` can take it down; one
+it cannot read is a LabError, which `down --all` skips, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.lab import Lab, LabError
+
+LAB = {"index": 7, "distro": "rke2", "version": "v1.30.4+rke2r1", "tag": "cs0000aa",
+       "token": "t", "kube_api": True, "etcd": False, "hosts": [{
+           "spec": {"name": "ctl-1", "role": "controller"}, "index": 0,
+           "address": "10.200.7.10", "netns": "cs0000aa-ctl-1", "dir": "/nowhere", "pid": 0}]}
+
+
+def test_a_timing_setting_this_code_does_not_know_is_left_out(tmp_path: Path) -> None:
+    (tmp_path / "lab.json").write_text(json.dumps(
+        {**LAB, "timing": {"kubelet_heartbeat": 2.0, "etcd_heartbeat_ms": 500}}))
+    lab = Lab.load(tmp_path)
+    assert lab.timing.kubelet_heartbeat == 2.0
+    assert [h.name for h in lab.hosts] == ["ctl-1"]
+
+
+@pytest.mark.parametrize("text", ["{not json", json.dumps({**LAB, "hosts": "ctl-1"}),
+                                  json.dumps({k: v for k, v in LAB.items() if k != "tag"}),
+                                  json.dumps({**LAB, "timing": ["a"]})])
+def test_a_lab_json_this_code_cannot_read_is_a_lab_error(tmp_path: Path, text: str) -> None:
+    (tmp_path / "lab.json").write_text(text)
+    with pytest.raises(LabError, match=r"lab\.json is not"):
+        Lab.load(tmp_path)
