@@ -6,7 +6,6 @@ ssh.py's sessions run each command through ChannelCommand.
 from __future__ import annotations
 
 import asyncio
-import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -237,16 +236,24 @@ def as_exec(command: str, stdin: bytes | None) -> tuple[str, bytes | None]:
     data = command.encode()
     if len(data) <= EXEC_LIMIT:
         return command, stdin
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = []
     prefix = ""
-    for head in (["sh", "-c"], ["sudo", "-n", "--", "sh", "-c"]):
-        if len(words) == len(head) + 1 and words[:-1] == head:
-            prefix, data = " ".join(head[:-2]), words[-1].encode()
+    for head in ("sh -c ", "sudo -n -- sh -c "):
+        script = _unquoted(command.removeprefix(head)) if command.startswith(head) else None
+        if script is not None:
+            prefix, data = head.removesuffix("sh -c ").strip(), script.encode()
     reader = f"sh -c 'eval \"$(head -c {len(data)})\"'"
     return (f"{prefix} {reader}" if prefix else reader), data + (stdin or b"")
+
+
+def _unquoted(word: str) -> str | None:
+    """The string shlex.quote made `word` of, or None if `word` is not one quoted word.
+    Its exact inverse, in linear time (shlex.split took 4 s of CPU for a 600 KB command)."""
+    if len(word) < 2 or word[0] != "'" or word[-1] != "'":
+        return None
+    parts = word[1:-1].split("'\"'\"'")
+    if any("'" in part for part in parts):
+        return None
+    return "'".join(parts)
 
 
 def _loop_time(monotonic_deadline: float) -> float:

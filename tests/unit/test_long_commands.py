@@ -8,6 +8,9 @@ from __future__ import annotations
 import shlex
 import subprocess
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from planner.hosts.batch import Fact
 from planner.hosts.channel import EXEC_LIMIT, as_exec
 from planner.hosts.snapshot import SnapshotScript
@@ -53,3 +56,13 @@ def test_a_snapshot_whose_root_part_is_over_an_arguments_limit_answers_every_fac
     assert [o.stdout.strip() for o in snapshot.answer([user], False) or []] == ["user read"]
     assert [o.stdout.strip() for o in snapshot.answer([big, tail], True) or []] == [
         "big read", "after read"]
+
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",))))
+def test_a_long_quoted_script_is_sent_exactly_as_the_shell_would_read_it(text: str) -> None:
+    script = text + " " * EXEC_LIMIT  # long, and so quoted by shlex (it holds spaces)
+    for prefix in ("", "sudo -n -- "):
+        exec_request, data = as_exec(prefix + "sh -c " + shlex.quote(script), b"in")
+        assert data == script.encode() + b"in"
+        assert exec_request == prefix + f"sh -c 'eval \"$(head -c {len(script.encode())})\"'"
