@@ -144,12 +144,12 @@ def unschedulable(lab: Lab, host: str) -> bool:
     return bool(node["spec"].get("unschedulable"))
 
 
-def test_a_member_paused_during_the_drain_stops_the_rollout_before_the_engine_stops(
-        lab_factory, tmp_path: Path) -> None:
-    """The gate's last look is after the drain, right before the stop: a member lost while
-    ctl-2 drains (its cordon passed the gate) keeps ctl-2's engine running, and ctl-2's
-    node, which cargoship cordoned, is uncordoned again."""
-    lab = etcd_lab(lab_factory)
+def apply_pausing_a_member_while_ctl2_drains(
+        lab: Lab, tmp_path: Path, choose: Callable[[Lab], str]) -> tuple[int, str, str, float]:
+    """Plan the registries change with ctl-3 leading (so the order is ctl-1, ctl-2, ctl-3),
+    apply it, and once ctl-2 is cordoned (it passed the gate's first look; a slow pod keeps
+    it draining) pause the member `choose` names until apply ends, then resume it. Returns
+    apply's exit code and output, the plan's id and when apply began."""
     change_registries(lab)
     slow_pod(lab, "ctl-2", grace=4)
     lead(lab, "ctl-3")  # the leader's controller restarts last: ctl-1, ctl-2, then ctl-3
@@ -162,15 +162,8 @@ def test_a_member_paused_during_the_drain_stops_the_rollout_before_the_engine_st
     apply = subprocess.Popen([*cargoship_argv(), "apply", plan_file, "--confirm"],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        poll(lambda: unschedulable(lab, "ctl-2"), timeout=90)  # it passed the first look
-        # A member that is not the leader: a paused leader leaves ctl-2's evictions with no
-        # leader for an election's time, a drain failure before the gate's last look.
-        # Nor ctl-1's, whose API server cargoship's cordon and uncordon go through: its
-        # writes would fail too (it once paused ctl-1, when ctl-3 led, and the uncordon
-        # failed).
-        leader = lab.etcd_call("ctl-1", "/v3/maintenance/status", {})["leader"]
-        paused = next(h for h in ("ctl-3", "ctl-2") if lab.etcd_call(
-            h, "/v3/maintenance/status", {})["header"]["member_id"] != leader)
+        poll(lambda: unschedulable(lab, "ctl-2"), timeout=90)
+        paused = choose(lab)
         lab.etcd_member(paused, "pause")
         out, _ = apply.communicate(timeout=180)
     finally:
@@ -179,7 +172,36 @@ def test_a_member_paused_during_the_drain_stops_the_rollout_before_the_engine_st
             apply.wait()
         if paused:
             lab.etcd_member(paused, "resume")
-    assert apply.returncode != 0, out
+    return apply.returncode, out, plan_id, since
+
+
+def a_follower_but_ctl1(lab: Lab) -> str:
+    """A member that is not the leader: a paused leader leaves ctl-2's evictions with no
+    leader for an election's time, a drain failure before the gate's last look. Nor
+    ctl-1's, whose API server cargoship asks first: its writes would fail too (the test
+    below pauses it on purpose)."""
+    leader = lab.etcd_call("ctl-1", "/v3/maintenance/status", {})["leader"]
+    return next(h for h in ("ctl-3", "ctl-2") if lab.etcd_call(
+        h, "/v3/maintenance/status", {})["header"]["member_id"] != leader)
+
+
+def ctl1_as_a_follower(lab: Lab) -> str:
+    """ctl-1, leadership moved off it first: a paused leader would leave the others
+    leaderless for an election's time; a paused follower only takes ctl-1's own API
+    server out of writing."""
+    lead_elsewhere(lab, "ctl-1", to="ctl-3")
+    return "ctl-1"
+
+
+def test_a_member_paused_during_the_drain_stops_the_rollout_before_the_engine_stops(
+        lab_factory, tmp_path: Path) -> None:
+    """The gate's last look is after the drain, right before the stop: a member lost while
+    ctl-2 drains (its cordon passed the gate) keeps ctl-2's engine running, and ctl-2's
+    node, which cargoship cordoned, is uncordoned again."""
+    lab = etcd_lab(lab_factory)
+    code, out, plan_id, since = apply_pausing_a_member_while_ctl2_drains(
+        lab, tmp_path, a_follower_but_ctl1)
+    assert code != 0, out
     assert f"ctl-1 ({lab.host('ctl-1').address}): applied" in out, out
     assert "the etcd quorum gate refused to stop ctl-2" in out, out
     assert "etcd member does not answer (no answer within 2 s)" in out, out
@@ -229,31 +251,9 @@ def test_a_node_is_uncordoned_through_another_api_server_when_its_own_has_no_quo
     while ctl-2 drains: the gate refuses ctl-2's stop, and ctl-2's node is uncordoned
     through another controller's API server, as ctl-1's refuses every write."""
     lab = etcd_lab(lab_factory)
-    change_registries(lab)
-    slow_pod(lab, "ctl-2", grace=4)
-    lead(lab, "ctl-3")  # the leader's controller restarts last: ctl-1, ctl-2, then ctl-3
-    plan_file = tmp_path / "plan.json"
-    made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
-    assert made.returncode == 0, made.stdout + made.stderr
-    since = time.time()
-    paused = False
-    apply = subprocess.Popen([*cargoship_argv(), "apply", plan_file, "--confirm"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        poll(lambda: unschedulable(lab, "ctl-2"), timeout=90)  # it passed the first look
-        # A paused leader would leave the others leaderless for an election's time; a
-        # paused follower only takes ctl-1's own API server out of writing.
-        lead_elsewhere(lab, "ctl-1", to="ctl-3")
-        lab.etcd_member("ctl-1", "pause")
-        paused = True
-        out, _ = apply.communicate(timeout=180)
-    finally:
-        if apply.poll() is None:
-            apply.kill()
-            apply.wait()
-        if paused:
-            lab.etcd_member("ctl-1", "resume")
-    assert apply.returncode != 0, out
+    code, out, _, since = apply_pausing_a_member_while_ctl2_drains(
+        lab, tmp_path, ctl1_as_a_follower)
+    assert code != 0, out
     assert "the etcd quorum gate refused to stop ctl-2" in out, out
     assert "its node was drained and is uncordoned again" in out, out
     assert "UNCORDON FAILED" not in out, out
