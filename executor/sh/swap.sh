@@ -199,15 +199,21 @@ stage_step() { printf '%s\n' "$content" | cs_stage "$file" "$mode" "$owner" "$pl
 swap() {
   trap '' HUP PIPE  # a failed write returns an error: `say` is a check
   # Before the stop, cargoship gone (its input ended: USR1 from the watcher) or told to:
-  # give up, removing what was staged (the EXIT trap).
-  trap 'exit "$GONE"' INT TERM USR1
+  # give up, removing what was staged (the EXIT trap). The keepalive below must not
+  # outlive the script, or it writes `alive` to the channel for ALIVE_FOR seconds (a
+  # reader waiting for the script's end waited 150 s): until the EXIT trap knows its pid
+  # a signal is only noted, and that trap kills it with KILL, since a TERM that reaches
+  # a subshell before it has reset the traps it inherited is lost (dash).
+  cs_gone=; trap 'cs_gone=1' INT TERM USR1
   # A blocking stop (systemctl waits for the unit, up to its TimeoutStopSec), a slow sync
   # or the swap lock's wait says nothing for a while: something must, or the executor
   # takes the silence for a lost connection. Gone with the script, and bounded all the
   # same.
   ( i=0; while [ $i -lt "$ALIVE_FOR" ] && sleep 1 >/dev/null; do say "$T alive" || exit 0; i=$((i + 1)); done ) </dev/null 9<&- &
   ka=$!
-  trap 'kill $ka 2>/dev/null; unwatch; unstage' EXIT
+  trap 'kill -9 $ka 2>/dev/null; unwatch; unstage' EXIT
+  trap 'exit "$GONE"' INT TERM USR1
+  [ -z "$cs_gone" ] || exit "$GONE"
   # Until the start is asked for, the files are changing: a plan's snapshot waits for this
   # lock (the keepalive and the watcher closed fd 9: neither may hold it on). Bounded:
   # past it, a clear error and nothing stopped.

@@ -341,6 +341,9 @@ def test_an_input_that_ends_after_go_stops_nothing(tmp_path: Path) -> None:
     done = run(host, go=go_line("00ab12"), lock=lock)
     assert done.code == GONE and host.asked("stop") == 0
     assert host.target.read_text() == "old: 1\n"
+    # Nothing of the script's outlives it: its keepalive, started as the watcher's USR1
+    # came, had lost its TERM and held the output open for 150 s (one run in five).
+    assert done.seconds < 20
 
 
 def test_an_init_system_the_script_does_not_know_is_refused_before_anything_runs() -> None:
