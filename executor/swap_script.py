@@ -10,8 +10,10 @@ hears of each step as it happens.
 After `started` the script keeps probing the engine (every 0.1 s until it runs, then every
 0.5 s) and prints a probe only when it changed, until its deadline or until the executor
 stops reading (its next line then fails to write, and it exits). It asks for the start
-again when the service stays plainly down for two seconds (runit can drop an `sv up` that
-arrives during its restart back-off).
+again when the service stays plainly down for two seconds (a start the init system lost).
+On runit the stop ends only once runsv has taken it: stopped during runsv's one-second
+pause after a crash, an engine reads `down` before runsv has read the request, and the
+`sv up` that follows would be skipped (sh/swap.sh, stop_look).
 
 A script whose cargoship is gone does nothing: it stops the engine only while its apply
 is alive and holds the host lock. Right before the stop (the point of no return) it checks

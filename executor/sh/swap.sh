@@ -125,13 +125,25 @@ plainly_down() {
 # `down` once the service's process is gone) is read with a shell builtin, and the probe
 # (`sv` and two subshells) runs only once it says anything but `run` or `finish`: eight
 # engines stopping together, each host probing every 0.02 s, made each stop's end show
-# 0.03-0.18 s late on the lab's shared CPUs. `down` is what `sv status` would say too
-# (runsv writes both files at each change), so it needs no probe either. `p` stays empty
-# until the service is down or something unexpected needs a probe.
+# 0.03-0.18 s late on the lab's shared CPUs. `p` stays empty until the service is down
+# or something unexpected needs a probe.
+# `down` alone is not the end of the stop: a service that crashed within a second of its
+# start reads `down` while runsv sleeps a second before restarting it (runit's runsv.c:
+# `sleep(1)` after update_status), our `sv down` still unread in its control pipe and its
+# supervise/status still wanting up. The `sv up` of the start would then be skipped (sv.c
+# `control()` sends nothing when the status already wants what is asked), and runsv,
+# awake, would take the queued down and leave the engine stopped. So once stat says
+# `down`, `sv status` must no longer say `want up`: runsv has taken the stop.
 stop_look() {
   if [ "$INIT" != runit ]; then p=$(probe 2>/dev/null); return; fi
   k=; read -r k 2>/dev/null < "$sd/supervise/stat"
-  case "$k" in down*) p="state runit down: $sd (supervise/stat: $k)";; run*|finish*) p=;; *) p=$(probe 2>/dev/null);; esac
+  case "$k" in
+    down*) p=$(sv status "$sd" 2>&1); p=${p%%
+*}
+      case "$p" in *"want up"*) p=;; *) p="state runit $p";; esac;;
+    run*|finish*) p=;;
+    *) p=$(probe 2>/dev/null);;
+  esac
 }
 
 # The watch's look at the engine: the probe at every tick; on runit the probe only when
@@ -272,8 +284,8 @@ swap() {
 # After `started`, the engine is probed (every START_TICK until it runs, then every
 # RUN_TICK) and a probe printed only when it changed, until WATCH_SECONDS or until the
 # executor stops reading (a line then fails to write). The start is asked for again when
-# the service stays plainly down for NUDGE_AFTER (runit can drop an `sv up` that arrives
-# during its restart back-off).
+# the service stays plainly down for NUDGE_AFTER: a start the init system lost (the stop
+# waits until runit has taken it, see stop_look, so runit's own skip is not one of them).
 watch() {
   end=$(( $(date +%s) + WATCH_SECONDS ))
   # Times in hundredths of a second, so the shell's integer arithmetic can count them.

@@ -269,8 +269,38 @@ def test_a_stop_on_runit_is_seen_without_sv(lab_factory) -> None:
     assert [type(e).__name__ for e in seen if isinstance(e, Stopped | StepDone | Started)] == [
         "Stopped", "StepDone", "Started"]
     calls = lab.exec("wrk-1", "cat /run/sv-calls").stdout.split()
-    assert calls[:calls.index("up")].count("status") == 1, calls  # the `before` probe
+    # The `before` probe, and one look that runsv has taken the stop (stop_look).
+    assert calls[:calls.index("up")].count("status") == 2, calls
     assert calls.count("down") == 1
+    host.close()
+
+
+def test_a_crash_looping_engine_stopped_in_runsvs_pause_starts_at_the_first_ask(
+        lab_factory) -> None:
+    """An engine whose run script fails at once crash-loops, and runit's runsv sleeps a
+    second after each quick exit (runsv.c: sleep(1)), reading no request meanwhile: the
+    service reads `down`, our `sv down` unread. The stop must wait until runsv takes it,
+    or the start's `sv up` is skipped (sv.c control(): the status still wants up), runsv
+    then takes the queued down, and only the nudge, two seconds on, starts the engine.
+    That is a rollback's restart: the config it undoes made the engine crash-loop."""
+    lab, host, script = counted_sv(lab_factory, "", b"", stop_timeout=15, watch_seconds=30)
+    run = "/etc/service/rke2-agent/run"
+    good = lab.exec("wrk-1", f"cat {run}").stdout.encode()
+    lab.exec("wrk-1", f"printf '#!/bin/sh\\nexit 1\\n' > {run}.new && mv {run}.new {run} && "
+             "sv term /etc/service/rke2-agent")
+    _until("the engine crash-looping", lambda: "want up" in lab.exec(
+        "wrk-1", "sv status /etc/service/rke2-agent").stdout)
+    lab.exec("wrk-1", "rm -f /run/sv-calls")
+    # The rollback: its step puts the working run script back.
+    script = SwapScript.of("runit", "rke2-agent", False,
+                           [write_step(run, good, mode=0o755, plan_id=PLAN)],
+                           stop_timeout=15, watch_seconds=30)
+    result, _ = run_until(host, script, lambda s: any(
+        isinstance(e, Probed) and e.name == "state" and e.state.state == "running"
+        for e in s))
+    assert result.exit_code == ABANDONED, result  # it ran again: we stopped listening
+    calls = lab.exec("wrk-1", "cat /run/sv-calls").stdout.split()
+    assert calls.count("up") == 1, calls  # taken at once: no nudge was needed
     host.close()
 
 

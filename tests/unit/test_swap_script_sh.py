@@ -79,7 +79,12 @@ case "$name ${1-}" in
   "systemctl start") on start;;
   "sv status") pop; cat "$d/now";;
   "sv down") on stop;;
-  "sv up") on start;;
+  # sv sends nothing when runsv's status already wants what is asked (runit's sv.c,
+  # control()): during runsv's pause after a crash that is still `want up`.
+  "sv up") case "$(cat "$d/now")" in
+             *"want up"*) echo "sv up dropped" >> "$d/calls";;
+             *) on start;;
+           esac;;
   "rc-service $SVC")
     case $2 in status) pop; cat "$d/now";; stop) on stop;; start) on start;; esac;;
 esac
@@ -311,7 +316,24 @@ def test_a_runit_stop_is_seen_in_supervise_without_asking_sv(tmp_path: Path) -> 
     calls = host.calls()
     between = calls[calls.index(f"sv down {host.root}/service/{SERVICE}") + 1:
                      calls.index(f"sv up {host.root}/service/{SERVICE}")]
-    assert between == []  # supervise/stat said `down`: no `sv status` during the stop
+    # supervise/stat said `down`: one `sv status`, that runsv took the stop, no polling.
+    assert between == [f"sv status {host.root}/service/{SERVICE}"]
+
+
+def test_a_runit_stop_during_runsvs_pause_after_a_crash_waits_until_runsv_takes_it(
+        tmp_path: Path) -> None:
+    """A crash-looping engine reads `down` while runsv sleeps its second before the next
+    attempt, our `sv down` unread: the stop waits until the status no longer wants up, so
+    the start's `sv up` is not skipped (then only the nudge, seconds later, would start
+    the engine: the rollback of a crash-looping config came back 3 s late)."""
+    host = make_host(tmp_path, "runit")
+    want_up = f"down: /s/{SERVICE}: 0s, normally up, want up"
+    host.states(want_up, want_up, STOPPED["runit"], when="on-stop")
+    host.states(RUNNING["runit"].format(pid=12), when="on-start")
+    done = run(host, watch_seconds=60, until=lambda ev: "running" in states(ev))
+    assert "sv up dropped" not in host.calls()
+    assert host.asked("start") == 1  # no nudge: the one start was taken
+    assert states(done.events) == ["running"]
 
 
 def test_the_watch_alone_never_stops_or_changes_anything(host: Host) -> None:
