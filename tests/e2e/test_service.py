@@ -283,7 +283,7 @@ def test_a_crash_looping_engine_stopped_in_runsvs_pause_starts_at_the_first_ask(
     or the start's `sv up` is skipped (sv.c control(): the status still wants up), runsv
     then takes the queued down, and only the nudge, two seconds on, starts the engine.
     That is a rollback's restart: the config it undoes made the engine crash-loop."""
-    lab, host, script = counted_sv(lab_factory, "", b"", stop_timeout=15, watch_seconds=30)
+    lab, host, _ = counted_sv(lab_factory, "", b"", stop_timeout=15, watch_seconds=30)
     run = "/etc/service/rke2-agent/run"
     good = lab.exec("wrk-1", f"cat {run}").stdout.encode()
     lab.exec("wrk-1", f"printf '#!/bin/sh\\nexit 1\\n' > {run}.new && mv {run}.new {run} && "
