@@ -26,6 +26,7 @@ from tests.unit.test_dial import silent_listener
 from tests.unit.test_gateways import RELAY, SshServer, _keygen
 
 TIMEOUT = 0.5
+RELAY_TIMEOUT = 3.0  # a deadline that must also cover a Python relay's start
 NO_BANNER = (f"connected, but the SSH server sent no banner within {TIMEOUT:g}s (an "
              "overloaded or hung sshd, a tarpit, or not an SSH server on that port; "
              "options.ssh.connectTimeoutSeconds)")
@@ -130,12 +131,18 @@ def test_through_a_proxycommand_no_banner_is_the_commands_stall(
     config.write_text(f"Host relayed\n    HostName 127.0.0.1\n    Port {host.port}\n"
                       f"    ProxyCommand {sys.executable} {tmp_path / 'relay.py'} %h %p\n"
                       "Host stuck\n    ProxyCommand sleep 30\n")
-    options = ConnectOptions(connect_timeout=TIMEOUT, ssh_config=SshConfigFiles((config,)))
-    for name, expected in (
-            ("stuck", f"no SSH banner came through its ProxyCommand within {TIMEOUT:g}s (the "
-                      "command did not get through, an overloaded or hung sshd, or not an "
-                      "SSH server on that port; options.ssh.connectTimeoutSeconds)"),
-            ("relayed", NO_KEX)):
+    # The deadline counts from the command's start, and the relay is a Python interpreter
+    # that must start and connect before any banner can come through: under CI load that
+    # took over 0.5 s once. The relayed case gets a deadline that covers its start-up.
+    for name, timeout, expected in (
+            ("stuck", TIMEOUT, f"no SSH banner came through its ProxyCommand within "
+                               f"{TIMEOUT:g}s (the command did not get through, an overloaded "
+                               "or hung sshd, or not an SSH server on that port; "
+                               "options.ssh.connectTimeoutSeconds)"),
+            ("relayed", RELAY_TIMEOUT, NO_KEX.replace(f"within {TIMEOUT:g}s",
+                                                      f"within {RELAY_TIMEOUT:g}s"))):
+        options = ConnectOptions(connect_timeout=timeout,
+                                 ssh_config=SshConfigFiles((config,)))
         ssh = SshConfig(name, None, "root", keys.client, keys.known_hosts)
         assert _failure(lambda: open_session("h", ssh, options))[0] == \
             f"h: {name}:22: {expected}"  # noqa: B023 - called at once
