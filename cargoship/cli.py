@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cargoship import arguments
+from cargoship import arguments, lost_interrupts
 from cargoship.apply_command import apply, sign
 from cargoship.completion import SHELLS
 from cargoship.habits import config_path, did_you_mean, setup_logging, terraform_hint, to_devnull
@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     # Ctrl-C does, with its message and 128 + the signal; apply's rollout takes them over.
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_interrupt)
+    lost_interrupts.install()  # one raised inside a weakref callback is sent again
     try:
         setup_logging(args.verbose, args.log_file)
         return _dispatch(args)

@@ -7,11 +7,11 @@ For each size and engine: a lab of N controllers (real etcd members, tests/lab/e
 and one worker, a registries change that restarts every host, and `cargoship apply` while
 a client writes (a merge-patch of an annotation on a PodDisruptionBudget that selects no
 pod) and reads (a GET of the worker's node) through each controller's own API server
-every 100 ms, and every member's /metrics is read every 100 ms. Reported per run: requests and failures per controller, split into
-those inside that controller's own restart (its engine's stop to ready: expected) and
-outside it (the cluster was unavailable through a controller not being restarted), and of
-those the writes a leader's hand-over caught (Probe.outside_handovers: real etcd fails
-them too); whether
+every 100 ms, and every member's /metrics is read every 100 ms. Reported per run:
+requests and failures per controller, split into those inside that controller's own
+restart (its engine's stop to ready: expected) and outside it (the cluster was
+unavailable through a controller not being restarted), and of those the writes a
+leader's hand-over caught (Probe.outside_handovers: real etcd fails them too); whether
 any member ever said it had no leader (etcd_server_has_leader 0) and how many leader
 changes (which member said it led, etcd_server_is_leader, in turn); each member's time
 out of the cluster (not answering); the apply's wall time; the load average.

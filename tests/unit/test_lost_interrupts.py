@@ -1,0 +1,99 @@
+"""An interrupt whose handler ran inside a weakref callback is not lost
+(cargoship/lost_interrupts.py).
+
+Real signals and a real weakref callback: the signal is raised in the callback, where
+Python runs the handler and then swallows what it raised."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from cargoship import lost_interrupts
+from executor.errors import SignalInterrupt
+
+
+def _raise(signum: int, frame: object) -> None:
+    raise SignalInterrupt(signum)
+
+
+@pytest.fixture
+def sigterm_raises() -> Iterator[None]:
+    previous = signal.signal(signal.SIGTERM, _raise)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+class _Thing:
+    pass
+
+
+def _drop_with_a_signal_in_its_callback() -> list[str]:
+    ran: list[str] = []
+
+    def callback(_: object) -> None:
+        signal.raise_signal(signal.SIGTERM)  # the handler runs at the next bytecode: here
+        ran.append("callback ended")  # not reached: the handler raised above
+
+    thing = _Thing()
+    ref = weakref.ref(thing, callback)
+    del thing  # the callback runs now, on this thread
+    assert ref() is None
+    return ran
+
+
+def _wait(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_an_interrupt_swallowed_by_a_weakref_callback_is_raised_again_outside_it(
+        sigterm_raises: None) -> None:
+    restore = lost_interrupts.install()
+    try:
+        with pytest.raises(SignalInterrupt) as raised:
+            ran = _drop_with_a_signal_in_its_callback()
+            assert ran == []  # the handler did raise in the callback...
+            _wait(10)  # ...and, sent again, it is raised here, long before this ends
+        assert raised.value.signum == signal.SIGTERM
+    finally:
+        restore()
+
+
+def test_without_the_hook_python_loses_it(sigterm_raises: None) -> None:
+    # The premise: the hook is what saves it. Nothing is raised in the caller; the
+    # interrupt only reaches the unraisable hook.
+    seen: list[BaseException | None] = []
+    previous, sys.unraisablehook = sys.unraisablehook, lambda u: seen.append(u.exc_value)
+    try:
+        ran = _drop_with_a_signal_in_its_callback()
+        _wait(0.3)
+    finally:
+        sys.unraisablehook = previous
+    assert ran == []
+    assert [type(e) for e in seen] == [SignalInterrupt]
+
+
+def test_other_unraisable_errors_still_reach_the_previous_hook(sigterm_raises: None) -> None:
+    seen: list[BaseException | None] = []
+    previous = sys.unraisablehook
+    sys.unraisablehook = lambda u: seen.append(u.exc_value)
+    restore = lost_interrupts.install()
+    try:
+        def callback(_: object) -> None:
+            raise ValueError("a bug in a callback")
+
+        thing = _Thing()
+        ref = weakref.ref(thing, callback)
+        del thing
+        assert ref() is None
+        assert [type(e) for e in seen] == [ValueError]
+    finally:
+        restore()
+        sys.unraisablehook = previous
