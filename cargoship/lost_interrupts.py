@@ -25,6 +25,8 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
+from planner.threads import start
+
 LEAVE_WAIT = 5.0  # seconds the hook may take to return before the signal goes anyway
 
 
@@ -53,10 +55,11 @@ def install() -> Callable[[], None]:
     def hook(unraisable: Any) -> None:
         exc = unraisable.exc_value
         if isinstance(exc, KeyboardInterrupt):
-            threading.Thread(target=_send_once_out, daemon=True,
-                             name="cargoship-resend-interrupt",
-                             args=(threading.get_ident(), hook.__code__,
-                                   int(getattr(exc, "signum", signal.SIGINT)))).start()
+            # Its thread blocks the signal (planner.threads), so it lands on the main
+            # thread, which wakes even from an untimed wait.
+            start(_send_once_out, name="cargoship-resend-interrupt",
+                  args=(threading.get_ident(), hook.__code__,
+                        int(getattr(exc, "signum", signal.SIGINT))))
             return  # not lost: nothing to print
         previous(unraisable)
 
