@@ -54,7 +54,9 @@ def install() -> Callable[[], None]:
 
     def hook(unraisable: Any) -> None:
         exc = unraisable.exc_value
-        if isinstance(exc, KeyboardInterrupt):
+        # Only the main thread runs signal handlers: anywhere else it was no signal's.
+        if isinstance(exc, KeyboardInterrupt) and \
+                threading.current_thread() is threading.main_thread():
             # Its thread blocks the signal (planner.threads), so it lands on the main
             # thread, which wakes even from an untimed wait.
             start(_send_once_out, name="cargoship-resend-interrupt",

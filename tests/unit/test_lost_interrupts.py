@@ -97,3 +97,35 @@ def test_other_unraisable_errors_still_reach_the_previous_hook(sigterm_raises: N
     finally:
         restore()
         sys.unraisablehook = previous
+
+
+def test_a_keyboard_interrupt_in_another_threads_callback_sends_nothing() -> None:
+    # No signal handler runs outside the main thread: such an exception is a bug, not
+    # a lost Ctrl-C, and goes to the previous hook rather than interrupting the command.
+    import threading
+
+    seen: list[BaseException | None] = []
+    signals: list[int] = []
+    previous_hook, sys.unraisablehook = sys.unraisablehook, lambda u: seen.append(u.exc_value)
+    previous_int = signal.signal(signal.SIGINT, lambda signum, frame: signals.append(signum))
+    restore = lost_interrupts.install()
+    try:
+        def drop() -> None:
+            def callback(_: object) -> None:
+                raise KeyboardInterrupt
+
+            thing = _Thing()
+            ref = weakref.ref(thing, callback)
+            del thing
+            assert ref() is None
+
+        thread = threading.Thread(target=drop)
+        thread.start()
+        thread.join()
+        _wait(0.3)
+    finally:
+        restore()
+        sys.unraisablehook = previous_hook
+        signal.signal(signal.SIGINT, previous_int)
+    assert [type(e) for e in seen] == [KeyboardInterrupt]
+    assert signals == []
