@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import paramiko
 from ssh2 import exceptions as ssh2_errors
@@ -128,7 +128,8 @@ async def shake(wire: Wire, target: Target, peer: Peer, options: DialSettings,
     except Exception as exc:
         if isinstance(exc, ssh2_errors.SSH2Error):
             raise ConnectError(peer.label, f"cannot connect to {peer.name}: "
-                                           f"{ssh2_failure(exc, timeout)}") from None
+                                           f"{ssh2_failure(exc, timeout, wire.session)}"
+                               ) from None
         raise
     return fingerprint(presented)
 
@@ -292,8 +293,9 @@ def ssh2_name(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def ssh2_failure(exc: BaseException, timeout: float) -> str:
-    """Why a libssh2 call failed during a handshake, in the words connect_failure uses."""
+def ssh2_failure(exc: BaseException, timeout: float, session: Any = None) -> str:
+    """Why a libssh2 call failed during a handshake, in the words connect_failure uses;
+    an error with no words of ours gets libssh2's own (the session's last error)."""
     if isinstance(exc, ssh2_errors.Timeout):
         return connect_failure(TimeoutError(), timeout)
     if isinstance(exc, (ssh2_errors.SocketDisconnectError, ssh2_errors.SocketRecvError,
@@ -302,7 +304,18 @@ def ssh2_failure(exc: BaseException, timeout: float) -> str:
     if isinstance(exc, (ssh2_errors.KexFailureError, ssh2_errors.KeyExchangeError,
                         ssh2_errors.MethodNotSupported, ssh2_errors.AlgoUnsupportedError)):
         return "no key exchange, cipher or host key algorithm in common with the host"
-    return f"SSH handshake failed ({ssh2_name(exc)})"
+    return f"SSH handshake failed ({ssh2_name(exc)}{_libssh2_said(session)})"
+
+
+def _libssh2_said(session: Any) -> str:
+    # A bare SSH2Error (libssh2's -1, which several internal failures return) says
+    # nothing by itself; the session's last error names the step that failed.
+    try:
+        code, said = session.last_errno(), session.last_error()
+    except Exception:  # noqa: BLE001 - no session, or one that cannot say: nothing to add
+        return ""
+    text = said.decode("utf-8", "replace") if isinstance(said, bytes) else str(said or "")
+    return f": libssh2 error {code}, {text}" if code or text else ""
 
 
 def connect_failure(exc: BaseException, timeout: float) -> str:
