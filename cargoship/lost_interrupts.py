@@ -59,10 +59,13 @@ def install() -> Callable[[], None]:
                 threading.current_thread() is threading.main_thread():
             # Its thread blocks the signal (planner.threads), so it lands on the main
             # thread, which wakes even from an untimed wait.
-            start(_send_once_out, name="cargoship-resend-interrupt",
-                  args=(threading.get_ident(), hook.__code__,
-                        int(getattr(exc, "signum", signal.SIGINT))))
-            return  # not lost: nothing to print
+            try:
+                start(_send_once_out, name="cargoship-resend-interrupt",
+                      args=(threading.get_ident(), hook.__code__,
+                            int(getattr(exc, "signum", signal.SIGINT))))
+                return  # not lost: nothing to print
+            except RuntimeError:  # the interpreter is exiting: no new thread; it ends anyway
+                pass
         previous(unraisable)
 
     hook.resends_interrupts = True  # type: ignore[attr-defined]

@@ -129,3 +129,21 @@ def test_a_keyboard_interrupt_in_another_threads_callback_sends_nothing() -> Non
         signal.signal(signal.SIGINT, previous_int)
     assert [type(e) for e in seen] == [KeyboardInterrupt]
     assert signals == []
+
+
+def test_at_interpreter_exit_where_no_thread_can_start_it_goes_to_the_previous_hook(
+        sigterm_raises: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_threads(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(lost_interrupts, "start", no_threads)
+    seen: list[BaseException | None] = []
+    previous, sys.unraisablehook = sys.unraisablehook, lambda u: seen.append(u.exc_value)
+    restore = lost_interrupts.install()
+    try:
+        ran = _drop_with_a_signal_in_its_callback()
+    finally:
+        restore()
+        sys.unraisablehook = previous
+    assert ran == []
+    assert [type(e) for e in seen] == [SignalInterrupt]  # printed as Python would, no crash
