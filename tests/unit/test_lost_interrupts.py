@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -27,6 +28,15 @@ def sigterm_raises() -> Iterator[None]:
     previous = signal.signal(signal.SIGTERM, _raise)
     yield
     signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture
+def unraisable() -> Iterator[list[BaseException | None]]:
+    """What reaches the hook that was there before ours: what Python would print."""
+    seen: list[BaseException | None] = []
+    previous, sys.unraisablehook = sys.unraisablehook, lambda u: seen.append(u.exc_value)
+    yield seen
+    sys.unraisablehook = previous
 
 
 class _Thing:
@@ -66,24 +76,18 @@ def test_an_interrupt_swallowed_by_a_weakref_callback_is_raised_again_outside_it
         restore()
 
 
-def test_without_the_hook_python_loses_it(sigterm_raises: None) -> None:
+def test_without_the_hook_python_loses_it(
+        sigterm_raises: None, unraisable: list[BaseException | None]) -> None:
     # The premise: the hook is what saves it. Nothing is raised in the caller; the
     # interrupt only reaches the unraisable hook.
-    seen: list[BaseException | None] = []
-    previous, sys.unraisablehook = sys.unraisablehook, lambda u: seen.append(u.exc_value)
-    try:
-        ran = _drop_with_a_signal_in_its_callback()
-        _wait(0.3)
-    finally:
-        sys.unraisablehook = previous
+    ran = _drop_with_a_signal_in_its_callback()
+    _wait(0.3)
     assert ran == []
-    assert [type(e) for e in seen] == [SignalInterrupt]
+    assert [type(e) for e in unraisable] == [SignalInterrupt]
 
 
-def test_other_unraisable_errors_still_reach_the_previous_hook(sigterm_raises: None) -> None:
-    seen: list[BaseException | None] = []
-    previous = sys.unraisablehook
-    sys.unraisablehook = lambda u: seen.append(u.exc_value)
+def test_other_unraisable_errors_still_reach_the_previous_hook(
+        sigterm_raises: None, unraisable: list[BaseException | None]) -> None:
     restore = lost_interrupts.install()
     try:
         def callback(_: object) -> None:
@@ -93,20 +97,16 @@ def test_other_unraisable_errors_still_reach_the_previous_hook(sigterm_raises: N
         ref = weakref.ref(thing, callback)
         del thing
         assert ref() is None
-        assert [type(e) for e in seen] == [ValueError]
     finally:
         restore()
-        sys.unraisablehook = previous
+    assert [type(e) for e in unraisable] == [ValueError]
 
 
-def test_a_keyboard_interrupt_in_another_threads_callback_sends_nothing() -> None:
+def test_a_keyboard_interrupt_in_another_threads_callback_sends_nothing(
+        unraisable: list[BaseException | None]) -> None:
     # No signal handler runs outside the main thread: such an exception is a bug, not
     # a lost Ctrl-C, and goes to the previous hook rather than interrupting the command.
-    import threading
-
-    seen: list[BaseException | None] = []
     signals: list[int] = []
-    previous_hook, sys.unraisablehook = sys.unraisablehook, lambda u: seen.append(u.exc_value)
     previous_int = signal.signal(signal.SIGINT, lambda signum, frame: signals.append(signum))
     restore = lost_interrupts.install()
     try:
@@ -125,25 +125,22 @@ def test_a_keyboard_interrupt_in_another_threads_callback_sends_nothing() -> Non
         _wait(0.3)
     finally:
         restore()
-        sys.unraisablehook = previous_hook
         signal.signal(signal.SIGINT, previous_int)
-    assert [type(e) for e in seen] == [KeyboardInterrupt]
+    assert [type(e) for e in unraisable] == [KeyboardInterrupt]
     assert signals == []
 
 
 def test_at_interpreter_exit_where_no_thread_can_start_it_goes_to_the_previous_hook(
-        sigterm_raises: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        sigterm_raises: None, unraisable: list[BaseException | None],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     def no_threads(*args: object, **kwargs: object) -> None:
         raise RuntimeError("can't create new thread at interpreter shutdown")
 
     monkeypatch.setattr(lost_interrupts, "start", no_threads)
-    seen: list[BaseException | None] = []
-    previous, sys.unraisablehook = sys.unraisablehook, lambda u: seen.append(u.exc_value)
     restore = lost_interrupts.install()
     try:
         ran = _drop_with_a_signal_in_its_callback()
     finally:
         restore()
-        sys.unraisablehook = previous
     assert ran == []
-    assert [type(e) for e in seen] == [SignalInterrupt]  # printed as Python would, no crash
+    assert [type(e) for e in unraisable] == [SignalInterrupt]  # printed as Python would, no crash
