@@ -174,7 +174,8 @@ def parse_engine_config(out: Output, distro: str = "rke2") -> EngineSettings:
         if len(parts) != 4 or parts[0] not in ("file", "env"):
             raise FactParseError(f"unexpected engine config line {line[:60]!r}")
         kind, size_text, encoded, path = parts
-        size = decimal(size_text)  # `wc -c` failed: -1
+        # "-": the whole file came (under MAX_BYTES); -1: `wc -c` failed
+        size = 0 if size_text == "-" else decimal(size_text)
         if size is None:
             problems.append(f"{path}: cannot be read")
             continue

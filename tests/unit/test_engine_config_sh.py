@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from planner.facts.distro import LAYOUTS
-from planner.facts.engine_config import SYSTEMD_RUNNING, engine_config_fact
+from planner.facts.engine_config import MAX_BYTES, SYSTEMD_RUNNING, engine_config_fact
 from planner.hosts.batch import Output
 
 
@@ -93,3 +93,26 @@ def test_openrc_command_args(tmp_path: Path) -> None:
     assert settings.node_name("host") == "rc-name"
     assert settings.sources["data-dir"] == f"{init_d}/k3s (command_args)"
     assert settings.locations(LAYOUTS["k3s"]).manifests_dir == "/srv/rc/server/manifests"
+
+
+def test_sizes_are_counted_only_for_files_that_may_be_too_large(tmp_path: Path) -> None:
+    """`wc` runs only where head may have stopped short (a program fewer per file on every
+    plan): a file under MAX_BYTES says "-" and the parser counts it; one at MAX_BYTES is
+    read whole; one over it is refused with its size."""
+    alt = tmp_path / "alt"
+    (alt / "c.yaml.d").mkdir(parents=True)
+    (alt / "c.yaml").write_text("node-label: [a=1]\n")
+    comment = "# " + "x" * (MAX_BYTES - len("node-name: at-max\n# \n")) + "\n"
+    (alt / "c.yaml.d" / "10-at-max.yaml").write_text("node-name: at-max\n" + comment)
+    assert (alt / "c.yaml.d" / "10-at-max.yaml").stat().st_size == MAX_BYTES
+    (alt / "c.yaml.d" / "20-over.yaml").write_text("a: 1\n" + "#" * MAX_BYTES + "\n")
+    out = run_fact(tmp_path, "/usr/local/bin/k3s server", f"K3S_CONFIG_FILE={alt}/c.yaml\n")
+    sizes = {line.rsplit(" ", 1)[-1]: line.split(" ")[1] for line in out.stdout.splitlines()
+             if line.startswith("file ")}
+    assert sizes == {f"{alt}/c.yaml": "-", f"{alt}/c.yaml.d/10-at-max.yaml": str(MAX_BYTES),
+                     f"{alt}/c.yaml.d/20-over.yaml": str(MAX_BYTES + 6)}
+    settings = engine_config_fact(LAYOUTS["k3s"]).parse(out)
+    assert [p for p, _ in settings.layers] == [f"{alt}/c.yaml", f"{alt}/c.yaml.d/10-at-max.yaml"]
+    assert settings.merged["node-name"] == "at-max"
+    assert settings.problems == (f"{alt}/c.yaml.d/20-over.yaml: {MAX_BYTES + 6} bytes, more "
+                                 f"than an engine config holds ({MAX_BYTES})",)

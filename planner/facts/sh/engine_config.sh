@@ -10,10 +10,19 @@
 LC_ALL=C
 export LC_ALL
 # One line per file: a word, its size, its content in base64, its path (last: paths may
-# hold spaces).
+# hold spaces). The size is "-" when fewer than MAX_BYTES came (the whole file: the parser
+# counts them), so `wc` runs only for a file that may be larger: one program fewer per
+# file on every plan. A file that cannot be read says -1.
+# shellcheck disable=SC2017  # the rounding up is the point: base64 writes whole quads
+cs_full=$(( (MAX_BYTES + 2) / 3 * 4 ))  # base64 characters of MAX_BYTES bytes
 cs_emit() {
-  cs_s=$(wc -c < "$2" 2>/dev/null || echo -1)
-  echo "$1 $cs_s $(head -c "$MAX_BYTES" "$2" 2>/dev/null | base64 -w0) $2"
+  cs_b=$(head -c "$MAX_BYTES" "$2" 2>/dev/null | base64 -w0)
+  if [ "${#cs_b}" -lt "$cs_full" ] && [ -r "$2" ]; then
+    cs_s=-
+  else
+    cs_s=$(wc -c < "$2" 2>/dev/null || echo -1)
+  fi
+  echo "$1 $cs_s $cs_b $2"
 }
 cs_unquote() {
   cs_u=$1
@@ -56,7 +65,10 @@ else
     cs_src="/etc/init.d/$SERVICE (command_args)"
   fi
 fi
-cs_exec=$(printf '%s' "$cs_exec" | head -c "$MAX_LINE")
+# LC_ALL=C: ${#} counts bytes, as head -c does.
+if [ "${#cs_exec}" -gt "$MAX_LINE" ]; then
+  cs_exec=$(printf '%s' "$cs_exec" | head -c "$MAX_LINE")
+fi
 echo "exec $(printf '%s' "$cs_exec" | base64 -w0) ${cs_src:--}"
 # --config / -c on that command line (only the environment variable wins over it).
 cs_flag_config=
