@@ -47,12 +47,15 @@ class FileTooLarge(FactParseError):
 
 
 def _read_script(p: str) -> str:
-    blocks = (MAX_FILE_BYTES >> 16) + 1
-    read = (f"{{ dd if={p} iflag=nofollow bs=65536 count={blocks} 2>/dev/null "
-            f"|| {{ [ -L {p} ] || cat {p}; }}; }}")
+    # One block of the limit plus a byte: dd stops there itself (a regular file's read
+    # returns all it asked for short of the end), so no `head` runs behind it, a program
+    # fewer per file. A short read would disagree with stat's size and be refused.
+    limit = MAX_FILE_BYTES + 1
+    read = (f"{{ dd if={p} iflag=nofollow bs={limit} count=1 2>/dev/null "
+            f"|| {{ [ -L {p} ] || head -c {limit} {p}; }}; }}")
     return (f"if [ -L {p} ]; then echo 'other symbolic-link'; "
             f"elif [ -f {p} ]; then echo \"file $(stat -c '%a %u %g %s' {p})\"; "
-            f"{read} | head -c {MAX_FILE_BYTES + 1} | base64 -w0; echo; "
+            f"{read} | base64 -w0; echo; "
             f"elif [ -e {p} ]; then echo \"other $(stat -c %F {p} | tr ' ' -)\"; "
             f"else echo absent; fi")
 
