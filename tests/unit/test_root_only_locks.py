@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -372,3 +373,40 @@ def test_a_plan_reports_an_unsafe_lock_directory_as_a_problem() -> None:
     with pytest.raises(FactParseError, match=r"^/run/cargoship is owned by uid 1000: refusing"):
         LOCK.parse(Output("unsafe /run/cargoship is owned by uid 1000: refusing to use it\n", 0))
     assert LOCK.parse(Output("none\n", 0)).holder is None
+
+
+@root_only
+@pytest.mark.parametrize("bad", ["a-first", "m-middle", "z-last"])
+def test_among_many_entries_the_one_that_is_not_roots_alone_is_named(
+        parent: Path, bad: str) -> None:
+    """One stat answers for the parent, the directory and every entry, a line each in
+    order: each line must be judged against its own entry."""
+    d = parent / "cargoship"
+    d.mkdir(mode=0o700)
+    for name in ("a-first", "b", "c", "m-middle", "x", "y", "z-last"):
+        (d / name).write_text("x")
+        (d / name).chmod(0o600)
+    (d / bad).chmod(0o666)
+    assert guard(d, "check").stdout == f"refused: {d}/{bad} is mode 0666 (writable by others)" \
+        f": refusing to use {d}\n"
+    (d / bad).chmod(0o600)
+    assert guard(d, "check").stdout == "ok\n"
+
+
+@root_only
+def test_a_directory_and_its_entries_cost_one_stat(parent: Path, tmp_path: Path) -> None:
+    """A plan on every host checks the lock and state directories: one `stat` program for
+    a directory however many entries it holds, not one each."""
+    d = parent / "cargoship"
+    d.mkdir(mode=0o700)
+    for i in range(20):
+        (d / f"f{i}").write_text("x")
+    log = tmp_path / "stats"
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    real = shutil.which("stat")
+    (stub / "stat").write_text(f'#!/bin/sh\necho x >> {log}\nexec {real} "$@"\n')
+    (stub / "stat").chmod(0o755)
+    result = sh(f"PATH={stub}:$PATH\n" + GUARD + f"if cs_dir '{d}' check f; then echo ok; fi")
+    assert result.stdout == "ok\n", result.stderr
+    assert log.read_text().count("x") == 1

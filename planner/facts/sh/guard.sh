@@ -13,6 +13,8 @@
 # listing and its look (`cs_gone`: a racing run's lock temp, renamed into place under the
 # mutex) has nothing left to judge.
 cs_gone() { [ ! -e "$1" ] && [ ! -L "$1" ]; }
+# `cs_own PATH d|f|fd [UID_MODE]`: UID_MODE is what one stat for many paths said of PATH
+# (cs_dir), else PATH is stat'ed here.
 cs_own() {
   if [ -L "$1" ]; then why="$1 is a symbolic link"; return 1; fi
   case $2 in
@@ -20,34 +22,66 @@ cs_own() {
     f) [ -f "$1" ] || { why="$1 is not a regular file"; return 1; };;
     *) [ -f "$1" ] || [ -d "$1" ] || { why="$1 is neither a file nor a directory"; return 1; };;
   esac
-  cs_s=$(stat -c '%u %a' -- "$1" 2>/dev/null) || { why="cannot stat $1"; return 1; }
+  cs_s=${3:-$(stat -c '%u %a' -- "$1" 2>/dev/null)} || { why="cannot stat $1"; return 1; }
+  [ -n "$cs_s" ] || { why="cannot stat $1"; return 1; }
   cs_u=${cs_s% *}; cs_m=${cs_s#* }
   if [ "$cs_u" != "$OWNER_UID" ]; then why="$1 is owned by uid $cs_u"; return 1; fi
   if [ $((0$cs_m & 022)) -ne 0 ]; then why="$1 is mode 0$cs_m (writable by others)"; return 1; fi
 }
+cs_nl='
+'
+# The next line of cs_pre into cs_l (empty when none is left).
+cs_next() {
+  case $cs_pre in
+    *"$cs_nl"*) cs_l=${cs_pre%%"$cs_nl"*}; cs_pre=${cs_pre#*"$cs_nl"};;
+    *) cs_l=$cs_pre; cs_pre=;;
+  esac
+}
 cs_dir() {
-  why=
-  if ! cs_own "${1%/*}" d; then why="$why: refusing to use $1"; return 1; fi
-  if [ "$2" = fix ] && cs_gone "$1" && ! ( umask 077; mkdir -- "$1" 2>/dev/null ) &&
-      cs_gone "$1"; then  # made meanwhile by a racing run: judged below like any other
-    why="cannot create $1"; return 1
+  why=; cs_D=$1; cs_A=$2; cs_T=$3
+  # The parent, DIR and its entries in one stat ("uid mode", a line each, in order), not
+  # a stat each: a program per entry on every plan. Where any is gone by then, stat
+  # fails, cs_pre stays empty and each is stat'ed alone (cs_own).
+  set --
+  cs_pre=; cs_listed=
+  if [ -d "$cs_D" ] && [ ! -L "$cs_D" ]; then
+    cs_listed=1
+    for cs_f in "$cs_D"/* "$cs_D"/.[!.]* "$cs_D"/..?*; do
+      cs_gone "$cs_f" || set -- "$@" "$cs_f"
+    done
+    cs_pre=$(stat -c '%u %a' -- "${cs_D%/*}" "$cs_D" "$@" 2>/dev/null) || cs_pre=
   fi
-  [ -e "$1" ] || [ -L "$1" ] || return 0
-  if ! cs_own "$1" d; then why="$why: refusing to use it (it must be root's alone)"; return 1; fi
+  cs_next
+  if ! cs_own "${cs_D%/*}" d "$cs_l"; then why="$why: refusing to use $cs_D"; return 1; fi
+  if [ "$cs_A" = fix ] && cs_gone "$cs_D" && ! ( umask 077; mkdir -- "$cs_D" 2>/dev/null ) &&
+      cs_gone "$cs_D"; then  # made meanwhile by a racing run: judged below like any other
+    why="cannot create $cs_D"; return 1
+  fi
+  [ -e "$cs_D" ] || [ -L "$cs_D" ] || return 0
+  if [ -z "$cs_listed" ]; then  # made just now (fix), by this run or a racing one
+    for cs_f in "$cs_D"/* "$cs_D"/.[!.]* "$cs_D"/..?*; do
+      cs_gone "$cs_f" || set -- "$@" "$cs_f"
+    done
+  fi
+  cs_next
+  if ! cs_own "$cs_D" d "$cs_l"; then
+    why="$why: refusing to use it (it must be root's alone)"; return 1
+  fi
   cs_dm=$cs_m
-  for cs_f in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+  for cs_f in "$@"; do
+    cs_next
     cs_gone "$cs_f" && continue
-    if ! cs_own "$cs_f" "$3"; then
+    if ! cs_own "$cs_f" "$cs_T" "$cs_l"; then
       cs_gone "$cs_f" && continue
-      why="$why: refusing to use $1"; return 1
+      why="$why: refusing to use $cs_D"; return 1
     fi
-    if [ "$2" != check ] && [ "$3" = f ] && [ $((0$cs_m & 077)) -ne 0 ] &&
+    if [ "$cs_A" != check ] && [ "$cs_T" = f ] && [ $((0$cs_m & 077)) -ne 0 ] &&
         ! chmod go= -- "$cs_f" 2>/dev/null && ! cs_gone "$cs_f"; then
       why="cannot make $cs_f root's alone"; return 1
     fi
   done
-  if [ "$2" != check ] && [ $((0$cs_dm & 077)) -ne 0 ]; then
-    chmod go= -- "$1" || { why="cannot make $1 root's alone"; return 1; }
+  if [ "$cs_A" != check ] && [ $((0$cs_dm & 077)) -ne 0 ]; then
+    chmod go= -- "$cs_D" || { why="cannot make $cs_D root's alone"; return 1; }
   fi
   return 0
 }
