@@ -22,12 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import paramiko
 from ssh2 import exceptions as ssh2_errors
 from ssh2.session import LIBSSH2_METHOD_HOSTKEY
 
 from ..errors import ConnectError, HostKeyError
-from .host_keys import AcceptNewPolicy, KnownHostsFiles, fingerprint, known_hosts_name
+from .host_keys import AcceptNewPolicy, HostKey, KnownHostsFiles, fingerprint, known_hosts_name
 from .ssh_config import SshConfigFiles, Target
 from .stalls import HandshakeWatch, Stage, stalled
 from .wire import EAGAIN, Wire
@@ -108,7 +107,7 @@ async def shake(wire: Wire, target: Target, peer: Peer, options: DialSettings,
     try:
         known = options.known_hosts.lookup(peer.known_hosts, name) or {} \
             if peer.known_hosts.exists() else {}
-    except (OSError, paramiko.SSHException) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConnectError(peer.label, f"cannot read known_hosts {peer.known_hosts}: "
                                        f"{exc}") from None
     try:
@@ -135,7 +134,7 @@ async def shake(wire: Wire, target: Target, peer: Peer, options: DialSettings,
 
 
 async def _exchange(wire: Wire, watch: HandshakeWatch, peer: Peer,
-                    known: dict[str, paramiko.PKey], pinned: str | None) -> paramiko.PKey:
+                    known: dict[str, HostKey], pinned: str | None) -> HostKey:
     """The key exchange; the key the host presented."""
     session, sock = wire.session, wire.sock
     first = next((k for k, key in known.items() if fingerprint(key) == pinned), None) \
@@ -154,7 +153,7 @@ async def _exchange(wire: Wire, watch: HandshakeWatch, peer: Peer,
     return presented
 
 
-def _judge(peer: Peer, name: str, known: dict[str, paramiko.PKey], presented: paramiko.PKey,
+def _judge(peer: Peer, name: str, known: dict[str, HostKey], presented: HostKey,
            checks: Checks, options: DialSettings) -> None:
     """Refuse a host key that is revoked, not the pinned one, changed, or unknown (unless
     accepted)."""
@@ -272,13 +271,9 @@ HOST_KEY_ORDER = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
                   "ecdsa-sha2-nistp521", "rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")
 
 
-def _host_key(blob: bytes) -> paramiko.PKey | None:
+def _host_key(blob: bytes) -> HostKey | None:
     """The key a host presented, from its wire blob (which starts with its type's name)."""
-    size = int.from_bytes(blob[:4], "big")
-    try:
-        return paramiko.PKey.from_type_string(blob[4:4 + size].decode("ascii"), blob)
-    except Exception:  # noqa: BLE001 - the key classes raise several kinds
-        return None
+    return HostKey.from_blob(blob)
 
 
 def _refused(exc: BaseException) -> bool:

@@ -4,6 +4,10 @@ known_hosts does not have.
 Host keys are checked strictly against known_hosts unless the user opts in to accepting
 keys of hosts never seen before; a key that *changed* is refused either way, and so is a
 key known_hosts marks @revoked.
+
+A key is kept as the blob SSH sends and known_hosts holds in base64, and two keys are the
+same key when their blobs are equal: what paramiko's key classes compare too, without a
+key library to import (paramiko and cryptography were a third of a plan's start-up).
 """
 
 from __future__ import annotations
@@ -18,16 +22,75 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import paramiko
 
 log = logging.getLogger("cargoship.planner")
 
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 
 
-def fingerprint(key: paramiko.PKey) -> str:
+# The key types known_hosts lines are read for (paramiko's: other types' lines are
+# skipped, as it skips them), each with the fields its blob holds after the type's name:
+# "s" a string, "m" an mpint (RFC 4253 6.6, RFC 5656 3.1, RFC 8709 4).
+_FIELDS = {"ssh-ed25519": "s", "ecdsa-sha2-nistp256": "ss", "ecdsa-sha2-nistp384": "ss",
+           "ecdsa-sha2-nistp521": "ss", "ssh-rsa": "mm", "ssh-dss": "mmmm"}
+_ED25519_BYTES = 32
+_SHA1_BYTES = 20  # HashKnownHosts' salt and hash: SHA-1's size (OpenSSH's format, not ours)
+
+
+@dataclass(frozen=True)
+class HostKey:
+    """A public host key as SSH sends it: its wire blob, which begins with its type."""
+
+    blob: bytes
+    kind: str
+
+    @classmethod
+    def from_blob(cls, blob: bytes, kind: str | None = None) -> HostKey | None:
+        """The key, or None when the blob is no key of a type read here (or, with `kind`,
+        not of that type): as paramiko's key classes refuse it."""
+        fields = _strings(blob)
+        if not fields:
+            return None
+        try:
+            name = fields[0].decode("ascii")
+        except UnicodeDecodeError:
+            return None
+        shape = _FIELDS.get(name)
+        if shape is None or (kind is not None and kind != name) \
+                or len(fields) != len(shape) + 1:
+            return None
+        if name == "ssh-ed25519" and len(fields[1]) != _ED25519_BYTES:
+            return None
+        if name.startswith("ecdsa-") and fields[1] != name.rsplit("-", 1)[1].encode():
+            return None  # the curve named twice, alike
+        return cls(blob, name)
+
+    def get_name(self) -> str:
+        return self.kind
+
+    def asbytes(self) -> bytes:
+        return self.blob
+
+    def get_base64(self) -> str:
+        return base64.b64encode(self.blob).decode()
+
+
+def _strings(blob: bytes) -> list[bytes]:
+    """The length-prefixed fields of an SSH wire blob; [] when it does not split exactly."""
+    fields, at = [], 0
+    while at < len(blob):
+        if at + 4 > len(blob):
+            return []
+        size = int.from_bytes(blob[at:at + 4], "big")
+        at += 4
+        if at + size > len(blob):
+            return []
+        fields.append(blob[at:at + size])
+        at += size
+    return fields
+
+
+def fingerprint(key: HostKey) -> str:
     """OpenSSH-style SHA256 fingerprint, as `ssh-keygen -lf` prints it."""
     digest = hashlib.sha256(key.asbytes()).digest()
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
@@ -44,7 +107,7 @@ class AcceptNewPolicy:
         self.path = path
         self.lock = lock
 
-    def record(self, hostname: str, key: paramiko.PKey) -> None:
+    def record(self, hostname: str, key: HostKey) -> None:
         line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
         with self.lock:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -56,18 +119,19 @@ class AcceptNewPolicy:
 
 
 class _Index:
-    """One known_hosts file, indexed by plain host name, each line's key parsed only when
+    """One known_hosts file, indexed by plain host name, each line's key read only when
     its host is looked up. paramiko's HostKeys parses every key on load, checks each line
     against all the lines before it, and walks every entry per lookup: quadratic in a
     fleet sharing one file. Hashed names (|1|...) can only be tried one by one, as
-    paramiko does. Lines are read as paramiko reads them (HostKeyEntry.from_line), so a
-    lookup gives what HostKeys.lookup gives."""
+    paramiko does. Lines are read as paramiko reads them (HostKeyEntry.from_line: names,
+    type, base64 key; a line whose key cannot be read is skipped), so a lookup gives what
+    HostKeys.lookup gives (tests/unit/test_known_hosts.py holds the two side by side)."""
 
     def __init__(self, text: str) -> None:
         self._lines: list[tuple[str, int]] = []
         self._by_name: dict[str, list[int]] = {}
         self._hashed: list[tuple[int, list[str]]] = []
-        self._parsed: dict[int, Any] = {}
+        self._parsed: dict[int, HostKey | None] = {}
         self._lock = threading.Lock()
         self.revoked: set[bytes] = set()  # key blobs on @revoked lines
         for lineno, raw in enumerate(text.splitlines(), 1):
@@ -97,28 +161,31 @@ class _Index:
                 if not name.startswith("|1|"):
                     self._by_name.setdefault(name, []).append(position)
 
-    def lookup(self, name: str) -> dict[str, paramiko.PKey] | None:
+    def lookup(self, name: str) -> dict[str, HostKey] | None:
         """paramiko's HostKeys.lookup, as a dict: each key type's first entry, in file
         order (None when the host has no entry)."""
         found = set(self._by_name.get(name, ()))
         if not name.startswith("|1|"):
             found.update(p for p, names in self._hashed if _hashed_match(name, names))
-        keys: dict[str, paramiko.PKey] = {}
+        keys: dict[str, HostKey] = {}
         for position in sorted(found):
-            entry = self._entry(position)
-            if entry is not None and entry.key is not None:
-                keys.setdefault(entry.key.get_name(), entry.key)
+            key = self._key(position)
+            if key is not None:
+                keys.setdefault(key.kind, key)
         return keys or None
 
-    def _entry(self, position: int) -> Any:
+    def _key(self, position: int) -> HostKey | None:
         with self._lock:
             if position not in self._parsed:
-                line, lineno = self._lines[position]
+                line, _ = self._lines[position]
+                # As from_line: split on each space or tab; names, type, base64 (decoded
+                # leniently, as decodebytes does: other characters are left out).
+                _, kind, text = re.split(" |\t", line)[:3]
                 try:
-                    self._parsed[position] = paramiko.hostkeys.HostKeyEntry.from_line(
-                        line, lineno)
-                except paramiko.SSHException:
-                    self._parsed[position] = None  # skipped, as HostKeys.load skips it
+                    blob = base64.decodebytes(text.encode("ascii", "replace"))
+                except (binascii.Error, ValueError):
+                    blob = b""
+                self._parsed[position] = HostKey.from_blob(blob, kind)
             return self._parsed[position]
 
 
@@ -130,12 +197,16 @@ def _blob(text: str) -> bytes:
 
 
 def _hashed_match(name: str, hashed: list[str]) -> bool:
+    """Whether `name` is one of these |1|salt|hash names (OpenSSH's HashKnownHosts:
+    HMAC-SHA1 of the name, keyed with the salt)."""
     for entry in hashed:
-        try:
-            if hmac.compare_digest(paramiko.HostKeys.hash_host(name, entry), entry):
-                return True
-        except (ValueError, AssertionError, binascii.Error):
+        _, _, salt, digest = [*entry.split("|"), "", "", "", ""][:4]
+        salt_bytes, digest_bytes = _blob(salt), _blob(digest)
+        if len(salt_bytes) != _SHA1_BYTES or not digest_bytes:
             continue  # a malformed salt matches nothing
+        mine = hmac.new(salt_bytes, name.encode(), hashlib.sha1).digest()
+        if hmac.compare_digest(mine, digest_bytes):
+            return True
     return False
 
 
@@ -150,11 +221,11 @@ class KnownHostsFiles:
     _parsed: dict[str, tuple[tuple[int, int], _Index]] = \
         field(default_factory=dict, repr=False)
 
-    def lookup(self, path: Path, name: str) -> dict[str, paramiko.PKey] | None:
+    def lookup(self, path: Path, name: str) -> dict[str, HostKey] | None:
         """The keys `path` has for host `name` (as known_hosts spells it), by type."""
         return self._index(path).lookup(name)
 
-    def revoked(self, path: Path, key: paramiko.PKey) -> bool:
+    def revoked(self, path: Path, key: HostKey) -> bool:
         """Whether `path` marks `key` @revoked (for any host)."""
         return key.asbytes() in self._index(path).revoked
 

@@ -126,3 +126,38 @@ def test_a_broken_file_fails_every_lookup_with_one_message(tmp_path: Path) -> No
         messages.add(str(raised.value))
     assert len(messages) == 1
     assert messages.pop().startswith(f"cannot read {tmp_path / 'config'}: ")
+
+
+DEBIAN_STOCK = """\
+Include /etc/ssh/ssh_config.d/*.conf
+Host *
+#   ForwardAgent no
+    SendEnv LANG LC_*
+    HashKnownHosts yes
+    GSSAPIAuthentication yes
+"""
+
+
+@pytest.mark.parametrize("name", ["10.0.0.1", "ctl-1.lab", "fd00::1"])
+def test_a_file_setting_nothing_read_resolves_as_paramiko_does_without_it(
+        tmp_path: Path, name: str) -> None:
+    """Debian's stock ssh_config sets nothing a connection reads: every name resolves to
+    the defaults, as paramiko's lookup would resolve it, without paramiko being asked."""
+    (tmp_path / "ssh_config").write_text(DEBIAN_STOCK)
+    files = SshConfigFiles((tmp_path / "missing", tmp_path / "ssh_config"))
+    resolved = files.resolve(name, user="root")
+    assert files._parsed is None  # paramiko never parsed it
+    theirs = paramiko.SSHConfig.from_text(DEBIAN_STOCK).lookup(name)
+    assert resolved == Target(theirs["hostname"], int(theirs.get("port", 22)), "root",
+                              tuple(theirs.get("identityfile", [])))
+
+
+@pytest.mark.parametrize("line", ["HostName 10.9.9.9", "port=2201", "USER bob",
+                                  "IdentityFile ~/.ssh/x", "ProxyJump gw",
+                                  "ProxyCommand nc %h %p", "Match host x",
+                                  "CanonicalizeHostname yes"])
+def test_a_file_setting_what_is_read_goes_to_paramiko(tmp_path: Path, line: str) -> None:
+    (tmp_path / "ssh_config").write_text(DEBIAN_STOCK + f"Host other\n    {line}\n")
+    files = SshConfigFiles((tmp_path / "ssh_config",))
+    assert files.resolve("10.0.0.1").host == "10.0.0.1"
+    assert files._parsed is not None
