@@ -13,6 +13,27 @@ import asyncio
 import errno
 import socket
 import time
+from typing import Any
+
+
+def _numeric(host: str, port: int) -> list[tuple[Any, ...]] | None:
+    """An address given as one (most fleets' hosts) resolved here and now: getaddrinfo with
+    AI_NUMERICHOST never asks a resolver, so it needs none of the loop's resolver threads
+    (a thread hop per host, and a pool of them started for a fleet). None for a name."""
+    try:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                  flags=socket.AI_NUMERICHOST)
+    except (socket.gaierror, UnicodeError):
+        return None
+
+
+async def _resolve(loop: asyncio.AbstractEventLoop, host: str, port: int,
+                   timeout: float) -> list[tuple[Any, ...]]:
+    try:
+        async with asyncio.timeout(timeout):
+            return await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except TimeoutError:
+        raise TimeoutError(errno.ETIMEDOUT, "timed out resolving the name") from None
 
 
 async def dial(host: str, port: int, timeout: float) -> socket.socket:
@@ -20,11 +41,7 @@ async def dial(host: str, port: int, timeout: float) -> socket.socket:
     tried (socket.gaierror when the name does not resolve, TimeoutError at the deadline)."""
     loop = asyncio.get_running_loop()
     deadline = time.monotonic() + timeout
-    try:
-        async with asyncio.timeout(timeout):
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except TimeoutError:
-        raise TimeoutError(errno.ETIMEDOUT, "timed out resolving the name") from None
+    infos = _numeric(host, port) or await _resolve(loop, host, port, timeout)
     failure: OSError = TimeoutError(errno.ETIMEDOUT, "timed out")
     for index, (family, kind, proto, _, address) in enumerate(infos):
         left = len(infos) - index

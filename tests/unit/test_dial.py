@@ -119,3 +119,35 @@ def test_a_socket_that_cannot_be_made_fails_that_host_only(monkeypatch: pytest.M
     assert isinstance(failed, OSError) and failed.errno == errno.EMFILE
     ok.close()
     listening.close()
+
+
+def test_an_address_given_as_one_needs_no_resolver_thread(monkeypatch: pytest.MonkeyPatch,
+                                                          ) -> None:
+    """A fleet's hosts are mostly addresses: dialled without the loop's resolver (a thread
+    hop each, and a pool of threads for a fleet); a name still goes to it."""
+    asked: list[str] = []
+
+    async def resolve(self: Any, host: str, *args: Any, **kwargs: Any) -> Any:
+        asked.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "getaddrinfo", resolve)
+    servers = []
+    for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        server = socket.socket(family)
+        server.bind((address, 0))
+        server.listen(1)
+        servers.append(server)
+    try:
+        v4, v6, name = asyncio.run(_all(("127.0.0.1", servers[0].getsockname()[1]),
+                                        ("::1", servers[1].getsockname()[1]),
+                                        ("a-name.invalid", 22), timeout=5))
+        assert isinstance(v4, socket.socket) and isinstance(v6, socket.socket)
+        assert v6.family == socket.AF_INET6
+        v4.close()
+        v6.close()
+        assert isinstance(name, socket.gaierror)
+        assert asked == ["a-name.invalid"]
+    finally:
+        for server in servers:
+            server.close()
