@@ -31,7 +31,7 @@ from ..host_paths import LOCK_DIR as LOCK_DIR
 from ..host_paths import LOCK_PATH as LOCK_PATH
 from ..host_paths import STATE_DIR as STATE_DIR
 from ..host_paths import SWAP_LOCK_PATH as SWAP_LOCK_PATH
-from ..hosts.batch import Fact, FactParseError, Output, quote
+from ..hosts.batch import UID, Fact, FactParseError, Output, quote
 from ..hosts.shell import load, script, variables
 from .bounds import check_size
 
@@ -150,7 +150,7 @@ def _look() -> str:
 LOCK: Fact[LockState] = Fact(
     "lock",
     f"look={quote(_look())}\n"
-    'if [ "$(id -u)" != 0 ] && out=$(sudo -n -- sh -c "$look" 2>/dev/null); then '
+    f'if [ "{UID}" != 0 ] && out=$(sudo -n -- sh -c "$look" 2>/dev/null); then '
     "printf '%s\\n' \"$out\"; else (eval \"$look\"); fi",
     _parse,
 )

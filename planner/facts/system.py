@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..hosts.batch import Fact, FactParseError, Output, quote
+from ..hosts.batch import UID, Fact, FactParseError, Output, quote
 from .bounds import check_size
 
 # Two short lines (`uid N`, `sudo yes|no`) and one time: bounded where they come from
@@ -48,7 +48,7 @@ def parse_epoch(out: Output) -> float:
 PRIVILEGE: Fact[Privilege] = Fact(
     "privilege",
     # `sudo -n` never prompts: a password prompt would hang a non-interactive run.
-    "u=$(id -u); echo \"uid $u\"; "
+    f"u={UID}; echo \"uid $u\"; "
     "if [ \"$u\" != 0 ]; then if sudo -n true >/dev/null 2>&1; then echo 'sudo yes'; "
     "else echo 'sudo no'; fi; fi",
     parse_privilege,
@@ -58,5 +58,5 @@ CLOCK: Fact[float] = Fact("clock", "date -u +%s.%N", parse_epoch)
 
 def as_root(snippet: str) -> str:
     """Run a snippet as root inside a batch that runs as the SSH user."""
-    return (f"if [ \"$(id -u)\" = 0 ]; then sh -c {quote(snippet)}; "
+    return (f"if [ \"{UID}\" = 0 ]; then sh -c {quote(snippet)}; "
             f"else sudo -n -- sh -c {quote(snippet)}; fi")

@@ -19,6 +19,9 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 # sbin directories are missing from a non-root user's PATH on several distros.
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The user's uid, for facts to write where they would run `id -u`: a batch asks once for
+# all its facts (three did, a program each on every plan); run alone, a fact asks itself.
+UID = "${cs_uid:-$(id -u)}"
 
 
 class FactParseError(ValueError):
@@ -54,6 +57,8 @@ class Batch:
 
     def script(self) -> str:
         lines = [f"export LC_ALL=C PATH={_PATH}"]
+        if any(UID in fact.command for fact in self.facts):
+            lines.append("cs_uid=$(id -u)")
         for index, fact in enumerate(self.facts):
             # A subshell keeps one fact's `cd`/variables/`exit` from leaking into the next;
             # stdin from /dev/null keeps a command from swallowing anything.
