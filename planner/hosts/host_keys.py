@@ -34,6 +34,11 @@ DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 _FIELDS = {"ssh-ed25519": "s", "ecdsa-sha2-nistp256": "ss", "ecdsa-sha2-nistp384": "ss",
            "ecdsa-sha2-nistp521": "ss", "ssh-rsa": "mm", "ssh-dss": "mmmm"}
 _ED25519_BYTES = 32
+# Each key has one blob: a point only uncompressed, an mpint without a needless leading
+# zero. A key sent in another of its encodings is refused, not compared: @revoked is a
+# list of blobs, and a revoked key re-encoded must not pass it (paramiko compared keys
+# re-encoded by itself, which canonicalised them).
+_ECDSA_POINT_BYTES = {"nistp256": 65, "nistp384": 97, "nistp521": 133}
 _SHA1_BYTES = 20  # HashKnownHosts' salt and hash: SHA-1's size (OpenSSH's format, not ours)
 
 
@@ -61,8 +66,15 @@ class HostKey:
             return None
         if name == "ssh-ed25519" and len(fields[1]) != _ED25519_BYTES:
             return None
-        if name.startswith("ecdsa-") and fields[1] != name.rsplit("-", 1)[1].encode():
-            return None  # the curve named twice, alike
+        if name.startswith("ecdsa-"):
+            curve = name.rsplit("-", 1)[1]
+            point = fields[2]
+            if fields[1] != curve.encode() or point[:1] != b"\x04" \
+                    or len(point) != _ECDSA_POINT_BYTES[curve]:
+                return None
+        numbers = [f for what, f in zip(shape, fields[1:], strict=True) if what == "m"]
+        if not all(_canonical_mpint(n) for n in numbers):
+            return None
         return cls(blob, name)
 
     def get_name(self) -> str:
@@ -73,6 +85,14 @@ class HostKey:
 
     def get_base64(self) -> str:
         return base64.b64encode(self.blob).decode()
+
+
+def _canonical_mpint(value: bytes) -> bool:
+    """RFC 4251 5: a positive key number, in the fewest bytes (a leading zero byte only
+    where the next one's top bit is set)."""
+    if not value or value[0] & 0x80:
+        return False  # zero, or negative: no key's
+    return value[0] != 0 or (len(value) > 1 and bool(value[1] & 0x80))
 
 
 def _strings(blob: bytes) -> list[bytes]:

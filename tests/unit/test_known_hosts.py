@@ -129,3 +129,35 @@ def test_a_blob_of_an_unknown_type_or_a_bent_one_is_no_key() -> None:
     assert HostKey.from_blob(b"\xff\xff\xff\xff") is None
     assert HostKey.from_blob(b"") is None
     assert HostKey.from_blob(wire(b"ssh-ed25519", b"x" * 32)) is not None
+
+
+def test_a_key_sent_in_another_of_its_encodings_is_no_key(tmp_path: Path) -> None:
+    """@revoked is a list of blobs: a revoked key re-encoded (an mpint with a needless
+    zero, an ECDSA point compressed) must not slip past it, so only a key's one encoding
+    is a key at all."""
+    def wire(*fields: bytes) -> bytes:
+        return b"".join(len(f).to_bytes(4, "big") + f for f in fields)
+
+    def fields(blob: bytes) -> list[bytes]:
+        out, at = [], 0
+        while at < len(blob):
+            size = int.from_bytes(blob[at:at + 4], "big")
+            out.append(blob[at + 4:at + 4 + size])
+            at += 4 + size
+        return out
+
+    made = {}
+    for kind, bits in (("rsa", "2048"), ("ecdsa", "256")):
+        path = tmp_path / kind
+        subprocess.run(["ssh-keygen", "-q", "-t", kind, "-b", bits, "-N", "", "-f", str(path)],
+                       check=True)
+        made[kind] = base64.b64decode((tmp_path / f"{kind}.pub").read_text().split()[1])
+    name, e, n = fields(made["rsa"])
+    assert HostKey.from_blob(made["rsa"]) is not None
+    assert HostKey.from_blob(wire(name, b"\0" + e, n)) is None  # e with a needless zero
+    assert HostKey.from_blob(wire(name, e, b"\0" + n)) is None  # n: its top bit is set, so
+    assert n[0] == 0 and HostKey.from_blob(wire(name, e, n[1:])) is None  # ... negative
+    name, curve, point = fields(made["ecdsa"])
+    compressed = bytes([2 + (point[-1] & 1)]) + point[1:33]
+    assert HostKey.from_blob(wire(name, curve, compressed)) is None
+    assert HostKey.from_blob(wire(name, b"nistp384", point)) is None
