@@ -33,6 +33,9 @@ DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
 # "s" a string, "m" an mpint (RFC 4253 6.6, RFC 5656 3.1, RFC 8709 4).
 _FIELDS = {"ssh-ed25519": "s", "ecdsa-sha2-nistp256": "ss", "ecdsa-sha2-nistp384": "ss",
            "ecdsa-sha2-nistp521": "ss", "ssh-rsa": "mm", "ssh-dss": "mmmm"}
+# Names a known_hosts line may give an RSA key (paramiko's RSAKey takes them): the
+# signature algorithms' names; the key itself is always "ssh-rsa".
+_ALIASES = {"rsa-sha2-256": "ssh-rsa", "rsa-sha2-512": "ssh-rsa"}
 _ED25519_BYTES = 32
 # Each key has one blob: a point only uncompressed, an mpint without a needless leading
 # zero. A key sent in another of its encodings is refused, not compared: @revoked is a
@@ -61,7 +64,7 @@ class HostKey:
         except UnicodeDecodeError:
             return None
         shape = _FIELDS.get(name)
-        if shape is None or (kind is not None and kind != name) \
+        if shape is None or (kind is not None and _ALIASES.get(kind, kind) != name) \
                 or len(fields) != len(shape) + 1:
             return None
         if name == "ssh-ed25519" and len(fields[1]) != _ED25519_BYTES:

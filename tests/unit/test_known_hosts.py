@@ -115,6 +115,11 @@ def test_a_key_is_read_as_paramiko_reads_it_and_fingerprinted_as_ssh_keygen_does
     # (paramiko reads some of those; no host sends one).
     other = "ssh-rsa" if name != "ssh-rsa" else "ssh-ed25519"
     assert HostKey.from_blob(blob, other) is None
+    for alias in ("rsa-sha2-256", "rsa-sha2-512"):  # an RSA key's line may name these
+        read = HostKey.from_blob(blob, alias)
+        assert (read is not None) == (name == "ssh-rsa")
+        assert read is None or read.get_name() == paramiko.PKey.from_type_string(
+            alias, blob).get_name() == "ssh-rsa"
     assert HostKey.from_blob(blob[:-1]) is None
 
 
