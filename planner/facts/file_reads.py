@@ -47,11 +47,12 @@ class FileTooLarge(FactParseError):
 
 
 def _read_script(p: str) -> str:
-    # One block of the limit plus a byte: dd stops there itself (a regular file's read
-    # returns all it asked for short of the end), so no `head` runs behind it, a program
-    # fewer per file. A short read would disagree with stat's size and be refused.
+    # One block of the limit plus a byte: dd stops there itself, so no `head` runs behind
+    # it, a program fewer per file. fullblock: a read that returns short (some network or
+    # FUSE file systems) is read on, not taken for the end. A dd without either flag fails
+    # before reading anything, and head reads instead.
     limit = MAX_FILE_BYTES + 1
-    read = (f"{{ dd if={p} iflag=nofollow bs={limit} count=1 2>/dev/null "
+    read = (f"{{ dd if={p} iflag=nofollow,fullblock bs={limit} count=1 2>/dev/null "
             f"|| {{ [ -L {p} ] || head -c {limit} {p}; }}; }}")
     return (f"if [ -L {p} ]; then echo 'other symbolic-link'; "
             f"elif [ -f {p} ]; then echo \"file $(stat -c '%a %u %g %s' {p})\"; "
