@@ -131,9 +131,11 @@ class ChannelCommand:
                 # (our EOF, other commands) until this write is made again and finishes
                 # (by the wire, if this sender is cancelled first: run()'s settle).
                 await self.wire.wait()
-            elif code == EAGAIN:
+            elif code == EAGAIN or sent == 0:
                 # The window is shut until the command reads: its output, and its EOF if
-                # it ends without reading, come meanwhile.
+                # it ends without reading, come meanwhile. (libssh2 answers 0, not EAGAIN,
+                # when its drain read found nothing whole and the window is still shut,
+                # channel.c _libssh2_channel_write: made again at once, that would spin.)
                 if await self.pull(channel):
                     continue
                 await self.wire.wait(ready=lambda: bool(
