@@ -39,13 +39,18 @@ cs_next() {
 }
 cs_dir() {
   why=; cs_D=$1; cs_A=$2; cs_T=$3
+  if [ "$cs_A" = fix ] && cs_gone "$cs_D"; then  # made only under a parent root's alone
+    if ! cs_own "${cs_D%/*}" d; then why="$why: refusing to use $cs_D"; return 1; fi
+    if ! ( umask 077; mkdir -- "$cs_D" 2>/dev/null ) && cs_gone "$cs_D"; then
+      why="cannot create $cs_D"; return 1
+    fi  # or made meanwhile by a racing run: judged below like any other
+  fi
   # The parent, DIR and its entries in one stat ("uid mode", a line each, in order), not
   # a stat each: a program per entry on every plan. Where any is gone by then, stat
   # fails, cs_pre stays empty and each is stat'ed alone (cs_own).
   set --
-  cs_pre=; cs_listed=
+  cs_pre=
   if [ -d "$cs_D" ] && [ ! -L "$cs_D" ]; then
-    cs_listed=1
     for cs_f in "$cs_D"/* "$cs_D"/.[!.]* "$cs_D"/..?*; do
       cs_gone "$cs_f" || set -- "$@" "$cs_f"
     done
@@ -53,16 +58,7 @@ cs_dir() {
   fi
   cs_next
   if ! cs_own "${cs_D%/*}" d "$cs_l"; then why="$why: refusing to use $cs_D"; return 1; fi
-  if [ "$cs_A" = fix ] && cs_gone "$cs_D" && ! ( umask 077; mkdir -- "$cs_D" 2>/dev/null ) &&
-      cs_gone "$cs_D"; then  # made meanwhile by a racing run: judged below like any other
-    why="cannot create $cs_D"; return 1
-  fi
   [ -e "$cs_D" ] || [ -L "$cs_D" ] || return 0
-  if [ -z "$cs_listed" ]; then  # made just now (fix), by this run or a racing one
-    for cs_f in "$cs_D"/* "$cs_D"/.[!.]* "$cs_D"/..?*; do
-      cs_gone "$cs_f" || set -- "$@" "$cs_f"
-    done
-  fi
   cs_next
   if ! cs_own "$cs_D" d "$cs_l"; then
     why="$why: refusing to use it (it must be root's alone)"; return 1
