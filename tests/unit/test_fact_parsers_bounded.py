@@ -399,6 +399,18 @@ def test_numbers_are_refused_not_crashed_on() -> None:
         parse_iptables_save("*filter\n:INPUT DROP [0:0]\n-A INPUT -p ² -j ACCEPT\nCOMMIT\n")
 
 
+def test_an_iptables_rule_line_no_kernel_could_hold_is_refused_before_it_is_split() -> None:
+    # Quoted text sends a line to shlex, a character at a time: a hostile host's rule of
+    # megabytes took seconds there (a random-text case overran the guard under tracing).
+    line = '-A INPUT -m comment --comment "' + "x" * 4 * MB + '" -j ACCEPT'
+    refused = r"rule line of \d+ characters \(more than 65536\)"
+    with deadline(0.5, "a long quoted rule"), pytest.raises(FirewallParseError, match=refused):
+        parse_iptables_save(f"*filter\n:INPUT DROP [0:0]\n{line}\nCOMMIT\n")
+    kept = '-A INPUT -m comment --comment "' + "x" * 256 + '" -j ACCEPT'
+    tables = parse_iptables_save(f"*filter\n:INPUT DROP [0:0]\n{kept}\nCOMMIT\n")
+    assert tables[0].chains[0].rules[0].text == kept
+
+
 def test_markers_and_locks_that_are_not_objects() -> None:
     for text in ("[]", "[" * 5000, '"x"', "null", '{"plan_id": ' * 3000):
         marker = INTERRUPTED.parse(Output(text, 0))

@@ -85,9 +85,17 @@ def _ipt_action(target: str, chains: Iterable[str], goto: bool) -> Action:
 # What iptables-save quotes (comments, some match arguments) needs shlex; the rest of a
 # line is plain words, split at C speed. shlex is linear too, only slower.
 _SHELL_SPECIAL: Final = frozenset("\"'\\")
+# No rule iptables-save prints comes near this: the kernel keeps a rule in under 64 KiB
+# (xt_entry's u16 offsets) and its longest printed parts (a comment: 256 bytes, bpf: 64
+# instructions) are short. A longer line is refused before shlex, which is linear but
+# reads a character at a time.
+MAX_RULE_LINE: Final = 64 * 1024
 
 
 def _ipt_tokens(line: str) -> list[str]:
+    if len(line) > MAX_RULE_LINE:
+        raise FirewallParseError(f"iptables-save: a rule line of {len(line)} characters "
+                                 f"(more than {MAX_RULE_LINE}): {line!r:.80}")
     if line.isascii() and line.isprintable() and _SHELL_SPECIAL.isdisjoint(line):
         return line.split()
     try:
