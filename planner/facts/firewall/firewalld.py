@@ -108,6 +108,10 @@ class FirewalldState:
         return FirewalldService(name, _port_ranges_text(ports), frozenset(), ())
 
 
+# The listing script reads at most this many services (script.py), each once.
+MAX_SERVICES = 256
+
+
 def _firewalld_blocks(text: str) -> list[tuple[str, dict[str, str]]]:
     """`name (attrs)` header lines, each followed by `  key: value` lines."""
     # A value's lines are collected, then joined once: joining at every continuation line
@@ -118,6 +122,9 @@ def _firewalld_blocks(text: str) -> list[tuple[str, dict[str, str]]]:
         if not line.strip():
             continue
         if not line[0].isspace():
+            if len(blocks) > MAX_SERVICES:  # the zone's block, then its services'
+                raise FirewallParseError(f"firewalld: more than {MAX_SERVICES} services "
+                                         "listed; refused")
             blocks.append((line.strip(), {}))
         elif not blocks:
             raise FirewallParseError(f"firewalld: indented line before any zone: {line!r:.60}")
