@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ..host_paths import RECORD_DIR
 from ..hosts.batch import Fact, FactParseError, Output, quote
-from .bounds import capped, check_size
+from .bounds import check_size
 
 TARGET = f"records:{RECORD_DIR}"  # the name of this read in a plan's fingerprints
 # Anchored, one fixed-width class: no backtracking whatever the name.
@@ -62,5 +62,4 @@ def _parse(out: Output) -> AppliedPlans:
 
 
 APPLIED: Fact[AppliedPlans] = Fact(
-    "applied plans", capped(f"ls -1t {quote(RECORD_DIR)} 2>/dev/null || true", MAX_LISTING),
-    _parse)
+    "applied plans", f"ls -1t {quote(RECORD_DIR)} 2>/dev/null || true", _parse, MAX_LISTING)

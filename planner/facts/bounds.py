@@ -4,8 +4,11 @@ What a host prints is text from a machine that may be broken or lying: a program
 prints forever, a file that is a link to /dev/zero, one line of a million blanks. Every
 fact is bounded twice, because either bound alone leaves a hole:
 
-- its command stops its own output at the fact's limit (`capped`, `head -c` or a printf
-  precision), so the host, the wire and this process never hold more than that;
+- its output is cut one byte past the fact's limit: by the command itself where it reads
+  a file (`head -c`, `dd count=1`, a printf precision), and as it arrives by the reader
+  (hosts/batch.py Sections, from the Fact's `limit`), so this process never holds more
+  than that; what a host sends past it is read and dropped, up to 64 MiB a command
+  (hosts/channel.py MAX_RECEIVED), then the command is ended.
 - its parser refuses output over the limit before looking at it (`check_size`), as the
   parser must not depend on which command produced its input (the executor reuses some
   parsers on its own scripts' output; tests feed them anything).
@@ -25,26 +28,6 @@ MAX_LINE = 4096
 # Decimal numbers a host reports (sizes, modes, ids, times): int() of a longer digit string
 # costs quadratic time, and past 4300 digits Python refuses it with a bare ValueError.
 _MAX_DIGITS = 18
-
-
-def capped(command: str, limit: int) -> str:
-    """`command`, its stdout cut after `limit` + 1 bytes: one byte more than any output the
-    parser accepts, so an output cut short is refused, never taken for a whole one. The
-    program is stopped (SIGPIPE) once it has printed that much. For facts whose parser does
-    not read the exit status (head's is what the pipe reports)."""
-    return f"{{ {command}\n}} | head -c {limit + 1}"
-
-
-def capped_keeping_status(command: str, limit: int) -> str:
-    """As `capped`, for a fact whose parser reads the command's exit status: the status
-    travels on fd 4 into a variable while the output goes through head to fd 3 (the
-    fact's stdout); POSIX sh has no pipefail. The command runs in a subshell of its own,
-    with fds 3 and 4 closed, so an `exit` in it or a child it leaves behind cannot hold
-    the status pipe open."""
-    return ("exec 3>&1; "
-            f"_cs_rc=$( {{ {{ ( {command}\n) 3>&- 4>&-; echo $? >&4; }} "
-            f"| head -c {limit + 1} >&3; }} 4>&1 ); "
-            "exit \"${_cs_rc:-1}\"")
 
 
 def size_of(text: str) -> int:

@@ -23,7 +23,7 @@ import yaml
 from ..hosts.batch import Fact, FactParseError, Output
 from ..hosts.shell import script
 from ..safeyaml import YamlTooLarge, safe_load
-from .bounds import capped, check_size, decimal
+from .bounds import check_size, decimal
 from .distro import DistroLayout
 from .engine_sources import Sourced, command_flags, effective, env_files, parse_env_file
 
@@ -147,8 +147,8 @@ def engine_config_fact(layout: DistroLayout, role: str = "controller") -> Fact[E
         "ENV_FILES": " ".join(env_files(layout.distro, service)),
         "MAX_BYTES": MAX_BYTES, "MAX_LINE": MAX_EXEC, "SYSTEMD_RUNNING": SYSTEMD_RUNNING})
     distro = layout.distro
-    return Fact("engine config", capped(command, MAX_LISTING),
-                lambda out: parse_engine_config(out, distro))
+    return Fact("engine config", command, lambda out: parse_engine_config(out, distro),
+                MAX_LISTING)
 
 
 def parse_engine_config(out: Output, distro: str = "rke2") -> EngineSettings:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..hosts.batch import Fact, FactParseError, Output, quote
-from .bounds import capped, check_size, decimal
+from .bounds import check_size, decimal
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def files_fact(paths: Sequence[str], list_dirs: Sequence[str] = ()) -> Fact[
                      f"echo; elif [ -e {d} ]; then echo notadir; else echo nodir; fi")
     command = "; ".join(parts) if parts else "true"
     limit = max_output(paths, list_dirs)
-    return Fact("files", capped(command, limit), lambda out: _parse(out, paths, list_dirs))
+    return Fact("files", command, lambda out: _parse(out, paths, list_dirs), limit)
 
 
 def max_output(paths: Sequence[str], list_dirs: Sequence[str]) -> int:

@@ -20,7 +20,7 @@ import yaml
 
 from ..hosts.batch import Fact, FactParseError, Output, quote
 from ..safeyaml import safe_load_all
-from .bounds import capped, check_size, decimal
+from .bounds import check_size, decimal
 
 MAX_BYTES = 1024 * 1024
 # The whole listing (base64, 4/3 of the files' bytes): a few files of MAX_BYTES. A
@@ -53,7 +53,7 @@ def foreign_charts_fact(manifests_dir: str, owned_prefix: str) -> Fact[ForeignMa
         "s=$(wc -c < \"$f\"); "
         f"echo \"file $s $(head -c {MAX_BYTES} \"$f\" | base64 -w0) $f\"; done; true"
     )
-    return Fact("foreign chart configs", capped(command, MAX_LISTING), parse_foreign_charts)
+    return Fact("foreign chart configs", command, parse_foreign_charts, MAX_LISTING)
 
 
 def parse_foreign_charts(out: Output) -> ForeignManifests:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from ..hosts.batch import Fact, FactParseError, Output
-from .bounds import capped_keeping_status, check_size
+from .bounds import check_size
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ HOSTNAME: Fact[str] = Fact(
     parse_hostname)
 NETWORK: Fact[Network] = Fact(
     "network",
-    capped_keeping_status("ip -o -4 addr show && echo --routes-- && ip -4 route show default",
-                          MAX_NETWORK_OUTPUT),
+    "ip -o -4 addr show && echo --routes-- && ip -4 route show default",
     parse_network,
+    MAX_NETWORK_OUTPUT,
 )

@@ -5,13 +5,16 @@ pyinfra pattern, so parsers are tested with data fixtures). A phase gathers all 
 it needs from a host in one batch: one script, one SSH exec, one round trip.
 
 The sections of the combined output are delimited by a random token chosen per batch, so a
-file's content cannot forge a boundary.
+file's content cannot forge a boundary. A fact with a `limit` is cut by the reader
+(Sections) one byte past it, so its parser refuses it as too long and a host that prints
+without end costs this process no more than that.
 """
 
 from __future__ import annotations
 
 import secrets
 import shlex
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -39,6 +42,7 @@ class Fact(Generic[T]):
     name: str
     command: str
     parse: Callable[[Output], T]
+    limit: int | None = None  # the most bytes its parser reads; more are cut as they come
 
 
 def quote(value: str) -> str:
@@ -66,6 +70,11 @@ class Batch:
             lines.append(f"printf '\\n{self.token} {index} %d\\n' $?")
         return "\n".join(lines) + "\n"
 
+    def sections(self) -> list[tuple[bytes, int | None, str]]:
+        """Each fact's end marker, limit and name, in order, for Sections."""
+        return [(f"\n{self.token} {index} ".encode(), fact.limit, fact.name)
+                for index, fact in enumerate(self.facts)]
+
     def split(self, stdout: str) -> list[Output]:
         # Plain string splitting on the token (no pattern compiled per batch: a regex per
         # host was a visible part of a large plan's CPU).
@@ -85,3 +94,66 @@ class Batch:
             raise FactParseError(
                 f"remote script ended early: {len(outputs)} of {len(self.facts)} reads finished")
         return outputs
+
+
+class Sections:
+    """A command's stdout as it arrives, each fact's part kept to its limit + 1 bytes: the
+    rest is counted out, not kept (`kept` is what the parsers see). A part ends only at its
+    own marker (the next index), so a forged or repeated one is content like any other."""
+
+    _MARKER_TAIL = 24  # what a marker line may hold after the index: " <status>\n"
+
+    def __init__(self, sections: Sequence[tuple[bytes, int | None, str]]) -> None:
+        self.kept = bytearray()
+        self._sections = list(sections)
+        self._at = 0  # the part being read: facts before it have had their markers
+        self._room = self._room_of(0)  # bytes of it still kept
+        self._carry = b""  # the last chunk's end, where a marker may have begun
+        self._in_marker = False
+
+    def _room_of(self, index: int) -> int:
+        if index >= len(self._sections):
+            return 0  # nothing is printed after the last marker
+        limit = self._sections[index][1]
+        return sys.maxsize if limit is None else limit + 1
+
+    def _keep(self, data: bytes | memoryview) -> None:
+        part = data[:self._room]
+        self.kept += part
+        self._room -= len(part)
+
+    def feed(self, data: bytes) -> None:
+        buf = self._carry + data if self._carry else data
+        self._carry = b""
+        pos = 0
+        while pos < len(buf) and (self._in_marker or self._at < len(self._sections)):
+            if self._in_marker:
+                end = buf.find(b"\n", pos)
+                self._keep(memoryview(buf)[pos:len(buf) if end < 0 else end + 1])
+                if end < 0:
+                    return
+                pos, self._in_marker, self._room = end + 1, False, self._room_of(self._at)
+                continue
+            marker = self._sections[self._at][0]
+            found = buf.find(marker, pos)
+            if found < 0:
+                safe = max(pos, len(buf) - len(marker) + 1)
+                self._keep(memoryview(buf)[pos:safe])
+                self._carry = buf[safe:]
+                return
+            self._keep(memoryview(buf)[pos:found])
+            self.kept += marker
+            pos, self._at, self._in_marker = found + len(marker), self._at + 1, True
+            self._room = self._MARKER_TAIL
+
+    def where(self) -> str:
+        """The fact whose output is arriving, for an error about it."""
+        at = self._at - 1 if self._in_marker else self._at
+        return f"reading {self._sections[at][2]}" if at < len(self._sections) else \
+            "after the last read"
+
+    def end(self) -> bytes:
+        """Everything kept, once the output has ended."""
+        carry, self._carry = self._carry, b""
+        self._keep(carry)
+        return bytes(self.kept)

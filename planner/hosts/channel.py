@@ -9,7 +9,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ssh2 import exceptions as ssh2_errors
 
@@ -17,6 +17,9 @@ from ..errors import CommandError, CommandTimeout, ConnectionLost
 from .wire import EAGAIN, Wire
 
 MAX_OUTPUT = 16 << 20  # bytes per command; a host that sends more is lying or broken
+# Bytes a command may send in all where a Sink keeps only some of them: the rest is read
+# and dropped, up to this; then the command is ended (its channel closed).
+MAX_RECEIVED = 64 << 20
 # The exit code of a command whose output the caller stopped reading (run's on_stdout).
 ABANDONED = -2
 OnStdout = Callable[[bytes], bool]
@@ -37,6 +40,19 @@ class CommandResult:
     stderr: bytes
 
 
+class Sink(Protocol):
+    """Keeps what it chooses of a command's stdout (batch.Sections: each fact's part to its
+    limit)."""
+
+    kept: bytearray
+
+    def feed(self, data: bytes) -> None: ...
+
+    def end(self) -> bytes: ...
+
+    def where(self) -> str: ...
+
+
 class _Abandoned(Exception):
     """on_stdout said to stop listening."""
 
@@ -47,8 +63,10 @@ class ChannelCommand:
     bounded by its deadline."""
 
     def __init__(self, label: str, wire: Wire, timeout: float,
-                 on_stdout: OnStdout | None) -> None:
+                 on_stdout: OnStdout | None, sink: Sink | None = None) -> None:
         self.label, self.wire, self.timeout, self.on_stdout = label, wire, timeout, on_stdout
+        self.sink = sink
+        self.received = 0
         self.released: float | None = None  # when stdin was closed: the timeout's start
         self.started = time.monotonic()
         self.out, self.err = bytearray(), bytearray()
@@ -63,7 +81,8 @@ class ChannelCommand:
         return CommandTimeout(self.label, f"remote command timed out after {self.timeout:g}s")
 
     def result(self, code: int) -> CommandResult:
-        return CommandResult(code, bytes(self.out), bytes(self.err))
+        out = self.sink.end() if self.sink is not None else bytes(self.out)
+        return CommandResult(code, out, bytes(self.err))
 
     async def run(self, command: str, stdin: bytes | None, hold: Hold | None) -> CommandResult:
         wire = self.wire
@@ -173,7 +192,11 @@ class ChannelCommand:
                 size, data = self.wire.attempt(read, _CHUNK)
                 if size > 0:
                     got = True
-                    into += data
+                    self.received += size
+                    if into is self.out and self.sink is not None:
+                        self.sink.feed(data)
+                    else:
+                        into += data
                     if into is self.out and self.on_stdout is not None and not \
                             await asyncio.get_running_loop().run_in_executor(
                                 None, self.on_stdout, data):
@@ -182,9 +205,12 @@ class ChannelCommand:
                     raise ConnectionLost(self.label,
                                          f"SSH connection lost (libssh2 error {size})")
             self.wire.nudge()
-            if len(self.out) + len(self.err) > MAX_OUTPUT:
+            kept = len(self.out if self.sink is None else self.sink.kept) + len(self.err)
+            if kept > MAX_OUTPUT or self.received > MAX_RECEIVED:
+                limit = MAX_OUTPUT if kept > MAX_OUTPUT else MAX_RECEIVED
+                where = "" if self.sink is None else f" ({self.sink.where()})"
                 raise CommandError(self.label,
-                                   f"remote output exceeded {MAX_OUTPUT >> 20} MiB")
+                                   f"remote output exceeded {limit >> 20} MiB{where}")
             return got
 
     async def collect(self, channel: Any, held: bool) -> CommandResult:

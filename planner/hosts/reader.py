@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from ..errors import CommandError
-from .batch import Batch, Fact, FactParseError, Output, quote
+from .batch import Batch, Fact, FactParseError, Output, Sections, quote
 from .snapshot import Snapshot, SnapshotScript
 from .ssh import CommandResult, Session
 
@@ -44,7 +44,7 @@ class HostReader:
         with its own message."""
         script, command, started = self._snapshot_command(facts)
         try:
-            result = self._session.run(command, self._timeout)
+            result = self._session.run(command, self._timeout, sink=script.sink())
         except CommandError as exc:
             log.debug("%s: no snapshot (%s); phases read for themselves", self.label, exc)
             return
@@ -71,7 +71,7 @@ class HostReader:
             finally:
                 settled.set_result(None)
 
-        submit(command, self._timeout).add_done_callback(landed)
+        submit(command, self._timeout, script.sink()).add_done_callback(landed)
         return settled
 
     def _snapshot_command(self, facts: Sequence[tuple[Fact[Any], bool]],
@@ -127,7 +127,7 @@ class HostReader:
         if as_root and self.user != "root":
             command = "sudo -n -- " + command
         started = time.time()
-        result = self._session.run(command, self._timeout)
+        result = self._session.run(command, self._timeout, sink=Sections(batch.sections()))
         self.read_window = (started, time.time())
         log.debug("%s: %d fact(s) in %.0f ms", self.label, len(facts),
                   (self.read_window[1] - started) * 1000)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .batch import Batch, Fact, FactParseError, Output, quote
+from .batch import Batch, Fact, FactParseError, Output, Sections, quote
 
 Key = tuple[str, bool]  # (fact command, as root)
 # Starts the stderr line of a snapshot that waited for the swap lock in vain: a note for
@@ -52,6 +52,10 @@ class SnapshotScript:
             return list(seen.values())
 
         return cls(Batch.of(unique(False)), Batch.of(unique(True)), sudo)
+
+    def sink(self) -> Sections:
+        """The reader of the output: the user facts' parts, then the root facts'."""
+        return Sections(self.user.sections() + self.root.sections())
 
     def command(self, wait: int = 0) -> str:
         """`wait`: seconds to wait, before reading anything, for an engine restart still

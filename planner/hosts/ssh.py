@@ -20,7 +20,7 @@ from ssh2.session import Session as Ssh2Session
 
 from ..config.model import SshConfig
 from ..errors import CommandError, ConnectError, ConnectionLost, HostKeyError
-from .channel import ABANDONED, ChannelCommand, CommandResult, Hold, OnStdout
+from .channel import ABANDONED, ChannelCommand, CommandResult, Hold, OnStdout, Sink
 from .dial import dial
 from .handshake import Checks, connect_failure, host_peer, shake, ssh2_name
 from .host_keys import DEFAULT_KNOWN_HOSTS, fingerprint, known_hosts_name
@@ -45,7 +45,8 @@ class Session(Protocol):
     round_trips: int
 
     def run(self, command: str, timeout: float, stdin: bytes | None = None,
-            on_stdout: OnStdout | None = None, hold: Hold | None = None) -> CommandResult: ...
+            on_stdout: OnStdout | None = None, hold: Hold | None = None,
+            sink: Sink | None = None) -> CommandResult: ...
 
     def close(self) -> None: ...
 
@@ -66,7 +67,8 @@ class SshSession:
         self._closed = False
 
     def run(self, command: str, timeout: float, stdin: bytes | None = None,
-            on_stdout: OnStdout | None = None, hold: Hold | None = None) -> CommandResult:
+            on_stdout: OnStdout | None = None, hold: Hold | None = None,
+            sink: Sink | None = None) -> CommandResult:
         """Run one command. Data such as file content goes through `stdin`, never the
         command line, which other users of the host can read in the process list.
         `on_stdout` is handed stdout as it arrives (and b"" after each 0.2 s of silence);
@@ -75,25 +77,29 @@ class SshSession:
         own once `stdin` is sent, again and again until it returns None; it may block,
         and what it returns is sent as it comes. Then stdin is closed and `timeout`
         counts from there. Output is read (and handed to `on_stdout`) meanwhile, so a
-        held command can say how far it got."""
+        held command can say how far it got. A `sink` keeps what it chooses of stdout
+        (batch.Sections)."""
         try:
-            return self._loop.call(self._command(command, timeout, stdin, on_stdout, hold))
+            return self._loop.call(self._command(command, timeout, stdin, on_stdout, hold,
+                                                 sink))
         except LoopClosed:
             raise ConnectionLost(self.label, "SSH connection lost: the run's SSH "
                                              "connections were closed") from None
 
-    def submit(self, command: str, timeout: float) -> Future[CommandResult]:
+    def submit(self, command: str, timeout: float,
+               sink: Sink | None = None) -> Future[CommandResult]:
         """run() without waiting (no stdin): the command's result or its one-line error."""
-        return self._loop.submit(self._command(command, timeout, None, None, None))
+        return self._loop.submit(self._command(command, timeout, None, None, None, sink))
 
     async def _command(self, command: str, timeout: float, stdin: bytes | None,
-                       on_stdout: OnStdout | None, hold: Hold | None) -> CommandResult:
+                       on_stdout: OnStdout | None, hold: Hold | None,
+                       sink: Sink | None = None) -> CommandResult:
         if self._closed:
             raise ConnectionLost(self.label, "SSH connection is closed")
         self.round_trips += 1
         try:
-            return await ChannelCommand(self.label, self._wire, timeout, on_stdout).run(
-                command, stdin, hold)
+            return await ChannelCommand(self.label, self._wire, timeout, on_stdout,
+                                        sink).run(command, stdin, hold)
         except CommandError:
             if self._wire.jammed:
                 self._abandon()  # no command could open a channel on it for a while

@@ -204,6 +204,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         (U + "test_fact_parsers_bounded.py",),
         "a host printing forever would exhaust the operator's memory", unit=True),
     Mutation(
+        "bounded reads: a fact's output is cut at its limit as it arrives",
+        "planner/hosts/batch.py", "Sections._keep",
+        "part = data[:self._room]", "part = data",
+        (U + "test_sections.py",),
+        "a host's listing would be held whole, however large, before its parser refused it",
+        unit=True),
+    Mutation(
         "bounded reads: an API answer over its cap is refused before it is held",
         "planner/kube_bounds.py", "BoundedPoolManager._read_whole",
         "if len(body) > self.max_bytes:", "if False:",

@@ -131,3 +131,38 @@ def test_a_hostile_detached_signature_file_is_refused_at_once(tmp_path: Path, ki
         assert len(lines) == 1, result.stderr
         assert str(signature) in lines[0] and said in lines[0], lines[0]
         assert took < 10, f"{argv[0]} took {took:.1f} s"
+
+
+# --- a listing a host's program prints without end ------------------------------------------
+
+# An `ip` that prints a well-formed address line, then blanks: 2 MB of them, or without end.
+IP_LO = "#!/bin/sh\necho '1: lo inet 127.0.0.1/8 scope host lo'\n"
+IP_WIDE = IP_LO + "head -c 2000000 /dev/zero | tr '\\0' ' '\n"
+IP_ENDLESS = IP_LO + "exec yes ' '\n"
+
+
+def test_plan_cuts_a_listing_as_it_arrives_and_ends_a_host_that_prints_without_end(
+        lab_factory) -> None:  # type: ignore[no-untyped-def]
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
+    worker = lab.hosts[1].address
+    # /usr/local/sbin comes first on the PATH every read runs with.
+    lab.exec("wrk-1", "cat > /usr/local/sbin/ip && chmod 0755 /usr/local/sbin/ip",
+             input=IP_WIDE)
+    wide = cargoship("plan", "-c", lab.dir / "cluster.yaml", timeout=PLAN_TIMEOUT)
+    assert wide.returncode == 1, wide.stdout + wide.stderr
+    assert (f"x {worker}: Gather host facts: unexpected output reading hostname, network: "
+            "the network listing: the host printed more than 1 MiB; refused unread"
+            ) in wide.stdout, wide.stdout
+    assert "Problems (1):" in wide.stdout
+    _readable(wide)
+
+    lab.exec("wrk-1", "cat > /usr/local/sbin/ip", input=IP_ENDLESS)
+    started = time.monotonic()
+    endless = cargoship("plan", "-c", lab.dir / "cluster.yaml", timeout=PLAN_TIMEOUT)
+    took = time.monotonic() - started
+    assert endless.returncode == 1, endless.stdout + endless.stderr
+    assert (f"x {worker}: Gather host facts: remote output exceeded 64 MiB "
+            "(reading network)") in endless.stdout, endless.stdout
+    assert "Problems (1):" in endless.stdout
+    _readable(endless)
+    print(f"plan with an ip that prints without end: {took:.1f} s")
