@@ -25,6 +25,11 @@ _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The user's uid, for facts to write where they would run `id -u`: a batch asks once for
 # all its facts (three did, a program each on every plan); run alone, a fact asks itself.
 UID = "${cs_uid:-$(id -u)}"
+# The effective uid as `id -u` says it, from the shell's own /proc/self/status (the
+# loop runs in the shell itself): no program to start; `id -u` where that cannot be read.
+_ASK_UID = ("cs_uid=; while read -r cs_k _ cs_e _; do "
+            '[ "$cs_k" = Uid: ] && { cs_uid=$cs_e; break; }; done 2>/dev/null </proc/self/status\n'
+            'case $cs_uid in ""|*[!0-9]*) cs_uid=$(id -u);; esac')
 
 
 class FactParseError(ValueError):
@@ -62,7 +67,7 @@ class Batch:
     def script(self) -> str:
         lines = [f"export LC_ALL=C PATH={_PATH}"]
         if any(UID in fact.command for fact in self.facts):
-            lines.append("cs_uid=$(id -u)")
+            lines.append(_ASK_UID)
         for index, fact in enumerate(self.facts):
             # A subshell keeps one fact's `cd`/variables/`exit` from leaking into the next;
             # stdin from /dev/null keeps a command from swallowing anything.

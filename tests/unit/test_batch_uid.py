@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 from planner.facts.lock_holder import LOCK
 from planner.facts.system import PRIVILEGE, as_root
@@ -23,12 +24,29 @@ def test_one_uid_for_every_fact_of_a_batch() -> None:
     batch = Batch.of([PRIVILEGE, LOCK, echo_root])
     script = batch.script()
     assert script.count("id -u") == 1 + 3  # asked once; each fact's fallback never runs
-    assert script.splitlines()[1] == "cs_uid=$(id -u)"
+    assert script.splitlines()[1].startswith("cs_uid=; while read")
     privilege, lock, root = batch.split(run(script))
     assert PRIVILEGE.parse(privilege).uid == os.getuid()
     LOCK.parse(lock)
     if os.getuid() == 0:
         assert root.stdout == "from-root\n"
+
+
+def test_the_uid_is_read_without_starting_id_and_with_it_where_proc_is_not(
+        tmp_path: Path) -> None:
+    # An `id` on the PATH that answers wrong: the batch's answer must not be its, unless
+    # /proc/self/status cannot be read.
+    fake = tmp_path / "id"
+    fake.write_text("#!/bin/sh\necho 4242\n")
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    batch = Batch.of([PRIVILEGE])
+    script = batch.script().replace("export LC_ALL=C PATH=", "export LC_ALL=C PATH=$PATH:")
+    (privilege,) = batch.split(run(script, env))
+    assert PRIVILEGE.parse(privilege).uid == os.getuid()
+    (privilege,) = batch.split(run(script.replace("/proc/self/status", str(tmp_path / "x")),
+                                   env))
+    assert PRIVILEGE.parse(privilege).uid == 4242
 
 
 def test_a_batch_without_such_facts_asks_nothing() -> None:
