@@ -65,9 +65,24 @@ _fw_section() {
 if command -v nft >/dev/null 2>&1; then
     _fw_section nft @nftables_bytes@ '@nftables_size@' nft -j list ruleset
 fi
-_fw_ipt=""; _fw_seen=""; _fw_ipt_err=""
+# _fw_find CMD: CMD's path on the PATH in _fw_p (empty if none), as `command -v` finds
+# it, with no subshell to start.
+_fw_find() {
+    _fw_p=; _fw_ifs=$IFS; IFS=:
+    for _fw_d in $PATH; do
+        [ -f "${_fw_d:-.}/$1" ] && [ -x "${_fw_d:-.}/$1" ] && { _fw_p=${_fw_d:-.}/$1; break; }
+    done
+    IFS=$_fw_ifs
+}
+_fw_ipt=""; _fw_seen=""; _fw_ipt_err=""; _fw_ran1=""; _fw_ran2=""
 for _fw_cmd in iptables-legacy-save iptables-nft-save iptables-save; do
-    command -v "$_fw_cmd" >/dev/null 2>&1 || continue
+    _fw_find "$_fw_cmd"
+    [ -n "$_fw_p" ] || continue
+    # iptables-save is a link (update-alternatives) to one of the others, or both are
+    # links to one multi-call binary: the same program, the same family, printed once.
+    # (A `test` without -ef says no, and it runs as any other.)
+    if [ "$_fw_p" -ef "$_fw_ran1" ] || [ "$_fw_p" -ef "$_fw_ran2" ]; then continue; fi
+    _fw_ran2=$_fw_ran1; _fw_ran1=$_fw_p
     _fw_run @iptables_bytes@ "$_fw_cmd"
     case $_fw_rc in
     0)
