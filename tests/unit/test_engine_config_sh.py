@@ -116,3 +116,35 @@ def test_sizes_are_counted_only_for_files_that_may_be_too_large(tmp_path: Path) 
     assert settings.merged["node-name"] == "at-max"
     assert settings.problems == (f"{alt}/c.yaml.d/20-over.yaml: {MAX_BYTES + 6} bytes, more "
                                  f"than an engine config holds ({MAX_BYTES})",)
+
+
+def test_runit_run_script_exec_line(tmp_path: Path) -> None:
+    """A runit service (the lab's hosts, Void): the command line is the run script's last
+    line that is `exec` after any indent, read by the shell itself; comments, other words
+    beginning with exec, and a last line without a newline are judged as grep -E
+    '^[[:space:]]*exec[[:space:]]' | tail -n 1 judged them."""
+    service = tmp_path / "sv" / "rke2-server"
+    service.mkdir(parents=True)
+    (service / "run").write_text(
+        "#!/bin/sh\n# exec /usr/local/bin/rke2 server --node-name Comment\n"
+        "exec 2>&1\nexecline-thing --node-name Not-This\n"
+        "\t exec\tchpst -u root /usr/local/bin/rke2 server --node-name Run-Name "
+        "--data-dir /srv/rn")  # no newline at the end
+    fact = engine_config_fact(LAYOUTS["rke2"], "controller")
+    command = fact.command.replace("/etc/service /var/service /service", str(service.parent))
+    assert command != fact.command
+    command = command.replace(SYSTEMD_RUNNING, str(tmp_path / "not-booted"))
+    started = tmp_path / "started"
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for program in ("grep", "tail", "sed"):  # none is needed: each would be noted
+        (stubs / program).write_text(f"#!/bin/sh\necho {program} >> {started}\nexit 1\n")
+        (stubs / program).chmod(0o755)
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    assert not started.exists(), started.read_text()
+    settings = engine_config_fact(LAYOUTS["rke2"]).parse(Output(done.stdout, 0))
+    assert settings.node_name("host") == "run-name"
+    assert settings.sources["data-dir"] == f"{service}/run"
+    assert settings.locations(LAYOUTS["rke2"]).manifests_dir == "/srv/rn/server/manifests"

@@ -35,7 +35,10 @@ cs_env_config=
 for cs_f in $ENV_FILES; do
   [ -f "$cs_f" ] || continue
   cs_emit env "$cs_f"
-  cs_v=$(sed -n "s/^[[:space:]]*${PROGRAM}_CONFIG_FILE=//p" "$cs_f" 2>/dev/null | tail -n 1)
+  cs_v=  # the last assignment, after any indent (the shell reads it: no sed, no tail)
+  while IFS= read -r cs_l || [ -n "$cs_l" ]; do
+    case ${cs_l#"${cs_l%%[![:space:]]*}"} in "${PROGRAM}_CONFIG_FILE="*) cs_v=${cs_l#*=};; esac
+  done 2>/dev/null < "$cs_f"
   cs_unquote "$cs_v"
   [ -n "$cs_u" ] && cs_env_config=$cs_u
 done
@@ -53,7 +56,11 @@ if [ -d "$SYSTEMD_RUNNING" ] && command -v systemctl >/dev/null 2>&1 &&
 else
   for cs_d in /etc/service /var/service /service; do
     if [ -f "$cs_d/$SERVICE/run" ]; then
-      cs_exec=$(grep -E '^[[:space:]]*exec[[:space:]]' "$cs_d/$SERVICE/run" | tail -n 1)
+      # The last line that is `exec` and a blank after any indent, read by the shell
+      # itself (grep | tail was two programs on every plan of a runit host).
+      while IFS= read -r cs_l || [ -n "$cs_l" ]; do
+        case ${cs_l#"${cs_l%%[![:space:]]*}"} in exec[[:space:]]*) cs_exec=$cs_l;; esac
+      done < "$cs_d/$SERVICE/run"
       cs_src="$cs_d/$SERVICE/run"
       break
     fi
