@@ -81,10 +81,16 @@ def compose(text: str | bytes, loader: yaml.SafeLoader | None = None) -> yaml.No
 
 def safe_load(text: str | bytes) -> Any:
     """yaml.safe_load, bounded (see the module docstring)."""
+    return safe_load_node(text)[0]
+
+
+def safe_load_node(text: str | bytes) -> tuple[Any, yaml.Node | None]:
+    """safe_load, and the node graph it was built from: where each value was written
+    (its marks), with no second parse."""
     loader = _Loader(text)
     try:
         node = compose("", loader)
-        return None if node is None else loader.construct_document(node)
+        return (None, None) if node is None else (loader.construct_document(node), node)
     except RecursionError:
         raise YamlTooLarge("nested too deeply") from None
     finally:

@@ -22,7 +22,7 @@ import yaml
 
 from ..hosts.batch import Fact, FactParseError, Output
 from ..hosts.shell import script
-from ..safeyaml import YamlTooLarge, safe_load
+from ..safeyaml import YamlTooLarge, safe_load_node
 from .bounds import check_size, decimal
 from .distro import DistroLayout
 from .engine_sources import Sourced, command_flags, effective, env_files, parse_env_file
@@ -152,7 +152,7 @@ def engine_config_fact(layout: DistroLayout, role: str = "controller") -> Fact[E
 
 
 def parse_engine_config(out: Output, distro: str = "rke2") -> EngineSettings:
-    layers: list[tuple[str, dict[str, Any], str]] = []
+    layers: list[tuple[str, dict[str, Any], yaml.Node | None]] = []
     problems: list[str] = []
     env: dict[str, tuple[str, str]] = {}
     flags: list[str] = []
@@ -192,7 +192,7 @@ def parse_engine_config(out: Output, distro: str = "rke2") -> EngineSettings:
             env.update(parse_env_file(path, text))
             continue
         try:
-            data = safe_load(text)
+            data, node = safe_load_node(text)
         except YamlTooLarge as exc:
             problems.append(f"{path}: {exc}")
             continue
@@ -211,7 +211,7 @@ def parse_engine_config(out: Output, distro: str = "rke2") -> EngineSettings:
         if not isinstance(data, dict):
             problems.append(f"{path}: not a mapping of settings")
             continue
-        layers.append((path, data, text))
+        layers.append((path, data, node))
     settings, apiserver, seen = effective(layers, flags, flags_from or "the unit's command line",
                                     env, distro)
     program = distro.upper()

@@ -97,12 +97,9 @@ def parse_flags(flags: list[str]) -> list[tuple[str, str]]:
     return parsed
 
 
-def item_lines(text: str) -> dict[str, tuple[int, list[int]]]:
-    """Top-level key -> (its line, the line of each item of its list value), 1-based."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return {}
+def item_lines(node: yaml.Node | None) -> dict[str, tuple[int, list[int]]]:
+    """Top-level key -> (its line, the line of each item of its list value), 1-based, from
+    the node graph the file's settings were built from."""
     lines: dict[str, tuple[int, list[int]]] = {}
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
@@ -126,17 +123,18 @@ def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list) else [value]
 
 
-def effective(layers: list[tuple[str, dict[str, Any], str]], flags: list[str], flags_from: str,
+def effective(layers: list[tuple[str, dict[str, Any], yaml.Node | None]], flags: list[str],
+              flags_from: str,
               env: dict[str, tuple[str, str]], distro: str
               ) -> tuple[dict[str, Sourced], list[Sourced], list[tuple[str, Any, str]]]:
     """Every setting as the engine ends up with it, each kube-apiserver-arg item in the
     engine's order, and every place a setting is given at all (key, value, where): files,
-    the command line, the environment. `layers`: (path, settings, text)."""
+    the command line, the environment. `layers`: (path, settings, its YAML node graph)."""
     settings: dict[str, Sourced] = {}
     apiserver: list[Sourced] = []
     seen: list[tuple[str, Any, str]] = []
-    for path, data, text in layers:
-        lines = item_lines(text)
+    for path, data, node in layers:
+        lines = item_lines(node)
         for raw_key, value in data.items():
             key = str(raw_key)
             base = key.removesuffix("+")

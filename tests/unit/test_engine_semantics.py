@@ -190,3 +190,31 @@ def _config(distro: str) -> ClusterConfig:
                          engine=Engine(distro, "v1.30.4"),
                          engine_config={"auditPolicy": {"apiVersion": "audit.k8s.io/v1",
                                                         "kind": "Policy", "rules": []}})
+
+
+def test_each_engine_config_file_is_parsed_once_and_says_where_each_item_is(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The lines of settings and list items come from the node graph the settings were
+    # built from: a second, pure-Python parse per file was most of a plan's engine-config
+    # cost on every host.
+    import planner.safeyaml as safeyaml
+
+    made: list[object] = []
+    real = safeyaml._Loader
+
+    def loader(text: str) -> object:
+        made.append(text)
+        return real(text)
+
+    def second_parse(*_: object, **__: object) -> None:
+        raise AssertionError("an engine config file was parsed twice")
+
+    monkeypatch.setattr(safeyaml, "_Loader", loader)
+    monkeypatch.setattr("yaml.compose", second_parse)
+    settings = parse_engine_config(listing(
+        (MAIN, "node-label:\n- a=1\nkube-apiserver-arg:\n- x=1\n- y=2\n"),
+        (f"{D}/10-b.yaml", "\n\nkube-apiserver-arg+:\n  - z=3\n")), "k3s")
+    assert len(made) == 2
+    assert settings.sources["node-label"] == f"{MAIN}:1"
+    assert [(a.value, a.where) for a in settings.apiserver_args] == [
+        ("x=1", f"{MAIN}:4"), ("y=2", f"{MAIN}:5"), ("z=3", f"{D}/10-b.yaml:4")]
