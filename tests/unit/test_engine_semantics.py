@@ -7,6 +7,8 @@ import base64
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.config.model import ClusterConfig, Engine
 from planner.desired.engine_files import desired_files, placement_of
@@ -218,3 +220,19 @@ def test_each_engine_config_file_is_parsed_once_and_says_where_each_item_is(
     assert settings.sources["node-label"] == f"{MAIN}:1"
     assert [(a.value, a.where) for a in settings.apiserver_args] == [
         ("x=1", f"{MAIN}:4"), ("y=2", f"{MAIN}:5"), ("z=3", f"{D}/10-b.yaml:4")]
+
+
+@given(st.lists(st.text(alphabet="ab=-_/ \t'\"\\x.\u00e9\x0b", max_size=12), max_size=8))
+@settings(max_examples=300, deadline=None, database=None)
+def test_command_flags_split_a_line_as_shlex_does(words: list[str]) -> None:
+    import shlex
+
+    from planner.facts.engine_sources import command_flags
+
+    line = "/usr/local/bin/rke2 server " + " ".join(words)
+    try:
+        expected = shlex.split(line, comments=False)
+    except ValueError:
+        expected = line.split()
+    expected = [w for w in expected[2:] if not w.startswith(("2>", ">", "<", "&"))]
+    assert command_flags(line) == expected
