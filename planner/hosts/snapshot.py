@@ -68,12 +68,16 @@ class SnapshotScript:
                 # As root, before the root facts (the engine's files are root's): the swap
                 # lock lives in /run/cargoship, root's alone (0700), so only root can wait.
                 root = self._wait_for_swap(wait) + root
-            # Its own shell either way, so the root facts run alike with and without sudo.
-            # The script reaches it through a pipe, from a variable (printf is built in):
-            # as an argument it could not be over 128 KiB (many charts' files to read),
-            # and each fact's stdin is /dev/null, so none reads the script's rest.
+            if not self.sudo:
+                # The SSH user is root: the same shell reads on (each fact is a subshell of
+                # its own either way); a shell of their own cost every host two processes.
+                return "sh -c " + quote(script + root)
+            # Through sudo, in a shell of its own. The script reaches it through a pipe,
+            # from a variable (printf is built in): as an argument it could not be over
+            # 128 KiB (many charts' files to read), and each fact's stdin is /dev/null, so
+            # none reads the script's rest.
             script += (f"cs_root={quote(root)}\nprintf '%s\\n' \"$cs_root\" | "
-                       + ("sudo -n -- " if self.sudo else "") + "sh -s\n")
+                       "sudo -n -- sh -s\n")
         return "sh -c " + quote(script)
 
     @staticmethod

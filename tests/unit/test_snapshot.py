@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
+import subprocess
+
 from planner.hosts.batch import Fact, Output
 from planner.hosts.snapshot import WAIT_NOTE, SnapshotScript
 
@@ -57,5 +60,16 @@ def test_a_wait_for_the_swap_lock_in_vain_is_never_taken_for_sudo_s_answer() -> 
 
 
 def test_as_root_without_sudo_runs_inline() -> None:
-    script = SnapshotScript.of([(fact("id -u"), True)], sudo=False)
-    assert "sudo" not in script.command()
+    # The SSH user is root: the root facts run on in the same shell (no second sh, no
+    # printf into it), after the wait for the swap lock, and split as before.
+    user, root = fact("echo user-part"), fact("echo root-part; exit 3")
+    script = SnapshotScript.of([(user, False), (root, True)], sudo=False)
+    command = script.command(wait=1)
+    assert "sudo" not in command and "sh -s" not in command and "cs_root" not in command
+    assert command.index("flock") < command.index("root-part")
+    done = subprocess.run(["sh", "-c", shlex.split(command)[2]], capture_output=True,
+                          text=True, timeout=30, check=False)
+    snapshot = script.split(done.stdout, done.stderr)
+    assert snapshot.outputs[(user.command, False)] == Output("user-part\n", 0)
+    assert snapshot.outputs[(root.command, True)] == Output("root-part\n", 3)
+    assert snapshot.root_error is None
