@@ -211,6 +211,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a host's listing would be held whole, however large, before its parser refused it",
         unit=True),
     Mutation(
+        "bounded YAML: a document aliases would blow up is refused before it is built",
+        "planner/safeyaml.py", "compose",
+        'if node is not None and ("*" in text if isinstance(text, str) else b"*" in text):',
+        "if False:",
+        (U + "test_safeyaml.py", U + "test_desired.py"),
+        "a few hundred bytes of YAML from a host could cost minutes of CPU and gigabytes",
+        unit=True),
+    Mutation(
         "bounded reads: an API answer over its cap is refused before it is held",
         "planner/kube_bounds.py", "BoundedPoolManager._read_whole",
         "if len(body) > self.max_bytes:", "if False:",
