@@ -251,3 +251,24 @@ def test_mixed_os_releases_pick_their_configurers(lab_factory) -> None:
     assert result.returncode == 1
     assert "Detect host operating systems: unsupported OS" in result.stdout
     assert "ID=unknownos, ID_LIKE=none" in result.stdout
+
+
+def test_legacy_and_nft_iptables_rules_are_both_read(lab_factory) -> None:
+    """A rule in the kernel's legacy iptables and one in iptables-nft on the same host:
+    the plan reads both (iptables-legacy-save runs only where the kernel names a legacy
+    table, and iptables-save, the same program as iptables-nft-save here, only once)."""
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")])
+    wrk = lab.host("wrk-1")
+    clean = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert f"wrk-1 ({wrk.address})  root, arch amd64, firewall (no firewall) leaves" \
+        in clean.stdout
+    lab.exec("wrk-1", "iptables-legacy -A INPUT -p tcp --dport 10250 -j DROP && "
+                      "iptables-nft -A INPUT -p udp --dport 8472 -j DROP")
+    blocked = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
+    assert blocked.returncode == 1, blocked.stdout + blocked.stderr
+    assert (f"x wrk-1 ({wrk.address}): Validate hosts: firewall blocks 10250/tcp (kubelet): "
+            "iptables chain INPUT: rule '-A INPUT -p tcp -m tcp --dport 10250 -j DROP'"
+            ) in blocked.stdout, blocked.stdout
+    assert (f"x wrk-1 ({wrk.address}): Validate hosts: firewall blocks 8472/udp") \
+        in blocked.stdout, blocked.stdout

@@ -576,7 +576,7 @@ def test_firewall_script_stops_endless_tools(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="no POSIX sh")
-def test_an_iptables_save_that_is_a_link_to_another_variant_runs_once(tmp_path: Path) -> None:
+def test_iptables_variants_run_once_and_legacy_only_with_legacy_tables(tmp_path: Path) -> None:
     # Debian: iptables-save -> /etc/alternatives -> iptables-nft-save -> xtables-nft-multi.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -592,15 +592,28 @@ def test_an_iptables_save_that_is_a_link_to_another_variant_runs_once(tmp_path: 
         (bin_dir / name).chmod(stat.S_IRWXU)
     (bin_dir / "iptables-save").symlink_to("iptables-nft-save")
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"}
+    names = tmp_path / "ip_tables_names"  # the kernel's legacy tables, one name a line
+    names.write_text("filter\n")
+    script = FIREWALL_SCRIPT.replace("/proc/net/ip_tables_names", str(names))
+    assert script != FIREWALL_SCRIPT
 
     def listing() -> tuple[list[str], Any]:
         runs.unlink(missing_ok=True)
-        done = subprocess.run(["sh", "-c", FIREWALL_SCRIPT], capture_output=True,
+        done = subprocess.run(["sh", "-c", script], capture_output=True,
                               timeout=60, env=env, check=False)
         return runs.read_text().split(), parse_firewall(done.stdout.decode())
 
     ran, state = listing()
     assert ran == ["legacy", "iptables-nft-save"]
+    # No legacy table in the kernel (an empty list, or none at all): legacy-save would
+    # print nothing, and is not run.
+    for kernel in ("", None):
+        if kernel is None:
+            names.unlink()
+        else:
+            names.write_text(kernel)
+        assert listing()[0] == ["iptables-nft-save"]
+    names.write_text("filter\n")
     assert [t.backend for t in state.iptables] == ["nf_tables"]
     # A copy, not a link: run as well, as before (and its output printed once).
     (bin_dir / "iptables-save").unlink()

@@ -83,6 +83,13 @@ for _fw_cmd in iptables-legacy-save iptables-nft-save iptables-save; do
     # (A `test` without -ef says no, and it runs as any other.)
     if [ "$_fw_p" -ef "$_fw_ran1" ] || [ "$_fw_p" -ef "$_fw_ran2" ]; then continue; fi
     _fw_ran2=$_fw_ran1; _fw_ran1=$_fw_p
+    # iptables-legacy-save prints the tables the kernel names in ip_tables_names: none
+    # named (or no legacy iptables at all), it would print nothing, so it is not run
+    # (and, a listing, never has the kernel load a module).
+    if [ "$_fw_cmd" = iptables-legacy-save ]; then
+        _fw_t=; { read -r _fw_t < /proc/net/ip_tables_names; } 2>/dev/null
+        [ -n "$_fw_t" ] || continue
+    fi
     _fw_run @iptables_bytes@ "$_fw_cmd"
     case $_fw_rc in
     0)
