@@ -410,3 +410,31 @@ def test_a_directory_and_its_entries_cost_one_stat(parent: Path, tmp_path: Path)
     result = sh(f"PATH={stub}:$PATH\n" + GUARD + f"if cs_dir '{d}' check f; then echo ok; fi")
     assert result.stdout == "ok\n", result.stderr
     assert log.read_text().count("x") == 1
+
+
+@root_only
+def test_neither_directory_there_costs_one_stat_for_both_parents(tmp_path: Path) -> None:
+    """A plan of a host cargoship has not changed yet: the lock and state directories are
+    absent, and their parents (all a check reads then) cost one `stat` together. An unsafe
+    parent is still named, whichever of the two it is."""
+    run_dir, lib_dir = tmp_path / "run", tmp_path / "lib"
+    run_dir.mkdir(mode=0o755)
+    lib_dir.mkdir(mode=0o755)
+    log = tmp_path / "stats"
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    real = shutil.which("stat")
+    (stub / "stat").write_text(f'#!/bin/sh\necho x >> {log}\nexec {real} "$@"\n')
+    (stub / "stat").chmod(0o755)
+    script = (f"PATH={stub}:$PATH\nLOCK_DIR='{run_dir}/cargoship'\n"
+              f"STATE_DIR='{lib_dir}/cargoship'\n" + GUARD +
+              'if cs_guard check; then echo ok; else echo "refused: $why"; fi')
+    assert sh(script).stdout == "ok\n"
+    assert log.read_text().count("x") == 1
+    lib_dir.chmod(0o777)
+    assert sh(script).stdout == (f"refused: {lib_dir} is mode 0777 (writable by others): "
+                                 f"refusing to use {lib_dir}/cargoship\n")
+    lib_dir.chmod(0o755)
+    run_dir.chmod(0o775)
+    assert sh(script).stdout == (f"refused: {run_dir} is mode 0775 (writable by others): "
+                                 f"refusing to use {run_dir}/cargoship\n")

@@ -3,9 +3,10 @@
 # LOCK_DIR and STATE_DIR.
 # shellcheck disable=SC2154  # OWNER_UID, LOCK_DIR, STATE_DIR: the generated block's
 
-# `cs_dir DIR check|fix|tighten f|fd`: returns 1 with a one-line reason in $why when DIR,
-# its parent or an entry of DIR is a link, is owned by anyone but OWNER_UID or is writable
-# by anyone but it; entries must be regular files (f) or files and directories (fd).
+# `cs_dir DIR check|fix|tighten f|fd [UID_MODE]`: returns 1 with a one-line reason in $why
+# when DIR, its parent or an entry of DIR is a link, is owned by anyone but OWNER_UID or is
+# writable by anyone but it; entries must be regular files (f) or files and directories
+# (fd). UID_MODE: what one stat said of the parent (cs_guard's), used where DIR is absent.
 # `fix` (the executor) creates DIR 0700 when absent and takes group and world access away
 # from DIR (and, for f, from its files); `tighten` does the same to a DIR that exists,
 # creating none; `check` (a plan) changes nothing. Octal in $(( )) is POSIX; stat -c is
@@ -38,7 +39,7 @@ cs_next() {
   esac
 }
 cs_dir() {
-  why=; cs_D=$1; cs_A=$2; cs_T=$3
+  why=; cs_D=$1; cs_A=$2; cs_T=$3; cs_U=${4:-}  # UID_MODE: what a stat said of the parent
   if [ "$cs_A" = fix ] && cs_gone "$cs_D"; then  # made only under a parent root's alone
     if ! cs_own "${cs_D%/*}" d; then why="$why: refusing to use $cs_D"; return 1; fi
     if ! ( umask 077; mkdir -- "$cs_D" 2>/dev/null ) && cs_gone "$cs_D"; then
@@ -57,6 +58,7 @@ cs_dir() {
     cs_pre=$(stat -c '%u %a' -- "${cs_D%/*}" "$cs_D" "$@" 2>/dev/null) || cs_pre=
   fi
   cs_next
+  [ -n "$cs_l" ] || cs_l=$cs_U
   if ! cs_own "${cs_D%/*}" d "$cs_l"; then why="$why: refusing to use $cs_D"; return 1; fi
   [ -e "$cs_D" ] || [ -L "$cs_D" ] || return 0
   cs_next
@@ -87,7 +89,16 @@ cs_dir() {
 # kept there (a marker, a record): a lock taken by an apply that is then refused leaves
 # nothing behind.
 cs_guard() {
-  if ! cs_dir "$LOCK_DIR" check f || ! cs_dir "$STATE_DIR" check fd; then return 1; fi
+  # Neither directory there yet (a host cargoship has not changed): their parents, all a
+  # check then reads, in one stat. Used only where cs_dir finds its directory absent.
+  cs_up1=; cs_up2=
+  if cs_gone "$LOCK_DIR" && cs_gone "$STATE_DIR"; then
+    cs_up=$(stat -c '%u %a' -- "${LOCK_DIR%/*}" "${STATE_DIR%/*}" 2>/dev/null) || cs_up=
+    case $cs_up in *"$cs_nl"*) cs_up1=${cs_up%%"$cs_nl"*}; cs_up2=${cs_up#*"$cs_nl"};; esac
+  fi
+  if ! cs_dir "$LOCK_DIR" check f "$cs_up1" || ! cs_dir "$STATE_DIR" check fd "$cs_up2"; then
+    return 1
+  fi
   [ "$1" = fix ] || return 0
   if ! cs_dir "$LOCK_DIR" fix f || ! cs_dir "$STATE_DIR" tighten fd; then return 1; fi
 }
