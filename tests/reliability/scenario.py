@@ -78,7 +78,14 @@ def wait_for_line(stream: IO[str], needle: str, seen: list[str], timeout: float 
 
 def finish(run: subprocess.Popen[str], seen: list[str], timeout: float = 120
            ) -> tuple[int, str, str]:
-    out, err = run.communicate(timeout=timeout)
+    try:
+        out, err = run.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # A command that hangs: what it said up to then is what finds the cause.
+        run.kill()
+        out, err = run.communicate()
+        raise AssertionError(f"still running after {timeout} s; it printed:\n"
+                             f"{''.join(seen)}{out}\nstderr:\n{err}") from None
     out = "".join(seen) + out
     assert "Traceback" not in out + err, out + err
     return run.returncode, out, err
