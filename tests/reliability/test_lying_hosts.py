@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,16 @@ def good_plan(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def plan_while(lab: Lab, lie: tuple[str, str]) -> subprocess.CompletedProcess[str]:
+    """`cargoship plan --verbose` while wrk-1 lies (`lie`: its setup and undo)."""
+    setup, undo = lie
+    lab.exec("wrk-1", setup)
+    try:
+        return cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
+    finally:
+        lab.exec("wrk-1", undo)
+
+
 def problems(stdout: str) -> list[str]:
     return [line.strip() for line in stdout.splitlines() if line.startswith("  x ")]
 
@@ -167,12 +178,7 @@ def test_an_id_that_lies_is_not_asked(lab: Lab, tally) -> None:  # type: ignore[
     tally.case()
     wrk = lab.host("wrk-1")
     for lie in ("root?", "1000"):
-        setup, undo = fake("id", lie)
-        lab.exec("wrk-1", setup)
-        try:
-            result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
-        finally:
-            lab.exec("wrk-1", undo)
+        result = plan_while(lab, fake("id", lie))
         assert result.returncode == 0, result.stdout + result.stderr
         assert f"wrk-1 ({wrk.address})  root, arch amd64" in result.stdout, result.stdout
 
@@ -180,13 +186,9 @@ def test_an_id_that_lies_is_not_asked(lab: Lab, tally) -> None:  # type: ignore[
 @pytest.mark.reliability("lying hosts")
 def test_escape_sequences_in_os_release_are_shown_not_obeyed(lab: Lab, tally) -> None:  # type: ignore[no-untyped-def]
     tally.case()
-    setup, undo = replace_file("/etc/os-release", "printf 'ID=ubuntu\\nPRETTY_NAME=\"\\033]0;"
-                               "owned\\007\\033[2J\\342\\200\\256Ubuntu\"\\n' > /etc/os-release")
-    lab.exec("wrk-1", setup)
-    try:
-        result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
-    finally:
-        lab.exec("wrk-1", undo)
+    result = plan_while(lab, replace_file(
+        "/etc/os-release", "printf 'ID=ubuntu\\nPRETTY_NAME=\"\\033]0;owned\\007\\033[2J"
+        "\\342\\200\\256Ubuntu\"\\n' > /etc/os-release"))
     assert result.returncode == 0, result.stdout + result.stderr
     for raw in ("\x1b", "\x07", "\u202e"):
         assert raw not in result.stdout + result.stderr

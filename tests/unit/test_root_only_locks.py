@@ -57,6 +57,18 @@ def stat(path: Path) -> str:
     return f"{path.stat().st_mode & 0o7777:o} {path.stat().st_uid}"
 
 
+def counted_stat(tmp_path: Path) -> tuple[Path, Path]:
+    """A directory to put first on PATH whose `stat` is the real one, and the file it
+    adds a line to at each start."""
+    log = tmp_path / "stats"
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    real = shutil.which("stat")
+    (stub / "stat").write_text(f'#!/bin/sh\necho x >> {log}\nexec {real} "$@"\n')
+    (stub / "stat").chmod(0o755)
+    return stub, log
+
+
 @pytest.fixture
 def parent(tmp_path: Path) -> Path:
     """A parent as /run is: its owner's alone."""
@@ -401,12 +413,7 @@ def test_a_directory_and_its_entries_cost_one_stat(parent: Path, tmp_path: Path)
     d.mkdir(mode=0o700)
     for i in range(20):
         (d / f"f{i}").write_text("x")
-    log = tmp_path / "stats"
-    stub = tmp_path / "bin"
-    stub.mkdir()
-    real = shutil.which("stat")
-    (stub / "stat").write_text(f'#!/bin/sh\necho x >> {log}\nexec {real} "$@"\n')
-    (stub / "stat").chmod(0o755)
+    stub, log = counted_stat(tmp_path)
     result = sh(f"PATH={stub}:$PATH\n" + GUARD + f"if cs_dir '{d}' check f; then echo ok; fi")
     assert result.stdout == "ok\n", result.stderr
     assert log.read_text().count("x") == 1
@@ -420,12 +427,7 @@ def test_neither_directory_there_costs_one_stat_for_both_parents(tmp_path: Path)
     run_dir, lib_dir = tmp_path / "run", tmp_path / "lib"
     run_dir.mkdir(mode=0o755)
     lib_dir.mkdir(mode=0o755)
-    log = tmp_path / "stats"
-    stub = tmp_path / "bin"
-    stub.mkdir()
-    real = shutil.which("stat")
-    (stub / "stat").write_text(f'#!/bin/sh\necho x >> {log}\nexec {real} "$@"\n')
-    (stub / "stat").chmod(0o755)
+    stub, log = counted_stat(tmp_path)
     script = (f"PATH={stub}:$PATH\nLOCK_DIR='{run_dir}/cargoship'\n"
               f"STATE_DIR='{lib_dir}/cargoship'\n" + GUARD +
               'if cs_guard check; then echo ok; else echo "refused: $why"; fi')
