@@ -24,6 +24,16 @@ cs_emit() {
   fi
   echo "$1 $cs_s $cs_b $2"
 }
+# `cs_last FILE PATTERN`: FILE's last line that matches PATTERN after any indent, whole, in
+# cs_v (empty if none), read by the shell itself: a `grep | tail` or `sed | tail` was two
+# programs on every plan.
+cs_last() {
+  cs_v=
+  while IFS= read -r cs_l || [ -n "$cs_l" ]; do
+    # shellcheck disable=SC2254  # the pattern is the caller's, matched as a pattern
+    case ${cs_l#"${cs_l%%[![:space:]]*}"} in $2) cs_v=$cs_l;; esac
+  done 2>/dev/null < "$1"
+}
 cs_unquote() {
   cs_u=$1
   case $cs_u in
@@ -35,11 +45,8 @@ cs_env_config=
 for cs_f in $ENV_FILES; do
   [ -f "$cs_f" ] || continue
   cs_emit env "$cs_f"
-  cs_v=  # the last assignment, after any indent (the shell reads it: no sed, no tail)
-  while IFS= read -r cs_l || [ -n "$cs_l" ]; do
-    case ${cs_l#"${cs_l%%[![:space:]]*}"} in "${PROGRAM}_CONFIG_FILE="*) cs_v=${cs_l#*=};; esac
-  done 2>/dev/null < "$cs_f"
-  cs_unquote "$cs_v"
+  cs_last "$cs_f" "${PROGRAM}_CONFIG_FILE=*"
+  cs_unquote "${cs_v#*=}"
   [ -n "$cs_u" ] && cs_env_config=$cs_u
 done
 # The unit's command line: systemd's ExecStart (as systemd parsed it, continuation lines
@@ -56,11 +63,8 @@ if [ -d "$SYSTEMD_RUNNING" ] && command -v systemctl >/dev/null 2>&1 &&
 else
   for cs_d in /etc/service /var/service /service; do
     if [ -f "$cs_d/$SERVICE/run" ]; then
-      # The last line that is `exec` and a blank after any indent, read by the shell
-      # itself (grep | tail was two programs on every plan of a runit host).
-      while IFS= read -r cs_l || [ -n "$cs_l" ]; do
-        case ${cs_l#"${cs_l%%[![:space:]]*}"} in exec[[:space:]]*) cs_exec=$cs_l;; esac
-      done < "$cs_d/$SERVICE/run"
+      cs_last "$cs_d/$SERVICE/run" 'exec[[:space:]]*'
+      cs_exec=$cs_v
       cs_src="$cs_d/$SERVICE/run"
       break
     fi
