@@ -30,6 +30,18 @@ MAX_LINE = 4096
 _MAX_DIGITS = 18
 
 
+_SHELL_QUOTING = frozenset("\"'\\")
+
+
+def plain_words(line: str) -> list[str] | None:
+    """A line's words as shlex.split says them, where it holds nothing shlex treats
+    specially (quotes, a backslash, a control or non-ASCII character): split at C speed.
+    None for any other line: shlex's to split (linear, but a character at a time)."""
+    if line.isascii() and line.isprintable() and _SHELL_QUOTING.isdisjoint(line):
+        return line.split()
+    return None
+
+
 def size_of(text: str) -> int:
     """At least the bytes the host sent: the reader decodes with errors="replace", one
     character per invalid byte, so counting UTF-8 bytes never undercounts."""

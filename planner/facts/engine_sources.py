@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from .bounds import plain_words
+
 # String-slice flags (every value kept); the rest are single-valued (the last one wins).
 SLICE_FLAGS = frozenset({
     "kube-apiserver-arg", "kube-controller-manager-arg", "kube-scheduler-arg", "kubelet-arg",
@@ -64,14 +66,10 @@ def parse_env_file(path: str, text: str) -> dict[str, tuple[str, str]]:
     return found
 
 
-_SHELL_QUOTES = frozenset("\"'\\")
-
-
 def command_flags(line: str) -> list[str]:
     """The flags after the subcommand (`server`, `agent`) on the unit's command line."""
-    if line.isascii() and line.isprintable() and _SHELL_QUOTES.isdisjoint(line):
-        words = line.split()  # shlex's answer for such a line, at C speed
-    else:
+    words = plain_words(line)
+    if words is None:
         try:
             words = shlex.split(line, comments=False)
         except ValueError:

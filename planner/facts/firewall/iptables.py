@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Final
 
-from ..bounds import decimal
+from ..bounds import decimal, plain_words
 from .chains import Action, Chain, OpaqueAction, Rule, Table, Verdict
 from .conditions import Condition, CtState, Dport, Iface, Opaque, Proto
 from .model import PROTOCOL_NUMBERS, FirewallParseError, port_spec
@@ -82,9 +82,6 @@ def _ipt_action(target: str, chains: Iterable[str], goto: bool) -> Action:
     return OpaqueAction(target)  # QUEUE, NFQUEUE, extension targets: cannot tell
 
 
-# What iptables-save quotes (comments, some match arguments) needs shlex; the rest of a
-# line is plain words, split at C speed. shlex is linear too, only slower.
-_SHELL_SPECIAL: Final = frozenset("\"'\\")
 # No rule iptables-save prints comes near this: the kernel keeps a rule in under 64 KiB
 # (xt_entry's u16 offsets) and its longest printed parts (a comment: 256 bytes, bpf: 64
 # instructions) are short. A longer line is refused before shlex, which is linear but
@@ -96,8 +93,9 @@ def _ipt_tokens(line: str) -> list[str]:
     if len(line) > MAX_RULE_LINE:
         raise FirewallParseError(f"iptables-save: a rule line of {len(line)} characters "
                                  f"(more than {MAX_RULE_LINE}): {line!r:.80}")
-    if line.isascii() and line.isprintable() and _SHELL_SPECIAL.isdisjoint(line):
-        return line.split()
+    words = plain_words(line)  # what iptables-save quotes (comments) needs shlex
+    if words is not None:
+        return words
     try:
         return shlex.split(line)
     except ValueError as exc:
