@@ -10,6 +10,7 @@ and its handler, which gets the parsed arguments and returns the exit code.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import gc
 import json
 import logging
@@ -180,6 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _raise_interrupt)
     lost_interrupts.install()  # one raised inside a weakref callback is sent again
+    # `kill -USR1 <pid>`: every thread's stack on stderr, the command going on. A command
+    # that seems stuck tells where without being stopped (tests/reliability ask it so).
+    try:
+        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+    except (OSError, ValueError):  # stderr is no file (main() called in-process)
+        pass
     try:
         setup_logging(args.verbose, args.log_file)
         return _dispatch(args)

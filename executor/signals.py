@@ -16,6 +16,7 @@ the other two killed apply mid-restart with nothing recorded and every lock left
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from planner.threads import start
 from .errors import SignalInterrupt
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+READER_EXIT = 5.0  # seconds __exit__ waits for the reader to take the last signals
 
 
 def name(signum: int) -> str:
@@ -36,20 +38,32 @@ def name(signum: int) -> str:
 
 @dataclass
 class Interrupts:
+    """The handler only records the signal and writes its number to a pipe; a thread of
+    its own reads the pipe and does the rest (stop, say, escalate). A handler runs on the
+    main thread between any two bytecodes, in the middle of whatever that thread holds:
+    setting an Event or starting a thread there takes locks (the Event's, threading's
+    registry of threads) the interrupted code may hold, and the handler then waits on
+    its own thread for ever. os.write takes none."""
+
     progress: Callable[[str, str], None]
     stop: threading.Event  # set by the first signal once changing
     changing: threading.Event  # set once the rollout may change a host
-    # Called (in a thread of their own: a handler must not take locks the interrupted
-    # code may hold) on a second signal while changing.
+    # Called (each in a thread of its own) on a second signal while changing.
     escalations: list[Callable[[], None]] = field(default_factory=list)
     received: list[int] = field(default_factory=list)
     _previous: dict[int, Any] = field(default_factory=dict)
+    _pipe: tuple[int, int] | None = None
+    _reader: threading.Thread | None = None
 
     @property
     def first(self) -> int | None:
         return self.received[0] if self.received else None
 
     def __enter__(self) -> Interrupts:
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+        os.set_blocking(write_end, False)  # a full pipe drops a signal, never blocks one
+        self._pipe = (read_end, write_end)
+        self._reader = start(self._take, args=(read_end,), name="cargoship-signals")
         for signum in INTERRUPTS:
             try:
                 self._previous[signum] = signal.signal(signum, self._handle)
@@ -61,22 +75,39 @@ class Interrupts:
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous.clear()
+        if self._pipe is not None:
+            read_end, write_end = self._pipe
+            os.close(write_end)  # the reader takes what is left, then sees the end
+            if self._reader is not None:
+                self._reader.join(READER_EXIT)
+            if self._reader is None or not self._reader.is_alive():
+                os.close(read_end)  # else left to the process's end: never closed under it
+            self._pipe = self._reader = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)  # a list's append takes no lock
         if not self.changing.is_set():
-            self.received.append(signum)
             raise SignalInterrupt(signum)
-        self.received.append(signum)
+        if self._pipe is None:
+            raise RuntimeError("Interrupts handler called outside its `with` block")
+        try:
+            os.write(self._pipe[1], bytes([signum]))
+        except BlockingIOError:
+            pass  # 64 KiB of signals not yet taken: this one adds nothing
+
+    def _take(self, read_end: int) -> None:
+        while chunk := os.read(read_end, 64):
+            for signum in chunk:
+                self._react(signum)
+
+    def _react(self, signum: int) -> None:
         if not self.stop.is_set():
             self.stop.set()
-            self._say(f"{name(signum)}: finishing the host(s) in progress, then stopping "
-                      "(again: roll them back now)")
+            self.progress("apply", f"{name(signum)}: finishing the host(s) in progress, "
+                                   "then stopping (again: roll them back now)")
             return
-        self._say(f"{name(signum)} again: rolling the host(s) in progress back now")
+        # The waits are cut first: saying so may wait for a progress line being written.
         for escalate in list(self.escalations):
             start(escalate, name="cargoship-escalate")
-
-    def _say(self, what: str) -> None:
-        # From a thread of its own: the handler runs on the main thread, which may be
-        # inside progress() holding its lock right now (a controller's rollout runs there).
-        start(self.progress, args=("apply", what), name="cargoship-say")
+        self.progress("apply", f"{name(signum)} again: rolling the host(s) in progress back "
+                               "now")

@@ -231,6 +231,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         (U + "test_signals.py", R + "test_fault_term_hup.py"),
         "a CI runner's SIGTERM would end apply mid-restart with nothing recorded", unit=True),
     Mutation(
+        "signals: the handler takes no lock (it only writes to a pipe)",
+        "executor/signals.py", "Interrupts._handle",
+        "os.write(self._pipe[1], bytes([signum]))", "self._react(signum)",
+        (U + "test_signals.py",),
+        "a second SIGTERM landing while apply joined a thread hung it for ever", unit=True),
+    Mutation(
         "no shell injection: every value reaching a remote command is quoted",
         "planner/hosts/batch.py", "quote", "return shlex.quote(value)", "return value",
         (U + "test_quoting.py", R + "test_hostile_values.py"),

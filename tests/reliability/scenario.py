@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -76,14 +77,35 @@ def wait_for_line(stream: IO[str], needle: str, seen: list[str], timeout: float 
     raise AssertionError(f"output ended before {needle!r}: {''.join(seen)}")
 
 
+def _signal_masks(pid: int) -> str:
+    lines = []
+    for status in sorted(Path(f"/proc/{pid}/task").glob("*/status")):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines()
+                          if ":\t" in line)
+        except OSError:
+            continue
+        lines.append(f"thread {status.parent.name}: blocked {fields.get('SigBlk', '?')}, "
+                     f"pending {fields.get('SigPnd', '?')}, state {fields.get('State', '?')}")
+    return "\n" + "\n".join(lines) + "\n"
+
+
 def finish(run: subprocess.Popen[str], seen: list[str], timeout: float = 120
            ) -> tuple[int, str, str]:
     try:
         out, err = run.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        # A command that hangs: what it said up to then is what finds the cause.
+        # A command that hangs: what it said up to then, where each of its threads is
+        # (cli.py dumps them on SIGUSR1) and which signals each blocks find the cause.
+        masks = _signal_masks(run.pid)
+        run.send_signal(signal.SIGUSR1)
+        try:
+            out, err = run.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
         run.kill()
         out, err = run.communicate()
+        err += masks
         raise AssertionError(f"still running after {timeout} s; it printed:\n"
                              f"{''.join(seen)}{out}\nstderr:\n{err}") from None
     out = "".join(seen) + out

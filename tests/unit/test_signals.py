@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -33,16 +35,70 @@ def test_while_changing_the_first_stops_and_the_second_escalates() -> None:
     changing.set()
     interrupts = Interrupts(lambda h, w: said.append(w), threading.Event(), changing,
                             [escalated.set])
-    interrupts._handle(signal.SIGHUP, None)
-    assert interrupts.stop.is_set() and not escalated.is_set()
-    _until(lambda: said)
-    assert said == ["SIGHUP: finishing the host(s) in progress, then stopping (again: roll "
-                    "them back now)"]
-    interrupts._handle(signal.SIGINT, None)
-    _until(escalated.is_set)
-    _until(lambda: len(said) == 2)
+    with interrupts:
+        interrupts._handle(signal.SIGHUP, None)
+        _until(interrupts.stop.is_set)
+        _until(lambda: said)
+        assert not escalated.is_set()
+        assert said == ["SIGHUP: finishing the host(s) in progress, then stopping (again: "
+                        "roll them back now)"]
+        interrupts._handle(signal.SIGINT, None)
+        _until(escalated.is_set)
+        _until(lambda: len(said) == 2)
     assert said[1] == "Ctrl-C again: rolling the host(s) in progress back now"
     assert interrupts.first == signal.SIGHUP  # the exit code says the first one
+
+
+def test_signals_not_yet_taken_are_taken_before_the_block_ends() -> None:
+    said: list[str] = []
+    changing = threading.Event()
+    changing.set()
+    interrupts = Interrupts(lambda h, w: said.append(w), threading.Event(), changing)
+    with interrupts:
+        interrupts._handle(signal.SIGTERM, None)
+    assert interrupts.stop.is_set() and said, said
+
+
+def _returns_while_held(locks: list[Any], call: Callable[[], None]) -> bool:
+    """Whether `call` returns (on a thread of its own) while this thread holds `locks`,
+    as the main thread does when a signal's handler runs in the middle of its code."""
+    go, returned = threading.Event(), threading.Event()
+
+    def run() -> None:
+        go.wait()
+        call()
+        returned.set()
+
+    threading.Thread(target=run, daemon=True).start()  # before: starting one takes them
+    for lock in locks:
+        lock.acquire()
+    try:
+        go.set()
+        return returned.wait(5)
+    finally:
+        for lock in reversed(locks):
+            lock.release()
+
+
+def test_the_handler_takes_no_lock_the_interrupted_code_may_hold() -> None:
+    """Setting an Event takes its lock; starting a thread waits for the new thread, which
+    takes threading's own locks (`_shutdown_locks_lock` is held by any thread inside a
+    join). A handler that did either hung for ever when the signal landed there: apply
+    then sat out a second SIGTERM in CI."""
+    said: list[str] = []
+    escalated = threading.Event()
+    changing = threading.Event()
+    changing.set()
+    interrupts = Interrupts(lambda h, w: said.append(w), threading.Event(), changing,
+                            [escalated.set])
+    held = [interrupts.stop._cond, threading._shutdown_locks_lock,  # type: ignore[attr-defined]
+            threading._active_limbo_lock]  # type: ignore[attr-defined]
+    with interrupts:
+        assert _returns_while_held(held, lambda: interrupts._handle(signal.SIGTERM, None))
+        _until(interrupts.stop.is_set)
+        assert _returns_while_held(held, lambda: interrupts._handle(signal.SIGTERM, None))
+        _until(escalated.is_set)  # once the locks are free
+        _until(lambda: len(said) == 2)
 
 
 def test_the_handler_never_blocks_on_a_progress_lock_the_main_thread_holds() -> None:
@@ -55,9 +111,10 @@ def test_the_handler_never_blocks_on_a_progress_lock_the_main_thread_holds() -> 
             pass
 
     interrupts = Interrupts(progress, threading.Event(), changing)
-    with lock:  # as if the signal came in the middle of a progress line
-        interrupts._handle(signal.SIGTERM, None)  # returns: it does not wait for the lock
-    assert interrupts.stop.is_set()
+    with interrupts:
+        with lock:  # as if the signal came in the middle of a progress line
+            interrupts._handle(signal.SIGTERM, None)  # returns: it does not wait for the lock
+            _until(interrupts.stop.is_set)
 
 
 def test_a_signal_wrapped_by_an_import_still_ends_the_command_as_that_signal(
