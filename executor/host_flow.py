@@ -210,7 +210,7 @@ class HostFlow:
                        lambda what: self._note(job.label, what),
                        abort=threading.Event() if rollback else self.abort,
                        waits=self.waits, mirror=job.mirror,
-                       apiserver_manifest=job.apiserver_manifest)
+                       apiserver_manifest=job.apiserver_manifest, undoing=rollback)
 
     def _uncordon_back(self, job: HostJob) -> bool:
         """Uncordon a host that came back; API errors are retried, never a rollback."""

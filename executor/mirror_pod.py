@@ -100,16 +100,21 @@ def fresh(view: MirrorView | str, manifest: str, before_manifest: str,
 
 
 def crash_restarts(view: MirrorView | str, before: MirrorView | str | None,
-                   manifest: str = "") -> int | None:
+                   manifest: str = "", undone: str = "") -> int | None:
     """The container's restarts on its own since the engine's start, beyond the one a
     start may cause (None when it cannot be told): a new pod counts from 0, the same pod
     from its count before the stop (not read then: it cannot be told). A pod of another
     manifest than the one this start wrote (`manifest`, when known) is an older one the
     kubelet has not replaced yet: its crashes are its own config's (a rollback's start
-    meets the crash-looping pod of the config it is undoing), not this start's."""
+    meets the crash-looping pod of the config it is undoing), not this start's.
+
+    `undone`, for a rollback: the manifest on the host when it began, the config being
+    undone. Until the start rewrites the manifest the host still shows that one, and the
+    kubelet (new, its back-off forgotten) restarts that pod meanwhile: the manifest read
+    then is not this start's, and neither are those restarts."""
     if isinstance(view, str) or not isinstance(before, MirrorView):
         return None
-    if manifest and view.config_hash != manifest:
+    if (manifest and view.config_hash != manifest) or (undone and view.config_hash == undone):
         return None
     if before.config_hash == view.config_hash:
         return view.restarts - before.restarts - 1

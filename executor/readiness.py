@@ -271,6 +271,9 @@ class Waiter:
     mirror: Callable[[], MirrorView | str] | None = None
     mirror_before: MirrorView | str | None = None
     before: EngineState | None = None  # just before the engine was stopped
+    # A rollback: the API server pod of the manifest on the host when it began is the
+    # config being undone (mirror_pod.crash_restarts' `undone`).
+    undoing: bool = False
     stopped_at: int | None = None  # the host's clock (whole seconds) once it was down
     _state: EngineState | None = None
     _node: tuple[bool, datetime.datetime | None] | str = "nothing seen yet"
@@ -340,7 +343,8 @@ class Waiter:
             return
         self._mirror_read_at = now
         self._mirror = self.mirror()
-        restarts = crash_restarts(self._mirror, self.mirror_before, manifest)
+        undone = self.before.apiserver_manifest if self.undoing and self.before else ""
+        restarts = crash_restarts(self._mirror, self.mirror_before, manifest, undone)
         if restarts is not None and restarts >= CRASH_RESTARTS:
             raise CrashLoopError(
                 f"kube-apiserver is crash-looping (its mirror pod counts {restarts} "

@@ -46,6 +46,7 @@ class Restart(RestartFollower):
     mirror: Callable[[], MirrorView | str] | None = None
     # ... and its static pod manifest, under the engine's data-dir.
     apiserver_manifest: str = APISERVER_MANIFEST
+    undoing: bool = False  # a rollback (readiness.Waiter's `undoing`)
     _ahead: tuple[list[Step], queue.Queue[Message], RemoteSwap] | None = \
         field(default=None, init=False)
     _dropped: RemoteSwap | None = field(default=None, init=False)  # cancelled, not yet ended
@@ -130,7 +131,7 @@ class Restart(RestartFollower):
         _, messages, swap = self._ahead
         self._ahead = None
         waiter = Waiter(self.writer, self.init, self.service, self.node, self.controller,
-                        self.readyz, self.mirror)
+                        self.readyz, self.mirror, undoing=self.undoing)
         if self.mirror is not None:  # what the API server's pod was before the stop
             waiter.mirror_before = self.mirror()
         watch: list[Any] = []

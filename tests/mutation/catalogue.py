@@ -157,12 +157,20 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "rke2: an older manifest's crash-looping pod is not the new start's crash loop",
         "executor/mirror_pod.py", "crash_restarts",
-        "    if manifest and view.config_hash != manifest:",
-        "    if False:",
+        "if (manifest and view.config_hash != manifest) or",
+        "if False or",
         (U + "test_mirror_pod.py::test_a_crash_looping_pod_of_an_older_manifest_is_not_this_"
              "starts_crash_loop",),
         "a rollback that restored a good config would fail as crash-looping on the pod of "
         "the config it undoes, while the kubelet had not replaced it yet", unit=True),
+    Mutation(
+        "rke2: a rollback counts no restart of the pod of the config it undoes",
+        "executor/mirror_pod.py", "crash_restarts",
+        "or (undone and view.config_hash == undone):", "or False:",
+        (U + "test_mirror_pod.py",),
+        "a rollback whose start had not rewritten the manifest yet would fail as "
+        "crash-looping on the undone config's pod (ROLLBACK FAILED, node left cordoned)",
+        unit=True),
     Mutation(
         "rollback restores and restarts: the engine reads the old files again",
         "executor/host_flow.py", "HostFlow._roll_back",

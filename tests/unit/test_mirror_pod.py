@@ -78,11 +78,24 @@ def test_a_crash_looping_pod_of_an_older_manifest_is_not_this_starts_crash_loop(
     assert crash_restarts(view(NEW, None, 3), view(OLD, T0, 0), OLD) is None
 
 
-def waiter(reads: list[Any], before: MirrorView | str) -> Waiter:
+def test_a_rollback_counts_no_restart_of_the_pod_it_undoes() -> None:
+    # The rollback's start has not rewritten the manifest yet: the host still shows NEW
+    # (the config being undone), and the kubelet restarted NEW's pod since the last read
+    # before the stop. Counted against the manifest read, that was "ROLLBACK FAILED: ...
+    # its mirror pod counts 3 restart(s)" in CI.
+    assert crash_restarts(view(NEW, None, 6), view(NEW, T0, 2), NEW) == 3  # a forward start
+    assert crash_restarts(view(NEW, None, 6), view(NEW, T0, 2), NEW, undone=NEW) is None
+    # The restored config's own pod still counts.
+    assert crash_restarts(view(OLD, None, 2), view(NEW, T0, 2), OLD, undone=NEW) == 2
+
+
+def waiter(reads: list[Any], before: MirrorView | str, manifest: str = OLD,
+           undoing: bool = False) -> Waiter:
     answers: Iterator[Any] = iter(reads)
     w = Waiter(Host([]), "runit", "rke2-server", "ctl-1", True,  # type: ignore[arg-type]
-               lambda: (True, "/readyz ok"), lambda: next(answers))
-    w.probed("before", parse_probe(BEFORE + f"\napiserver-logs 1\napiserver-manifest {OLD}"))
+               lambda: (True, "/readyz ok"), lambda: next(answers), undoing=undoing)
+    w.probed("before", parse_probe(BEFORE + f"\napiserver-logs 1\napiserver-manifest "
+                                            f"{manifest}"))
     w.mirror_before = before
     w.stopped_at = STOP
     return w
@@ -113,3 +126,14 @@ def test_no_manifest_no_mirror_pod_asked() -> None:  # k3s, or an rke2 without t
     w.probed("state", parse_probe(RUN.format(20)))
     w.node_seen(node("True", later(2)))
     assert w.waiting_for() == ""  # the empty reader was never asked
+
+
+def test_a_rollbacks_waiter_waits_out_the_undone_pod_and_still_sees_its_own_loop() -> None:
+    undone = view(NEW, None, 2)
+    w = waiter([view(NEW, None, 6), view(OLD, None, 2)], undone, manifest=NEW, undoing=True)
+    w.probed("state", parse_probe(RUN.format(20) + f"\napiserver-manifest {NEW}"))
+    assert w.waiting_for().startswith("node: ")  # NEW's 3 restarts since: not the rollback's
+    w._mirror_read_at = float("-inf")
+    w.probed("state", parse_probe(RUN.format(20) + f"\napiserver-manifest {OLD}"))
+    with pytest.raises(CrashLoopError, match=r"its mirror pod counts 2 restart\(s\)"):
+        w.waiting_for()
