@@ -52,14 +52,22 @@ def manifest_uid(args: list[str], files: list[str], path: Path, extra: str = "")
 
 
 def write_manifest(path: Path, node: str, uid: str) -> None:
-    """The manifest as YAML (what rke2 writes): only what the lab's readers need."""
+    """The manifest as YAML (what rke2 writes): only what the lab's readers need. Left as
+    it is when unchanged, as rke2's writeFile does (pkg/executor/staticpod/staticpod.go:
+    equal bytes are not written again), so its mtime says nothing about this start."""
+    text = ("apiVersion: v1\nkind: Pod\nmetadata:\n  labels:\n"
+            "    component: kube-apiserver\n    tier: control-plane\n"
+            f"  name: kube-apiserver\n  namespace: kube-system\n  uid: {uid}\n"
+            "spec:\n  containers:\n  - name: kube-apiserver\n"
+            f"  nodeName: {node}\n")
+    try:
+        if path.read_text() == text:
+            return
+    except OSError:
+        pass
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  labels:\n"
-                   "    component: kube-apiserver\n    tier: control-plane\n"
-                   f"  name: kube-apiserver\n  namespace: kube-system\n  uid: {uid}\n"
-                   "spec:\n  containers:\n  - name: kube-apiserver\n"
-                   f"  nodeName: {node}\n")
+    tmp.write_text(text)
     os.replace(tmp, path)
 
 
