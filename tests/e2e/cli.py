@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -85,11 +86,28 @@ class Zygote:
             try:
                 status = json.loads(conn.recv(4096))["status"]
             except TimeoutError:
+                _ask_for_stacks(pid, err)
                 os.kill(pid, signal.SIGKILL)
                 conn.settimeout(None)
                 conn.recv(4096)
                 raise subprocess.TimeoutExpired(argv, timeout, _text(out), _text(err)) from None
             return subprocess.CompletedProcess(argv, status, _text(out), _text(err))
+
+
+def _ask_for_stacks(pid: int, err: Any, within: float = 3.0) -> None:
+    """A hung command's threads' stacks on its stderr (cli.py dumps them on SIGUSR1), the
+    dump read once the file has stopped growing or after `within` seconds."""
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except ProcessLookupError:
+        return
+    deadline, size = time.monotonic() + within, -1
+    while time.monotonic() < deadline:
+        now = os.fstat(err.fileno()).st_size
+        if now == size and now > 0:
+            return
+        size = now
+        time.sleep(0.2)  # a poll of the file with a deadline, not a wait for an event
 
 
 def _python_env(env: Mapping[str, str]) -> dict[str, str]:

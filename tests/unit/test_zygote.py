@@ -47,11 +47,14 @@ def test_a_command_out_of_time_is_killed(tmp_path: Path) -> None:
     config.write_text(CLUSTER.format(port=listener.port, key=tmp_path / "key"))
     (tmp_path / "key").write_text("")
     try:
-        with pytest.raises(subprocess.TimeoutExpired):
+        with pytest.raises(subprocess.TimeoutExpired) as caught:
             result = ZYGOTE.run(["cargoship", "plan", "-c", str(config)], {**os.environ},
                                 timeout=1)
             pytest.fail(f"ended in time: {result}")
         listener.wait_accepted(1)
+        # Where it hung, asked of it before the kill (SIGUSR1: every thread's stack).
+        stacks = str(caught.value.stderr)
+        assert "most recent call first" in stacks and "cargoship" in stacks, stacks
     finally:
         listener.close()
 
