@@ -1,7 +1,8 @@
 """The lab's etcd members behave as a real rke2/k3s cluster's do (issue 27): one cluster of
 real etcd members over the lab network, TLS with client certificates at the engines'
-paths; each API server's readiness and writes need its own member's quorum; k3s's member
-ends with its engine, rke2's outlives it and is recreated only when its manifest changed."""
+paths; each API server's readiness, writes and reads of the most recent state need its
+own member's quorum; k3s's member ends with its engine, rke2's outlives it and is
+recreated only when its manifest changed."""
 
 from __future__ import annotations
 
@@ -55,6 +56,16 @@ def label_node(lab: Lab, host: str, value: str) -> int:
         return int(exc.code)
 
 
+def read_node(lab: Lab, host: str, query: str = "") -> int:
+    """A read through `host`'s API server: its status code."""
+    try:
+        with urllib.request.urlopen(lab.apiserver_url(host) + "/api/v1/nodes/ctl-1" + query,
+                                    timeout=10, context=_admin(lab)) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
 def answers(lab: Lab, host: str) -> bool:
     try:
         return "header" in lab.etcd_call(host, "/v3/maintenance/status", {}, timeout=1)
@@ -99,6 +110,10 @@ def test_one_cluster_over_tls_and_an_api_server_without_quorum_is_not_ready(
     code, body = readyz(lab, "ctl-1")
     assert code == 500 and "[-]etcd failed" in body, body
     assert label_node(lab, "ctl-1", "c") >= 500
+    # Reads of the most recent state are quorum reads too (kube-apiserver 1.30); one at
+    # resourceVersion=0 ("any": the watch cache) is still answered.
+    assert read_node(lab, "ctl-1") >= 500
+    assert read_node(lab, "ctl-1", "?resourceVersion=0") == 200
     assert lab.api("GET", "/api/v1/nodes/ctl-1")["metadata"]["labels"]["lab/probe"] == "b"
     assert lab.etcd_call("ctl-1", "/v3/maintenance/status", {}).get("errors") == [
         "etcdserver: no leader"]
@@ -106,7 +121,7 @@ def test_one_cluster_over_tls_and_an_api_server_without_quorum_is_not_ready(
     lab.etcd_member("ctl-3", "resume")
     lab.etcd_member("ctl-2", "start")
     poll(lambda: readyz(lab, "ctl-1")[0] == 200)
-    assert label_node(lab, "ctl-1", "d") == 200
+    assert label_node(lab, "ctl-1", "d") == 200 and read_node(lab, "ctl-1") == 200
 
 
 def test_rke2_member_outlives_its_engine_and_is_recreated_only_for_a_changed_manifest(

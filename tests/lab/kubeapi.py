@@ -380,6 +380,12 @@ class Handler(BaseHTTPRequestHandler):
                                                                  "DELETE"):
                 # Committed through this controller's member first: no quorum, no write.
                 self.server.etcd.put("/registry" + urlsplit(self.path).path, body or b"")
+            elif self.server.etcd is not None and self.command == "GET" and \
+                    query.get("resourceVersion", "") == "":
+                # A read "most recent" (no resourceVersion) is a quorum read of etcd in
+                # kube-apiserver 1.30 (storage/etcd3/store.go Get and GetList without
+                # ConsistentListFromCache, beta only from 1.31): no quorum, no answer.
+                self.server.etcd.read("/registry" + urlsplit(self.path).path)
             code, ctype, data, hostile = self.server.upstream_request(
                 self.command, self.path, body or None, headers)
         except OSError as exc:

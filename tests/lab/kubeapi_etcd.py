@@ -11,8 +11,10 @@ stopped, paused or cut off from a quorum fails /readyz's etcd check and refuses 
 The lab's objects and their semantics (watches, selectors, evictions) stay in the one
 datastore the front ends forward to; what a front end adds with --etcd-servers is the
 quorum: every write is first committed through the controller's own member (the
-request's path and body put under /registry/), and refused when that fails. Reads are
-left alone, as kube-apiserver serves most of them from its watch cache.
+request's path and body put under /registry/), and refused when that fails; every read of
+the most recent state (no resourceVersion: a quorum read in kube-apiserver 1.30) is first
+a linearizable read of that key, and refused when that fails. Reads at a resourceVersion
+(0: "any", served from the watch cache) and watches are left alone.
 
 Speaks etcd's JSON gateway (etcdserver/api/v3rpc via grpc-gateway: /v3/kv/range,
 /v3/kv/put, base64 keys and values) with the client certificate the API server has
@@ -29,9 +31,9 @@ from urllib.parse import urlsplit
 
 # kube-apiserver's --etcd-healthcheck-timeout and --etcd-readycheck-timeout default to 2 s.
 CHECK_TIMEOUT = 2.0
-# Its writes wait longer (the etcd client's request timeout), but a lab client must not
-# hang for long: a write without a quorum fails in this many seconds.
-WRITE_TIMEOUT = 3.0
+# Its requests wait longer (the etcd client's request timeout), but a lab client must not
+# hang for long: a read or write without a quorum fails in this many seconds.
+REQUEST_TIMEOUT = 3.0
 
 
 class EtcdUnavailable(OSError):
@@ -74,9 +76,14 @@ class LocalMember:
             return False, f"etcd: {exc}"
         return True, ""
 
+    def read(self, key: str) -> None:
+        """A linearizable read of `key` (a ReadIndex through the leader): its answer is the
+        datastore's; what it shows is that a quorum answered."""
+        self._call("/v3/kv/range", {"key": _b64(key)}, REQUEST_TIMEOUT)
+
     def put(self, key: str, value: bytes) -> None:
         self._call("/v3/kv/put", {"key": _b64(key), "value": base64.b64encode(value).decode()},
-                   WRITE_TIMEOUT)
+                   REQUEST_TIMEOUT)
 
 
 def _b64(text: str) -> str:
