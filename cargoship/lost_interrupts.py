@@ -45,33 +45,48 @@ def _send_once_out(main: int, code: CodeType, signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
+def _resend(read_end: int, main: int, code: CodeType) -> None:
+    while chunk := os.read(read_end, 64):
+        for signum in chunk:
+            _send_once_out(main, code, signum)
+    os.close(read_end)
+
+
 def install() -> Callable[[], None]:
     """Install the hook (once: a second call, as a test calling main() twice makes, keeps
-    the first); returns what puts the previous one back."""
+    the first); returns what puts the previous one back.
+
+    The thread that sends a signal again is started here, not in the hook: the hook runs
+    on the main thread wherever a callback fired, maybe inside threading's own code with
+    its locks held (a join holds one a new thread needs), and starting a thread there
+    would wait on it for ever. The hook only writes the signal's number to a pipe."""
     previous = sys.unraisablehook
     if getattr(previous, "resends_interrupts", False):
         return lambda: None
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    os.set_blocking(write_end, False)
+    main = threading.main_thread().ident or 0
 
     def hook(unraisable: Any) -> None:
         exc = unraisable.exc_value
         # Only the main thread runs signal handlers: anywhere else it was no signal's.
-        if isinstance(exc, KeyboardInterrupt) and \
+        # Its thread blocks the signal (planner.threads), so it lands on the main thread,
+        # which wakes even from an untimed wait. An exiting interpreter runs no thread.
+        if isinstance(exc, KeyboardInterrupt) and not sys.is_finalizing() and \
                 threading.current_thread() is threading.main_thread():
-            # Its thread blocks the signal (planner.threads), so it lands on the main
-            # thread, which wakes even from an untimed wait.
             try:
-                start(_send_once_out, name="cargoship-resend-interrupt",
-                      args=(threading.get_ident(), hook.__code__,
-                            int(getattr(exc, "signum", signal.SIGINT))))
+                os.write(write_end, bytes([int(getattr(exc, "signum", signal.SIGINT))]))
                 return  # not lost: nothing to print
-            except RuntimeError:  # the interpreter is exiting: no new thread; it ends anyway
+            except OSError:  # restored meanwhile (closed), or 64 KiB not yet taken
                 pass
         previous(unraisable)
 
     hook.resends_interrupts = True  # type: ignore[attr-defined]
+    start(_resend, name="cargoship-resend-interrupt", args=(read_end, main, hook.__code__))
     sys.unraisablehook = hook
 
     def restore() -> None:
         sys.unraisablehook = previous
+        os.close(write_end)  # the thread sends what is left, then ends
 
     return restore

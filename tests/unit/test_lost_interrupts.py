@@ -130,17 +130,34 @@ def test_a_keyboard_interrupt_in_another_threads_callback_sends_nothing(
     assert signals == []
 
 
-def test_at_interpreter_exit_where_no_thread_can_start_it_goes_to_the_previous_hook(
+def test_at_interpreter_exit_it_goes_to_the_previous_hook(
         sigterm_raises: None, unraisable: list[BaseException | None],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_threads(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("can't create new thread at interpreter shutdown")
-
-    monkeypatch.setattr(lost_interrupts, "start", no_threads)
     restore = lost_interrupts.install()
+    # An exiting interpreter runs no other thread: nothing would send it again.
+    monkeypatch.setattr(lost_interrupts.sys, "is_finalizing", lambda: True)
     try:
         ran = _drop_with_a_signal_in_its_callback()
     finally:
         restore()
     assert ran == []
     assert [type(e) for e in unraisable] == [SignalInterrupt]  # printed as Python would, no crash
+
+
+def test_the_hook_starts_no_thread(sigterm_raises: None, monkeypatch: pytest.MonkeyPatch
+                                   ) -> None:
+    """It may run inside threading's own code with its locks held (a weakref callback
+    fires anywhere): a thread started there could wait for ever on those locks."""
+    restore = lost_interrupts.install()
+
+    def no_threads(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the hook started a thread")
+
+    monkeypatch.setattr(lost_interrupts, "start", no_threads)
+    monkeypatch.setattr(threading.Thread, "start", no_threads)
+    try:
+        with pytest.raises(SignalInterrupt):
+            _drop_with_a_signal_in_its_callback()
+            _wait(10)
+    finally:
+        restore()
