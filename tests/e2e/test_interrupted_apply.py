@@ -31,7 +31,7 @@ def test_interrupted_apply_is_recorded_shown_and_finished(lab_factory,
     run = start_apply(plan)
     assert run.stdout is not None
     seen: list[str] = []
-    wait_for_line(run.stdout, "] cordoned", seen)  # wrk-1 is in progress
+    wait_for_line(run, "] cordoned", seen)  # wrk-1 is in progress
     run.send_signal(signal.SIGINT)
     code, out, err = finish(run, seen)
     assert code == 130, out + err
@@ -88,7 +88,7 @@ def test_an_interrupted_apply_that_rolled_a_host_back_is_not_finished(
     run = start_apply(plan)
     assert run.stdout is not None
     seen: list[str] = []
-    wait_for_line(run.stdout, "] cordoned", seen)
+    wait_for_line(run, "] cordoned", seen)
     run.send_signal(signal.SIGINT)
     code, out, err = finish(run, seen)
     assert code == 130, out + err

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import select
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from tests.e2e.cli import cargoship, cargoship_argv, edit_config
 from tests.lab import HostSpec, Lab
@@ -66,15 +68,60 @@ def start_apply(plan: Path, *args: str) -> subprocess.Popen[str]:
                             stdin=subprocess.DEVNULL)
 
 
-def wait_for_line(stream: IO[str], needle: str, seen: list[str], timeout: float = 60) -> None:
-    """Read progress lines until one contains `needle` (cargoship flushes every line)."""
-    deadline = time.monotonic() + timeout
-    for line in stream:
-        seen.append(line)
-        if needle in line:
+def wait_for_line(run: subprocess.Popen[str], needle: str, seen: list[str],
+                  timeout: float = 60, stderr: bool = False) -> None:
+    """Read progress lines (of stdout, or stderr) until one contains `needle` (cargoship
+    flushes every line). A command gone silent does not hold the test up: past `timeout`
+    it is killed, which ends the read, after saying where its threads were."""
+    stream = run.stderr if stderr else run.stdout
+    assert stream is not None
+    stalled: list[str] = []
+    watchdog = threading.Timer(timeout, _stop_stalled, args=(run, stalled, not stderr))
+    watchdog.daemon = True
+    watchdog.start()
+    found = False
+    try:
+        for line in stream:
+            seen.append(line)
+            if needle in line:
+                found = True
+                break
+    finally:
+        watchdog.cancel()
+        watchdog.join()
+    if found and not stalled:  # (the watchdog may have killed it as the line came)
+        return
+    ended = f"silent for {timeout:g} s, killed," if stalled else "output ended"
+    raise AssertionError(f"{ended} before {needle!r}; it printed:\n{''.join(seen)}"
+                         f"{''.join(stalled)}")
+
+
+def _stop_stalled(run: subprocess.Popen[str], stalled: list[str], stacks: bool) -> None:
+    """Each thread's signal mask and (`stacks`: stderr is nobody else's to read) its stack,
+    which cli.py dumps on SIGUSR1; then the kill."""
+    stalled.append(_signal_masks(run.pid))
+    if stacks and run.stderr is not None:
+        try:
+            run.send_signal(signal.SIGUSR1)
+        except ProcessLookupError:
             return
-        assert time.monotonic() < deadline, f"no {needle!r} within {timeout}s: {seen}"
-    raise AssertionError(f"output ended before {needle!r}: {''.join(seen)}")
+        stalled.append(_read_until_quiet(run.stderr.fileno()))
+    run.kill()
+
+
+def _read_until_quiet(fd: int, quiet: float = 0.5, within: float = 5.0) -> str:
+    """What `fd` gives until it has been quiet for `quiet` seconds (or `within` is over)."""
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], quiet)
+        if not ready:
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
 
 
 def _signal_masks(pid: int) -> str:

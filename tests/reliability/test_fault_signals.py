@@ -38,7 +38,7 @@ def test_sigkill_then_a_new_plan_finishes_the_job(lab_factory, tmp_path: Path, t
     run = start_apply(first)
     assert run.stdout is not None
     seen: list[str] = []
-    wait_for_line(run.stdout, point, seen)
+    wait_for_line(run, point, seen)
     run.send_signal(signal.SIGKILL)
     run.wait(timeout=30)
     # The dead run's locks stay live until they go stale (60 s untouched): a plan warns,
@@ -76,7 +76,7 @@ def test_ctrl_c_finishes_the_host_in_progress_and_exits_130(lab_factory, tmp_pat
     run = start_apply(plan)
     assert run.stdout is not None
     seen: list[str] = []
-    wait_for_line(run.stdout, point, seen)
+    wait_for_line(run, point, seen)
     run.send_signal(signal.SIGINT)
     code, out, err = finish(run, seen)
     assert code == 130, out + err

@@ -48,7 +48,7 @@ def test_sigterm_and_sighup_finish_the_host_in_progress_record_and_release(
     run = start_apply(plan)
     assert run.stdout is not None
     seen: list[str] = []
-    wait_for_line(run.stdout, point, seen)
+    wait_for_line(run, point, seen)
     run.send_signal(signum)
     returncode, out, err = finish(run, seen)
     assert returncode == code, out + err
@@ -87,7 +87,7 @@ def test_sigterm_before_any_change_says_nothing_changed_and_exits_143(
     run = start_apply(plan, "--lock-timeout", "60")
     assert run.stderr is not None
     seen: list[str] = []
-    wait_for_line(run.stderr, "waiting for the lock of", seen)
+    wait_for_line(run, "waiting for the lock of", seen, stderr=True)
     run.send_signal(signal.SIGTERM)
     returncode, out, err = finish(run, seen)
     assert returncode == 143, out + err
@@ -117,9 +117,9 @@ def test_a_second_sigterm_during_a_blocked_drain_gives_the_node_back_at_once(
     run = start_apply(plan)
     assert run.stdout is not None
     seen: list[str] = []
-    wait_for_line(run.stdout, "] cordoned node wrk-1", seen)
+    wait_for_line(run, "] cordoned node wrk-1", seen)
     run.send_signal(signal.SIGTERM)
-    wait_for_line(run.stdout, "SIGTERM: finishing", seen)
+    wait_for_line(run, "SIGTERM: finishing", seen)
     run.send_signal(signal.SIGTERM)
     returncode, out, err = finish(run, seen, timeout=60)
     assert returncode == 143, out + err
@@ -141,7 +141,7 @@ def test_a_killed_apply_shows_in_history_as_in_progress_or_killed(
     run = start_apply(plan)
     assert run.stdout is not None
     seen: list[str] = []
-    wait_for_line(run.stdout, "] stopped rke2-agent", seen)
+    wait_for_line(run, "] stopped rke2-agent", seen)
     run.send_signal(signal.SIGKILL)
     run.wait(timeout=30)
     history = cargoship("history", "-c", s.config)
@@ -170,9 +170,9 @@ def test_a_second_sigterm_while_waiting_for_readiness_rolls_back_at_once(
     run = start_apply(plan)
     assert run.stdout is not None
     seen: list[str] = []
-    wait_for_line(run.stdout, "has posted no status since the restart", seen)
+    wait_for_line(run, "has posted no status since the restart", seen)
     run.send_signal(signal.SIGTERM)
-    wait_for_line(run.stdout, "SIGTERM: finishing", seen)
+    wait_for_line(run, "SIGTERM: finishing", seen)
     run.send_signal(signal.SIGTERM)
     returncode, out, err = finish(run, seen, timeout=60)
     assert returncode == 143, out + err

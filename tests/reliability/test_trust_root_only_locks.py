@@ -183,7 +183,7 @@ def test_an_apply_killed_before_go_stops_nothing(lab_factory, tmp_path: Path) ->
     run = start_apply(plan)
     assert run.stdout is not None
     seen: list[str] = []
-    wait_for_line(run.stdout, "] cordoned", seen)
+    wait_for_line(run, "] cordoned", seen)
     run.send_signal(signal.SIGKILL)
     run.wait(timeout=30)
     until("the orphaned script gone", lambda: not scripts_left(s.lab, "wrk-1"))
@@ -204,7 +204,7 @@ def test_an_apply_killed_after_go_stops_nothing(lab_factory, tmp_path: Path) -> 
     assert run.stdout is not None
     seen: list[str] = []
     try:
-        wait_for_line(run.stdout, "] drained node", seen)
+        wait_for_line(run, "] drained node", seen)
         # GO follows the drain at once; let go, the script's keepalive joins its shell,
         # and then it waits for the lock.
         until("the script let go", lambda: len(scripts_left(s.lab, "wrk-1")) >= 2)
