@@ -153,6 +153,32 @@ def test_crash_looping_api_server_is_rolled_back_with_its_log(lab_factory, tmp_p
     assert len(lab.ready_nodes()) == 2
 
 
+def test_a_rollback_waits_out_the_undone_pods_restarts_until_its_manifest_is_written(
+        lab_factory, tmp_path: Path) -> None:
+    """rke2 writes the API server's manifest only once etcd is available (staticpod.go,
+    APIServer), seconds after its kubelet is up, and meanwhile the kubelet restarts the pod
+    of the manifest still there. In a rollback that pod is the config being undone, still
+    crash-looping: its restarts were counted as the rollback's ("ROLLBACK FAILED: ...
+    crash-looping", seen in CI), and a good rollback left the node cordoned."""
+    lab = controllers(lab_factory, count=2, timing=Timing(apiserver_manifest_after=6))
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
+        auditPolicy={"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+                     "rules": [{"level": "Metadata", "namespaces": ["default"],
+                                "nonResourceURLs": ["/healthz*"]}]}))
+    plan_file = tmp_path / "plan.json"
+    plan(lab, plan_file)
+    result = cargoship("apply", plan_file, "--confirm", timeout=300)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "kube-apiserver is crash-looping (its mirror pod counts" in out, out
+    assert "ROLLBACK FAILED" not in out, out
+    assert "previous files restored" in out, out
+    assert "left cordoned" not in out, out
+    node = lab.api("GET", "/api/v1/nodes/ctl-1")
+    assert not node["spec"].get("unschedulable"), node["spec"]
+    assert len(lab.ready_nodes()) == 2
+
+
 def kubectl() -> str:
     found = shutil.which("kubectl")
     assert found, "kubectl is not on PATH (scripts/setup.sh installs kubernetes-client)"

@@ -266,8 +266,8 @@ class Engine:
         # The API server's arguments, as rke2 writes them into the static pod's manifest
         # (and k3s passes them to the server it runs in-process).
         args_file = self.lab_dir / APISERVER_ARGS_FILE
-        args_file.write_text(json.dumps(self.apiserver_args) + "\n")
         if self.distro == "k3s":
+            args_file.write_text(json.dumps(self.apiserver_args) + "\n")
             # In this very process: a bad API server config is the engine's own fatal error.
             import kubeapi
 
@@ -278,6 +278,13 @@ class Engine:
             self.api_server = kubeapi.make_server(kubeapi.parse_args(cluster["apiserver_args"]))
             threading.Thread(target=self.api_server.serve_forever, daemon=True).start()
         else:
+            # rke2 writes the manifest once etcd is available (staticpod.go, APIServer):
+            # until then the kubelet (up already) runs, and restarts, the pod of the
+            # manifest still there, whatever config it is of.
+            self._wait(float(self._timing().get("manifest_after", 0)))
+            # The flags are the manifest's own: a restart of the pod before it still runs
+            # with the old ones.
+            args_file.write_text(json.dumps(self.apiserver_args) + "\n")
             self._write_manifest(cluster)
             if self.apiserver_late is None:
                 # The kubelet (re)creates the static pod from the manifest this start wrote.

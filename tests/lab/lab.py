@@ -413,7 +413,8 @@ class Lab:
                                  "heartbeat": self.timing.kubelet_heartbeat,
                                  # A controller's API server takes the second half of
                                  # the start-up, after its kubelet is up.
-                                 "apiserver_start": self.timing.engine_start / 2}))
+                                 "apiserver_start": self.timing.engine_start / 2,
+                                 "manifest_after": self.timing.apiserver_manifest_after}))
 
     def events(self, host: str) -> list[tuple[float, str]]:
         """The engine's state changes on a host, from /var/log/lab-engine/events.log."""

@@ -42,6 +42,10 @@ class Timing:
     engine_start: float = 0.0  # seconds from an engine's start until it is READY
     kubelet_heartbeat: float = 1.0  # seconds between node status posts
     node_grace: float = 4.0  # seconds without a post before the node reads Unknown
+    # rke2: seconds from the kubelet up to the API server's manifest written. rke2 writes
+    # it only once etcd is available (pkg/executor/staticpod/staticpod.go, APIServer), so
+    # for a while the kubelet runs the pod of the manifest already there.
+    apiserver_manifest_after: float = 0.0
 
     def to_json(self) -> dict[str, float]:
         return asdict(self)
