@@ -71,8 +71,8 @@ def start_apply(plan: Path, *args: str) -> subprocess.Popen[str]:
 def wait_for_line(run: subprocess.Popen[str], needle: str, seen: list[str],
                   timeout: float = 60, stderr: bool = False) -> None:
     """Read progress lines (of stdout, or stderr) until one contains `needle` (cargoship
-    flushes every line). A command gone silent does not hold the test up: past `timeout`
-    it is killed, which ends the read, after saying where its threads were."""
+    flushes every line). A command that has not printed it by `timeout`, even one gone
+    silent, is killed then, which ends the read, after saying where its threads were."""
     stream = run.stderr if stderr else run.stdout
     assert stream is not None
     stalled: list[str] = []
@@ -91,8 +91,8 @@ def wait_for_line(run: subprocess.Popen[str], needle: str, seen: list[str],
         watchdog.join()
     if found and not stalled:  # (the watchdog may have killed it as the line came)
         return
-    ended = f"silent for {timeout:g} s, killed," if stalled else "output ended"
-    raise AssertionError(f"{ended} before {needle!r}; it printed:\n{''.join(seen)}"
+    ended = f"not within {timeout:g} s (then killed):" if stalled else "output ended before"
+    raise AssertionError(f"{ended} {needle!r}; it printed:\n{''.join(seen)}"
                          f"{''.join(stalled)}")
 
 
