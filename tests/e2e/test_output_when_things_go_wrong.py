@@ -13,6 +13,7 @@ from pathlib import Path
 from tests.e2e.cli import cargoship, cargoship_argv, edit_config
 from tests.e2e.test_completion import bash_complete, script
 from tests.e2e.test_machine_interface import conforms
+from tests.e2e.test_rollout_fidelity import refused_audit_policy
 from tests.e2e.test_signing import allowed, key
 from tests.lab import HostSpec, Lab
 
@@ -114,10 +115,7 @@ def test_unreachable_hosts_are_counted_and_never_read_as_no_changes(lab_factory)
 def crash_loop(lab_factory, tmp_path: Path,  # type: ignore[no-untyped-def]
                *options: str) -> tuple[Lab, subprocess.CompletedProcess[str], Path]:
     lab = k3s_lab(lab_factory, workers=1)
-    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
-        auditPolicy={"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
-                     "rules": [{"level": "Metadata", "namespaces": ["default"],
-                                "nonResourceURLs": ["/healthz*"]}]}))
+    refused_audit_policy(lab)
     plan_file = tmp_path / "plan.json"
     assert cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file).returncode == 0
     result = cargoship("apply", plan_file, "--confirm", *options, timeout=300)

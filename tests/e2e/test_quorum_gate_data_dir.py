@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.e2e.cli import cargoship, edit_config
+from tests.e2e.cli import cargoship
 from tests.e2e.test_quorum_gate import CONTROLLERS, change_registries, etcd_lab, poll
-from tests.e2e.test_rollout_fidelity import controllers
+from tests.e2e.test_rollout_fidelity import controllers, refused_audit_policy
 from tests.lab import Lab
 
 MOVED = "/var/lib/rancher/rke2-data"
@@ -71,11 +71,7 @@ def test_an_rke2_api_server_crash_loop_is_seen_where_data_dir_puts_its_manifest(
     assert lab.exec("ctl-1", f"test -f {MOVED}/agent/pod-manifests/kube-apiserver.yaml "
                              "&& ! test -e /var/lib/rancher/rke2/agent", check=False) \
         .returncode == 0
-    # An audit policy cargoship's schema accepts but kube-apiserver refuses at start.
-    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
-        auditPolicy={"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
-                     "rules": [{"level": "Metadata", "namespaces": ["default"],
-                                "nonResourceURLs": ["/healthz*"]}]}))
+    refused_audit_policy(lab)
     plan_file = tmp_path / "plan.json"
     made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
     assert made.returncode == 0, made.stdout + made.stderr

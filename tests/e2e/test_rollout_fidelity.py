@@ -38,6 +38,16 @@ def controllers(lab_factory, count: int = 3, timing: Timing | None = None,  # ty
     return lab
 
 
+def refused_audit_policy(lab: Lab) -> None:
+    """An audit policy cargoship's schema accepts but kube-apiserver refuses at start: a
+    change whose restart crash-loops the API server (the lab's engine_config checks it as
+    kube-apiserver does)."""
+    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
+        auditPolicy={"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+                     "rules": [{"level": "Metadata", "namespaces": ["default"],
+                                "nonResourceURLs": ["/healthz*"]}]}))
+
+
 def new_mirror(data: dict) -> None:  # type: ignore[type-arg]
     data["spec"]["engineConfig"]["registries"]["mirrors"]["docker.io"]["endpoint"] = \
         [NEW_MIRROR]
@@ -121,11 +131,7 @@ def test_crash_looping_api_server_is_rolled_back_with_its_log(lab_factory, tmp_p
     # rke2: the API server's static pod crash-loops while rke2-server waits for it; k3s:
     # the API server is inside k3s, so k3s itself does.
     lab = controllers(lab_factory, count=2, distro=distro)
-    # An audit policy cargoship's schema accepts but kube-apiserver refuses at start.
-    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
-        auditPolicy={"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
-                     "rules": [{"level": "Metadata", "namespaces": ["default"],
-                                "nonResourceURLs": ["/healthz*"]}]}))
+    refused_audit_policy(lab)
     plan_file = tmp_path / "plan.json"
     plan(lab, plan_file)
     lab.record_service_requests("ctl-1")
@@ -161,10 +167,7 @@ def test_a_rollback_waits_out_the_undone_pods_restarts_until_its_manifest_is_wri
     crash-looping: its restarts were counted as the rollback's ("ROLLBACK FAILED: ...
     crash-looping", seen in CI), and a good rollback left the node cordoned."""
     lab = controllers(lab_factory, count=2, timing=Timing(apiserver_manifest_after=6))
-    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
-        auditPolicy={"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
-                     "rules": [{"level": "Metadata", "namespaces": ["default"],
-                                "nonResourceURLs": ["/healthz*"]}]}))
+    refused_audit_policy(lab)
     plan_file = tmp_path / "plan.json"
     plan(lab, plan_file)
     result = cargoship("apply", plan_file, "--confirm", timeout=300)

@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cli import cargoship, cargoship_argv, edit_config
-from tests.e2e.test_rollout_fidelity import controllers, plan, restarted_by_cargoship
+from tests.e2e.test_rollout_fidelity import (
+    controllers,
+    plan,
+    refused_audit_policy,
+    restarted_by_cargoship,
+)
 
 MARKER = "/var/lib/cargoship/in-progress.json"
 AUDIT = "/etc/rancher/rke2/cargoship-audit-policy.yaml"
@@ -26,11 +31,7 @@ def test_a_run_killed_while_rolling_back_is_restored_not_restarted(  # type: ign
         lab_factory, tmp_path: Path, tally) -> None:
     tally.case()
     lab = controllers(lab_factory, count=2)
-    # An audit policy the schema accepts and kube-apiserver refuses: a failed change.
-    edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["engineConfig"].update(
-        auditPolicy={"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
-                     "rules": [{"level": "Metadata", "namespaces": ["default"],
-                                "nonResourceURLs": ["/healthz*"]}]}))
+    refused_audit_policy(lab)
     bad = tmp_path / "bad.json"
     plan(lab, bad)
     bad_id = json.loads(bad.read_text())["plan_id"]

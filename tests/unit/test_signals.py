@@ -21,6 +21,17 @@ def _until(check, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
         time.sleep(0.01)
 
 
+def _changing() -> tuple[Interrupts, list[str], threading.Event]:
+    """Interrupts of a rollout that may change hosts: what it says, and whether it
+    escalated."""
+    said: list[str] = []
+    escalated = threading.Event()
+    changing = threading.Event()
+    changing.set()
+    return (Interrupts(lambda h, w: said.append(w), threading.Event(), changing,
+                       [escalated.set]), said, escalated)
+
+
 def test_before_anything_changes_a_signal_raises_with_its_number() -> None:
     interrupts = Interrupts(lambda h, w: None, threading.Event(), threading.Event())
     with pytest.raises(SignalInterrupt) as caught:
@@ -29,12 +40,7 @@ def test_before_anything_changes_a_signal_raises_with_its_number() -> None:
 
 
 def test_while_changing_the_first_stops_and_the_second_escalates() -> None:
-    said: list[str] = []
-    escalated = threading.Event()
-    changing = threading.Event()
-    changing.set()
-    interrupts = Interrupts(lambda h, w: said.append(w), threading.Event(), changing,
-                            [escalated.set])
+    interrupts, said, escalated = _changing()
     with interrupts:
         interrupts._handle(signal.SIGHUP, None)
         _until(interrupts.stop.is_set)
@@ -50,10 +56,7 @@ def test_while_changing_the_first_stops_and_the_second_escalates() -> None:
 
 
 def test_signals_not_yet_taken_are_taken_before_the_block_ends() -> None:
-    said: list[str] = []
-    changing = threading.Event()
-    changing.set()
-    interrupts = Interrupts(lambda h, w: said.append(w), threading.Event(), changing)
+    interrupts, said, _ = _changing()
     with interrupts:
         interrupts._handle(signal.SIGTERM, None)
     assert interrupts.stop.is_set() and said, said
@@ -85,12 +88,7 @@ def test_the_handler_takes_no_lock_the_interrupted_code_may_hold() -> None:
     takes threading's own locks (`_shutdown_locks_lock` is held by any thread inside a
     join). A handler that did either hung for ever when the signal landed there: apply
     then sat out a second SIGTERM in CI."""
-    said: list[str] = []
-    escalated = threading.Event()
-    changing = threading.Event()
-    changing.set()
-    interrupts = Interrupts(lambda h, w: said.append(w), threading.Event(), changing,
-                            [escalated.set])
+    interrupts, said, escalated = _changing()
     held = [interrupts.stop._cond, threading._shutdown_locks_lock,  # type: ignore[attr-defined]
             threading._active_limbo_lock]  # type: ignore[attr-defined]
     with interrupts:
