@@ -3,6 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# Compiled once, not at every start: this machine's environment sets
+# PYTHONDONTWRITEBYTECODE, and with it every `cargoship` a test starts compiled the package
+# anew (0.1 s of CPU each; tests/bench/FINDINGS.md). The caches are the checkout's own,
+# and gitignored; the lab's programs never saw the variable (tests/lab/lab.py HOST_ENV).
+unset PYTHONDONTWRITEBYTECODE
+.venv/bin/python -m compileall -q -j 0 cargoship planner executor schemas tests
 # Whatever happens, no lab host of this run outlives it (labs of other runs are left alone).
 RUN_TMP=$(mktemp -d /tmp/cargoship-test.XXXXXX)
 trap '.venv/bin/python -m tests.lab down --all --under "$RUN_TMP" >/dev/null 2>&1 || true; rm -rf "$RUN_TMP"' EXIT
