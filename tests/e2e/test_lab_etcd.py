@@ -17,6 +17,9 @@ import pytest
 
 from tests.lab import HostSpec, Lab, Timing
 
+# Not the kubelet's timings (10 s posts, 40 s grace): these tests watch nodes change within
+# seconds (a stopped one reading Unknown, a restarted one posting again), and an instant
+# start's first post, in the second of the stop, is followed by another half a second on.
 TIMING = Timing(engine_start=0, kubelet_heartbeat=0.5, node_grace=3)
 CONTROLLERS = [HostSpec(f"ctl-{i}", "controller") for i in (1, 2, 3)]
 

@@ -58,6 +58,8 @@ from typing import TYPE_CHECKING, Any
 import engine_config
 from engine_node import HEARTBEAT, Node, write_admin_kubeconfig
 
+PLEG_RELIST = 1.0  # seconds between the kubelet's looks at its containers
+
 if TYPE_CHECKING:
     import ssl
 
@@ -346,12 +348,17 @@ class Engine:
                        check=False, timeout=30)
 
     def _heartbeats(self, every: float) -> None:
-        """Post the node's status like a kubelet, until the engine stops."""
-        while not self.stop.wait(every):
-            if self.node:
-                self.node.report(ready=self.ready)
+        """Post the node's status like a kubelet, until the engine stops; the API server's
+        mirror pod's status on its own clock, as the kubelet's status manager posts a pod's
+        change once its PLEG relists the containers (every second: kubernetes
+        pkg/kubelet/kubelet.go plegRelistPeriod), not at the node's heartbeat."""
+        due = time.monotonic() + every
+        while not self.stop.wait(min(PLEG_RELIST, max(0.0, due - time.monotonic()))):
             if self.mirror is not None:
                 self.mirror.sync()
+            if self.node and time.monotonic() >= due:
+                due = time.monotonic() + every
+                self.node.report(ready=self.ready)
 
     def serve(self) -> None:
         """Run until asked to stop. In slices: CPython runs a signal's handler only in the

@@ -35,13 +35,25 @@ class HostSpec:
 
 @dataclass
 class Timing:
-    """How the lab's engines and API behave in time. The defaults are fast, for the test
-    suite; the real values: a start of 30-120 s, a kubelet posting node status every 10 s,
-    a node read Unknown after 40 s (50 s from Kubernetes 1.32) without one."""
+    """How the lab's engines and API behave in time. The kubelet's are the real ones (a
+    test that needs others sets them and says why); the engine's start is two seconds by
+    default, where a real one takes 30-120 s."""
 
-    engine_start: float = 0.0  # seconds from an engine's start until it is READY
-    kubelet_heartbeat: float = 1.0  # seconds between node status posts
-    node_grace: float = 4.0  # seconds without a post before the node reads Unknown
+    # Seconds from an engine's start until it is READY: a worker's kubelet posts its node's
+    # status then, a controller's half-way (its API server taking the rest). Not 0: a
+    # node's status is stamped to the second (lastHeartbeatTime), and a post within the
+    # second of the old engine's stop cannot say it came after it (executor/readiness.py),
+    # so the restart would wait out a whole heartbeat; a real start (30-120 s) leaves that
+    # second far behind.
+    engine_start: float = 2.0
+    # Seconds between node status posts: the kubelet's nodeStatusUpdateFrequency
+    # (kubernetes pkg/kubelet/apis/config/v1beta1/defaults.go, 10 s). It posts at its start
+    # too, so a restarted node reads fresh at once.
+    kubelet_heartbeat: float = 10.0
+    # Seconds without a post before the node reads Unknown: the node lifecycle
+    # controller's node-monitor-grace-period (kubernetes cmd/kube-controller-manager,
+    # 40 s; 50 s from 1.32, and the lab's engines are 1.30).
+    node_grace: float = 40.0
     # rke2: seconds from the kubelet up to the API server's manifest written. rke2 writes
     # it only once etcd is available (pkg/executor/staticpod/staticpod.go, APIServer), so
     # for a while the kubelet runs the pod of the manifest already there.
