@@ -41,6 +41,8 @@ def test_sigkill_then_a_new_plan_finishes_the_job(lab_factory, tmp_path: Path, t
     wait_for_line(run, point, seen)
     run.send_signal(signal.SIGKILL)
     run.wait(timeout=30)
+    # The point is the change's own: a rollback's lines (its `back: ` too) come after this.
+    assert not any("rolling back" in line for line in seen), seen
     # The dead run's locks stay live until they go stale (60 s untouched): a plan warns,
     # an apply is refused naming the holder.
     early = s.plan("early.json")
@@ -53,7 +55,7 @@ def test_sigkill_then_a_new_plan_finishes_the_job(lab_factory, tmp_path: Path, t
     second = s.plan("second.json")
     changes = json.loads(second.read_text())["changes"]
     recover = [c for c in changes if c["action"] == "recover"]
-    assert [c["host"]["name"] for c in recover] == ["wrk-1"], changes
+    assert [c["host"]["name"] for c in recover] == ["wrk-1"], (changes, seen)
     result = s.apply(second)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "took over stale lock" in result.stdout
