@@ -51,8 +51,9 @@ class Timing:
     # too, so a restarted node reads fresh at once.
     kubelet_heartbeat: float = 10.0
     # Seconds without a post before the node reads Unknown: the node lifecycle
-    # controller's node-monitor-grace-period (kubernetes cmd/kube-controller-manager,
-    # 40 s; 50 s from 1.32, and the lab's engines are 1.30).
+    # controller's node-monitor-grace-period (kubernetes
+    # pkg/controller/nodelifecycle/config/v1alpha1/defaults.go: 40 s; 50 s from 1.32, and
+    # the lab's engines are 1.30).
     node_grace: float = 40.0
     # rke2: seconds from the kubelet up to the API server's manifest written. rke2 writes
     # it only once etcd is available (pkg/executor/staticpod/staticpod.go, APIServer), so
