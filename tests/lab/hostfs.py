@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
@@ -99,7 +100,7 @@ def write(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, version: str,
-            client_pubkey: str, registries: dict[str, object], uid: int,
+            client_pubkey: str, registries: Mapping[str, object], uid: int,
             api: dict[str, object] | None = None, pki: Path | None = None,
             etcd: dict[str, str] | None = None) -> str:
     """`etcd` (controllers of a lab with etcd): {"name": member name, "cluster": the
