@@ -179,14 +179,14 @@ class Engine:
             self.node = Node(cluster["api"], cluster["token"], self.name, labels,
                              engine_config.node_addresses(self.config, self.name))
             self.node.register()
-            self.node.report(ready=self.ready)
+            posted = self.node.report(ready=self.ready)
             if self.distro == "rke2" and self.role == "controller":
                 from engine_mirror import CONTAINER_STATE, Mirror
 
                 self.mirror = Mirror(self.node, self.data_dir / CONTAINER_STATE)
                 self.mirror.sync()
             threading.Thread(target=self._heartbeats, args=(float(timing.get(
-                "heartbeat", HEARTBEAT)),), daemon=True).start()
+                "heartbeat", HEARTBEAT)), posted), daemon=True).start()
         if cluster is not None and self.role == "controller":
             self._start_etcd()
             # The deploy controller, on its data dir's manifests (deploy.py).
@@ -347,18 +347,21 @@ class Engine:
         subprocess.run(["sv", "-w", "15", "stop", str(ETCD_SERVICE)], capture_output=True,
                        check=False, timeout=30)
 
-    def _heartbeats(self, every: float) -> None:
+    def _heartbeats(self, every: float, posted: bool) -> None:
         """Post the node's status like a kubelet, until the engine stops; the API server's
         mirror pod's status on its own clock, as the kubelet's status manager posts a pod's
         change once its PLEG relists the containers (every second: kubernetes
-        pkg/kubelet/kubelet.go plegRelistPeriod), not at the node's heartbeat."""
-        due = time.monotonic() + every
+        pkg/kubelet/kubelet.go plegRelistPeriod), not at the node's heartbeat. A post that
+        fails is tried again at the next second, not a heartbeat later: a kubelet keeps
+        trying its first status until it lands (kubelet_node_status.go,
+        fastStatusUpdateOnce) and retries a failed update at once (nodeStatusUpdateRetry)."""
+        due = time.monotonic() + (every if posted else PLEG_RELIST)
         while not self.stop.wait(min(PLEG_RELIST, max(0.0, due - time.monotonic()))):
             if self.mirror is not None:
                 self.mirror.sync()
             if self.node and time.monotonic() >= due:
-                due = time.monotonic() + every
-                self.node.report(ready=self.ready)
+                posted = self.node.report(ready=self.ready)
+                due = time.monotonic() + (every if posted else PLEG_RELIST)
 
     def serve(self) -> None:
         """Run until asked to stop. In slices: CPython runs a signal's handler only in the

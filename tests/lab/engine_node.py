@@ -44,7 +44,7 @@ class Node:
             response.read()
             return int(response.status)
         except (OSError, http.client.HTTPException):
-            return 0  # the API is not up (yet): the next heartbeat tries again
+            return 0  # the API is not up (yet): the caller tries again
         finally:
             connection.close()
 
@@ -55,7 +55,9 @@ class Node:
                 "spec": {}, "status": {"addresses": self.addresses}}
         self._call("POST", "/api/v1/nodes", body)
 
-    def report(self, ready: bool) -> None:
+    def report(self, ready: bool) -> bool:
+        """Post the node's status; False when it should be tried again soon (the API did
+        not take it)."""
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         condition = {"type": "Ready", "status": "True" if ready else "False",
                      "reason": "KubeletReady" if ready else "KubeletNotReady",
@@ -68,8 +70,10 @@ class Node:
                             "application/merge-patch+json")
         if ready and status == 404:  # deleted, or the API restarted: register again
             self.register()
-            self._call("PATCH", f"/api/v1/nodes/{self.name}/status",
-                       {"status": {"conditions": [condition]}}, "application/merge-patch+json")
+            status = self._call("PATCH", f"/api/v1/nodes/{self.name}/status",
+                                {"status": {"conditions": [condition]}},
+                                "application/merge-patch+json")
+        return status == 200 or (status == 404 and not ready)  # a stopping node's is moot
 
 
 def write_admin_kubeconfig(path: Path, tls_dir: str) -> None:
