@@ -268,3 +268,31 @@ def test_lab_up_takes_the_timing_flags(tmp_path: Path) -> None:
     finally:
         subprocess.run([sys.executable, "-m", "tests.lab", "down", "--dir", str(work)],
                        capture_output=True, timeout=120)
+
+
+def test_a_node_status_the_api_did_not_take_is_posted_again_within_a_second(
+        lab_factory) -> None:
+    # A heartbeat far longer than the wait below: only the retry can post in time.
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")],
+                      timing=Timing(engine_start=1, kubelet_heartbeat=60))
+
+    def beat() -> str:
+        conditions = lab.api("GET", "/api/v1/nodes/wrk-1")["status"]["conditions"]
+        return str(next(c["lastHeartbeatTime"] for c in conditions if c["type"] == "Ready"))
+
+    seen = len(events(lab, "wrk-1"))
+    lab.exec("ctl-1", "sv down /etc/service/lab-datastore")
+    lab.exec("wrk-1", "sv restart /etc/service/rke2-agent")
+    # READY comes after the kubelet's first post, which failed: the datastore is down (a
+    # kubelet whose API is not there yet).
+    poll(lambda: "ready" in events(lab, "wrk-1")[seen:], timeout=20)
+    lab.exec("ctl-1", "sv up /etc/service/lab-datastore")
+    back = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # a post from now on
+
+    def fresh() -> bool:
+        try:
+            return beat() >= back
+        except OSError:
+            return False  # the datastore is still starting
+
+    poll(fresh, timeout=5)
