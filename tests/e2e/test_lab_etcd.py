@@ -15,12 +15,9 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.lab import HostSpec, Lab, Timing
+from tests.lab import FAST_NODES, HostSpec, Lab
 
-# Not the kubelet's timings (10 s posts, 40 s grace): these tests watch nodes change within
-# seconds (a stopped one reading Unknown, a restarted one posting again), and an instant
-# start's first post, in the second of the stop, is followed by another half a second on.
-TIMING = Timing(engine_start=0, kubelet_heartbeat=0.5, node_grace=3)
+TIMING = FAST_NODES  # nodes watched changing within seconds
 CONTROLLERS = [HostSpec(f"ctl-{i}", "controller") for i in (1, 2, 3)]
 
 

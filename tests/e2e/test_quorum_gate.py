@@ -14,14 +14,11 @@ from pathlib import Path
 
 from tests.bench.availability import Probe
 from tests.e2e.cli import cargoship, cargoship_argv, edit_config
-from tests.lab import HostSpec, Lab, Timing
+from tests.lab import FAST_NODES, HostSpec, Lab
 from tests.lab.etcd import ELECTION_TIMEOUT
 
 CONTROLLERS = ["ctl-1", "ctl-2", "ctl-3"]
-# Not the kubelet's timings (10 s posts, 40 s grace): these tests watch nodes change within
-# seconds (a stopped one reading Unknown, a restarted one posting again), and an instant
-# start's first post, in the second of the stop, is followed by another half a second on.
-TIMING = Timing(engine_start=0, kubelet_heartbeat=0.5, node_grace=3)
+TIMING = FAST_NODES  # nodes watched changing within seconds
 NEW_MIRROR = "https://mirror2.lab.internal:5000"
 RECORDS = "/var/lib/cargoship/applied"
 

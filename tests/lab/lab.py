@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +172,9 @@ class Lab:
         if etcd and not kube_api:
             raise LabError("etcd members need the lab's Kubernetes API (kube_api)")
         lab = cls(dir, index, distro, version or DEFAULT_VERSIONS[distro], kube_api=kube_api,
-                  timing=timing or Timing(), etcd=etcd)
+                  # A copy: set_engine_start_delay changes this lab's, not the caller's
+                  # (a module's shared Timing, the next test's lab).
+                  timing=replace(timing) if timing else Timing(), etcd=etcd)
         try:
             lab._start(hosts)
         except BaseException:
