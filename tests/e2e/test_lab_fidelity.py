@@ -175,9 +175,7 @@ def test_config_sources_as_the_engines_find_them(lab_factory) -> None:
                                .stdout or "{}"))
 
     def restart() -> None:
-        old = state().get("pid")
-        lab.exec("wrk-1", "sv restart /etc/service/k3s-agent")
-        poll(lambda: state().get("pid") not in (None, old))
+        lab.restart_engine("wrk-1")
 
     lab.exec("wrk-1", "mkdir -p /etc/rancher/k3s/config.yaml.d/99-dir.yaml && "
                       "printf 'K3S_NODE_NAME=From-Env\n' > "

@@ -48,7 +48,7 @@ def manifest_uid(lab: Lab, host: str) -> str:
 
 
 def restart(lab: Lab, host: str) -> None:
-    lab.exec(host, "sv -w 30 restart /etc/service/rke2-server")
+    lab.restart_engine(host)
 
 
 def test_the_mirror_pod_says_which_api_server_pod_runs(lab_factory) -> None:

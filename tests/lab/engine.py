@@ -59,6 +59,7 @@ import engine_config
 from engine_node import HEARTBEAT, Node, write_admin_kubeconfig
 
 PLEG_RELIST = 1.0  # seconds between the kubelet's looks at its containers
+SLICE = 0.25  # seconds: how often the main thread looks whether SIGTERM came
 
 if TYPE_CHECKING:
     import ssl
@@ -124,7 +125,8 @@ class Engine:
         self.lab_dir = Path(f"/var/lib/rancher/{distro}")
         self.config_path = Path(f"/etc/rancher/{distro}/config.yaml")
         self.data_dir = self.lab_dir
-        self.stop = threading.Event()
+        self.stop = threading.Event()  # for the threads; set by the main thread only
+        self.terminating = False  # set by SIGTERM's handler
         self.node: Node | None = None
         self.api_server: Any = None  # k3s: the API server inside this process
         self.mirror: Any = None  # rke2 controller: engine_mirror.Mirror, as its kubelet
@@ -214,10 +216,16 @@ class Engine:
         log("info", f"{self.distro} {self.role} running (pid {os.getpid()}, node {self.name})")
 
     def _wait(self, seconds: float) -> None:
-        if seconds > 0 and self.stop.wait(seconds):
-            raise Stopped()
-        if self.stop.is_set():
-            raise Stopped()
+        """Sleep `seconds` on the main thread, or raise Stopped once SIGTERM came. In
+        slices of time.sleep, not on the Event: see `terminate`."""
+        deadline = time.monotonic() + seconds
+        while not self.terminating:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(SLICE, left))
+        self.stop.set()
+        raise Stopped()
 
     def _timing(self) -> dict[str, Any]:
         try:
@@ -369,8 +377,19 @@ class Engine:
         thread (k3s's in-process API server has many) does not wake a main thread blocked
         in an untimed wait: such a k3s ignored its stop for the 300 s of a restart's wait
         while the availability bench kept its API server busy."""
-        while not self.stop.wait(0.25):
-            pass
+        while not self.terminating:
+            time.sleep(SLICE)
+        self.stop.set()  # the threads' own waits end: here, where no lock is held
+
+    def terminate(self, signum: int, frame: object) -> None:
+        """SIGTERM's handler: a flag, no more. It runs on the main thread between two
+        bytecodes, in the middle of whatever that thread holds; Event.set() takes the
+        Event's lock, which the main thread holds for a moment each time its own
+        Event.wait() times out, and a handler that lands there waits for itself for ever
+        (CI, 2026-12-04: an agent that took TERM and was still running 49 s later, so
+        the apply's stop timed out). The main thread's waits are time.sleep slices that
+        look at the flag."""
+        self.terminating = True
 
     def shutdown(self) -> None:
         self.state_path.unlink(missing_ok=True)
@@ -446,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     engine = Engine(args.distro, args.role, args.flags)
     # Before start(), so a stop request during start-up is not lost.
-    signal.signal(signal.SIGTERM, lambda *_: engine.stop.set())
+    signal.signal(signal.SIGTERM, engine.terminate)
     try:
         try:
             engine.start()

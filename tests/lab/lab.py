@@ -375,6 +375,20 @@ class Lab:
               lambda: self.exec(host, ["cat", pid_file], check=False).stdout.strip()
               not in ("", old) and _listening(address))
 
+    def restart_engine(self, host: str, timeout: float = 30.0) -> None:
+        """Restart the host's engine and return once a new one is READY. `sv -w 30
+        restart` alone can return at once: runit's sv (sv.c, check() for a restart)
+        accepts a process that started in the same second as the request, and the old
+        engine's check passes until it has exited (CI, 2026-12-04: a test read the old
+        engine's manifest after such a restart). So: a new supervised pid, then its check."""
+        service = f"/etc/service/{self.engine_service(host)}"
+        old = self.exec(host, ["cat", f"{service}/supervise/pid"]).stdout.strip()
+        self.exec(host, ["sv", "restart", service])
+        new_and_ready = (f"cd {service} && read -r pid < supervise/pid && "
+                         f"[ -n \"$pid\" ] && [ \"$pid\" != '{old}' ] && ./check")
+        _wait(f"a new {self.engine_service(host)} on {host}",
+              lambda: self.exec(host, new_and_ready, check=False).returncode == 0, timeout)
+
     def etcd_member(self, host: str, action: str) -> None:
         """stop, start, pause (SIGSTOP) or resume the host's etcd member (tests/lab/etcd.py)."""
         members_of_etcd.control(self, host, action)
