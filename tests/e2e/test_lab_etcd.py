@@ -73,6 +73,14 @@ def answers(lab: Lab, host: str) -> bool:
         return False
 
 
+def healthy(lab: Lab, host: str) -> bool:
+    """The member says it is healthy (it has a leader), asked directly."""
+    try:
+        return bool(lab.etcd_call(host, "/health", timeout=1).get("health") == "true")
+    except OSError:
+        return False
+
+
 def member_pid(lab: Lab, host: str) -> str:
     return lab.exec(host, "cat /etc/service/etcd/supervise/pid").stdout.strip()
 
@@ -156,3 +164,19 @@ def test_k3s_member_ends_with_its_engine(lab_factory, how: str) -> None:
     assert not answers(lab, "ctl-3")
     lab.etcd_member("ctl-3", "resume")
     poll(lambda: answers(lab, "ctl-3"))
+
+
+def test_an_api_server_answers_its_first_request_after_its_member_restarted(
+        lab_factory) -> None:
+    """The API server keeps its connections to its member, as kube-apiserver keeps its
+    etcd client's; one the member closed by restarting is dialled again, not reported as
+    etcd being down (etcd's client reconnects)."""
+    lab = lab_factory([HostSpec("ctl-1", "controller")], timing=TIMING, etcd=True)
+    assert readyz(lab, "ctl-1")[0] == 200 and read_node(lab, "ctl-1") == 200
+    lab.etcd_member("ctl-1", "stop")
+    poll(lambda: not answers(lab, "ctl-1"))
+    lab.etcd_member("ctl-1", "start")
+    poll(lambda: healthy(lab, "ctl-1"))
+    assert read_node(lab, "ctl-1") == 200
+    code, body = readyz(lab, "ctl-1")
+    assert code == 200, body

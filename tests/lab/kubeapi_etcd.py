@@ -27,6 +27,7 @@ import base64
 import http.client
 import json
 import ssl
+import threading
 from urllib.parse import urlsplit
 
 # kube-apiserver's --etcd-healthcheck-timeout and --etcd-readycheck-timeout default to 2 s.
@@ -34,6 +35,11 @@ CHECK_TIMEOUT = 2.0
 # Its requests wait longer (the etcd client's request timeout), but a lab client must not
 # hang for long: a read or write without a quorum fails in this many seconds.
 REQUEST_TIMEOUT = 3.0
+
+
+# What a request on a kept connection meets when the member closed it: reset, a broken
+# pipe, or a TLS connection that ended without its close_notify.
+CLOSED = (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
 
 
 class EtcdUnavailable(OSError):
@@ -46,19 +52,47 @@ class LocalMember:
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 2379
         self.context = ssl.create_default_context(cafile=ca)
         self.context.load_cert_chain(cert, key)
+        # Connections kept open between requests, as the API server's etcd client keeps
+        # its gRPC connection: a TLS handshake per request was most of what a member cost
+        # a lab (each API request asks the member once).
+        self._idle: list[http.client.HTTPSConnection] = []
+        self._lock = threading.Lock()
 
-    def _call(self, path: str, body: dict[str, str], timeout: float) -> dict[str, object]:
-        conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout,
-                                           context=self.context)
+    def _connection(self, timeout: float) -> tuple[http.client.HTTPSConnection, bool]:
+        """A connection, and whether it was kept from an earlier request."""
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout,
+                                               context=self.context), False
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn, True
+
+    def _exchange(self, path: str, body: dict[str, str], timeout: float
+                  ) -> tuple[http.client.HTTPSConnection, http.client.HTTPResponse, bytes]:
+        conn, kept = self._connection(timeout)
         try:
             conn.request("POST", path, body=json.dumps(body),
                          headers={"Content-Type": "application/json"})
             response = conn.getresponse()
-            data = response.read()
+            return conn, response, response.read()
         except (OSError, http.client.HTTPException) as exc:
+            conn.close()  # a connection that failed is not used again
+            if kept and isinstance(exc, CLOSED):
+                # A kept connection the member closed (it restarted): asked again on a
+                # new one, as etcd's client reconnects; a put asked twice is the same put.
+                return self._exchange(path, body, timeout)
             raise EtcdUnavailable(f"{type(exc).__name__}: {exc}".rstrip(": ")) from None
-        finally:
+
+    def _call(self, path: str, body: dict[str, str], timeout: float) -> dict[str, object]:
+        conn, response, data = self._exchange(path, body, timeout)
+        if response.will_close:
             conn.close()
+        else:
+            with self._lock:
+                self._idle.append(conn)
         try:
             answer = json.loads(data or b"{}")
         except ValueError:
