@@ -61,7 +61,7 @@ def lab_factory(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
     labs: list[Lab] = []
 
     def make(hosts: list[HostSpec], distro: str = "rke2", timing: Timing | None = None,
-             kube_api: bool = True, etcd: bool = False) -> Lab:
+             kube_api: bool = True, etcd: bool | None = None) -> Lab:
         lab = Lab.up(tmp_path / f"lab{len(labs)}", hosts, distro=distro, timing=timing,
                      kube_api=kube_api, etcd=etcd)
         labs.append(lab)

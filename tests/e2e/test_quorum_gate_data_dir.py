@@ -66,7 +66,7 @@ def test_an_rke2_api_server_crash_loop_is_seen_where_data_dir_puts_its_manifest(
     """The mirror pod's checks read the static pod's manifest under data-dir: read from the
     default place, the manifest was "none", the crash loop went unseen by the mirror pod
     and the new-API-server check was skipped."""
-    lab = controllers(lab_factory, count=2)
+    lab = controllers(lab_factory, count=2, etcd=False)  # ctl-1 first: see controllers()
     move_data(lab, "ctl-1")
     assert lab.exec("ctl-1", f"test -f {MOVED}/agent/pod-manifests/kube-apiserver.yaml "
                              "&& ! test -e /var/lib/rancher/rke2/agent", check=False) \

@@ -19,8 +19,10 @@ NEW_MIRROR = "https://mirror2.lab.internal:5000"
 
 
 def two_controllers(lab_factory) -> Lab:  # type: ignore[no-untyped-def]
+    # On an external datastore (etcd=False), so ctl-1 restarts first: of three etcd members,
+    # the leader's controller would restart last, whichever that is.
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("ctl-2", "controller")],
-                      timing=TIMING)
+                      timing=TIMING, etcd=False)
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
         readyTimeoutSeconds=30, drain={"timeoutSeconds": 10}))
     return lab

@@ -70,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--node-grace-seconds", type=float, default=default.node_grace,
                     metavar="G", help="a silent node reads Ready until G seconds after its "
                     f"last status (default {default.node_grace:g}; real: 40, 50 from 1.32)")
-    up.add_argument("--etcd", action="store_true", help="a real etcd member on every "
-                    "controller, one cluster; each API server needs its member's quorum")
+    up.add_argument("--etcd", action=argparse.BooleanOptionalAction, default=True,
+                    help="a real etcd member on every controller, one cluster, each API "
+                    "server needing its member's quorum (the default); --no-etcd: the "
+                    "controllers share an external datastore (datastore-endpoint)")
     member = sub.add_parser("etcd", help="a controller's etcd member: stop, start, pause "
                             "(SIGSTOP), resume, status, manifest-changed (rke2: the next "
                             "engine start recreates it)")

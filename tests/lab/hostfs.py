@@ -138,7 +138,13 @@ def prepare(host_dir: Path, spec: HostSpec, *, address: str, distro: str, versio
         _engine_service(services / engine_service(distro, spec.role), distro, mode,
                         stops_etcd=etcd is not None and distro == "k3s")
         config_dir = host_dir / "rancher-etc" / distro
-        settings = {"write-kubeconfig-mode": "0600", **(spec.engine_config or {})}
+        settings: dict[str, object] = {"write-kubeconfig-mode": "0600"}
+        if api is not None and spec.role == "controller" and etcd is None:
+            # No member of its own: the servers of this lab share the lab's datastore, and
+            # say so as a k3s/rke2 server on an external one does (k3s
+            # pkg/cli/cmds/server.go, --datastore-endpoint).
+            settings["datastore-endpoint"] = api["api"]
+        settings.update(spec.engine_config or {})
         write(config_dir / "config.yaml", yaml.safe_dump(settings, sort_keys=False), 0o600)
         write(config_dir / "registries.yaml", yaml.safe_dump(registries, sort_keys=False),
               0o600)

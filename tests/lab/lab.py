@@ -75,8 +75,11 @@ class Lab:
     # heartbeats): what a plan benchmark of hundreds of hosts can afford on a small machine.
     kube_api: bool = True
     timing: Timing = field(default_factory=Timing)
-    # True: every controller runs a real etcd member, one cluster (tests/lab/etcd.py); its
-    # API server's readiness and writes then need its member's quorum.
+    # True (Lab.up's default wherever there is an API): every controller runs a real etcd
+    # member, one cluster (tests/lab/etcd.py), as rke2 and k3s servers do; its API
+    # server's readiness and writes then need its member's quorum. False: the controllers
+    # share an external datastore (their config names it: datastore-endpoint), the
+    # topology of k3s's "High Availability with an External DB".
     etcd: bool = False
 
     @property
@@ -157,7 +160,9 @@ class Lab:
     @classmethod
     def up(cls, dir: Path, hosts: list[HostSpec], distro: str = "rke2",
            version: str | None = None, kube_api: bool = True,
-           timing: Timing | None = None, etcd: bool = False) -> Lab:
+           timing: Timing | None = None, etcd: bool | None = None) -> Lab:
+        """`etcd`: None is True with a Kubernetes API (every controller an etcd member);
+        False is an external datastore (see the field)."""
         dir = Path(dir).resolve()
         if os.geteuid() != 0:
             raise LabError("the lab needs root (network, mount and PID namespaces)")
@@ -171,6 +176,7 @@ class Lab:
         index = network.claim_index(dir)
         if etcd and not kube_api:
             raise LabError("etcd members need the lab's Kubernetes API (kube_api)")
+        etcd = kube_api if etcd is None else etcd
         lab = cls(dir, index, distro, version or DEFAULT_VERSIONS[distro], kube_api=kube_api,
                   # A copy: set_engine_start_delay changes this lab's, not the caller's
                   # (a module's shared Timing, the next test's lab).

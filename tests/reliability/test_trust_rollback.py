@@ -30,7 +30,7 @@ AUDIT = "/etc/rancher/rke2/cargoship-audit-policy.yaml"
 def test_a_run_killed_while_rolling_back_is_restored_not_restarted(  # type: ignore[no-untyped-def]
         lab_factory, tmp_path: Path, tally) -> None:
     tally.case()
-    lab = controllers(lab_factory, count=2)
+    lab = controllers(lab_factory, count=2, etcd=False)  # ctl-1 first: see controllers()
     refused_audit_policy(lab)
     bad = tmp_path / "bad.json"
     plan(lab, bad)
