@@ -116,7 +116,8 @@ def route(store: Store, method: str, path: str, query: dict[str, str], body: Any
             return 200, store.delete(kind, ns or "", name)
     elif sub == "eviction" and kind is PODS:
         if method == "POST":
-            return store.evict(ns or "", name, body)
+            code, answer = store.evict(ns or "", name, body)
+            return int(code), answer
     else:
         raise no_such_path()
     raise ApiError(405, "MethodNotAllowed",

@@ -333,12 +333,17 @@ def _retime(spec: Any) -> Callable[[Any], Any]:
     return change
 
 
+def _constant(value: Any) -> Callable[[Any], Any]:
+    """A change that sets a copy of `value`, whatever was there."""
+    return lambda _: copy.deepcopy(value)
+
+
 def shape(answer: Any, params: Obj, event: bool = False) -> Any:
     """The answer changed by params.set/unset/retime: paths apply to each item of a List,
     to the object of a watch event, to the answer itself otherwise; "$..." to the whole."""
     answer = copy.deepcopy(answer)
     changes: list[tuple[str, Callable[[Any], Any], bool]] = [
-        (p, lambda _, v=v: copy.deepcopy(v), True) for p, v in (params.get("set") or {}).items()]
+        (p, _constant(v), True) for p, v in (params.get("set") or {}).items()]
     changes += [(p, lambda _: _MISSING, False) for p in params.get("unset") or []]
     changes += [(p, _retime(v), False) for p, v in (params.get("retime") or {}).items()]
     for path, change, create in changes:

@@ -151,10 +151,12 @@ def _mark(obj: Any) -> Any:
     """obj (a dict) with the padding annotation's value set to the mark."""
     if not isinstance(obj, dict):
         obj = {"value": obj}
-    meta = obj["metadata"] = obj.get("metadata") if isinstance(obj.get("metadata"), dict) \
-        else {}
-    annotations = meta["annotations"] = meta.get("annotations") \
-        if isinstance(meta.get("annotations"), dict) else {}
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = obj["metadata"] = {}
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict):
+        annotations = meta["annotations"] = {}
     annotations[PAD_KEY] = _MARK
     return obj
 
