@@ -27,12 +27,6 @@ def change_key(change: Change) -> ChangeKey:
     return (change.host.key if change.host else None, change.action, change.target)
 
 
-def differences(saved: Plan, fresh: Plan, *, finished: Set[HostKey] = frozenset(),
-                done: Set[ChangeKey] = frozenset()) -> list[str]:
-    return [f"{host}: {text}" if host is not None else text
-            for host, text in _differences(saved, fresh, finished=finished, done=done)]
-
-
 SUPERSEDED = "superseded by plan "
 
 
@@ -41,7 +35,7 @@ def refusal(saved: Plan, fresh: Plan, *, finished: Set[HostKey] = frozenset(),
     """Why the plan can't be applied, for people: the deciding reason in one line (a newer
     plan applied over it, above all), then the rest, one line per reason with the hosts
     it holds for. None: nothing changed."""
-    found = _differences(saved, fresh, finished=finished, done=done)
+    found = differences(saved, fresh, finished=finished, done=done)
     if not found:
         return None
     by_text: dict[str, list[HostRef]] = {}
@@ -75,8 +69,10 @@ def _names(hosts: list[HostRef]) -> str:
     return host_list([h.name if len(names) == len(set(hosts)) else str(h) for h in hosts])
 
 
-def _differences(saved: Plan, fresh: Plan, *, finished: Set[HostKey] = frozenset(),
-                 done: Set[ChangeKey] = frozenset()) -> list[tuple[HostRef | None, str]]:
+def differences(saved: Plan, fresh: Plan, *, finished: Set[HostKey] = frozenset(),
+                done: Set[ChangeKey] = frozenset()) -> list[tuple[HostRef | None, str]]:
+    """Each way `fresh` differs from `saved` that apply must refuse, with the host it is
+    of (None: the cluster's)."""
     found: list[tuple[HostRef | None, str]] = []
     before = {h.ref.key: h for h in saved.hosts}
     after = {h.ref.key: h for h in fresh.hosts}

@@ -25,7 +25,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a plan edited after review would be applied", unit=True),
     Mutation(
         "drift: a host key that changed since the plan is refused", "executor/drift.py",
-        "_differences", "if old.host_key != new.host_key:", "if False:",
+        "differences", "if old.host_key != new.host_key:", "if False:",
         (U + "test_drift.py", U + "test_apply_checks.py"),
         "another machine at a host's address would be written to", unit=True),
     Mutation(
@@ -38,7 +38,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a stolen host key the user revoked would still be trusted", unit=True),
     Mutation(
         "drift: a read that changed since the plan is refused", "executor/drift.py",
-        "_differences", "elif old.reads.get(target) != new.reads.get(target):",
+        "differences", "elif old.reads.get(target) != new.reads.get(target):",
         "elif False:", (U + "test_drift.py", U + "test_apply_checks.py"),
         "a file edited after review would be overwritten unseen", unit=True),
     Mutation(

@@ -5,8 +5,10 @@ messages that rule gives. The lab tests (tests/e2e) stay as the end-to-end proof
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
-from executor.drift import change_key, differences
+from executor import drift
+from executor.drift import change_key
 from planner.facts.applied import TARGET as APPLIED
 from planner.plan.model import Change, HostIdentity, HostRef, KeyChange, Plan, Unassessed
 from tests.unit.test_plan_codec import CTL1, sample_plan
@@ -15,6 +17,12 @@ REGISTRIES = "/etc/rancher/rke2/registries.yaml"
 CONFIG = "/etc/rancher/rke2/config.yaml"
 OTHER_ID = "fedcba9876543210fedcba9876543210"
 WRK1 = HostRef("wrk-1", "10.0.0.2", 22)
+
+
+def differences(saved: Plan, fresh: Plan, **seen: Any) -> list[str]:
+    """drift.differences, a line each: `host: what`, or `what` for the cluster's."""
+    return [f"{host}: {text}" if host is not None else text
+            for host, text in drift.differences(saved, fresh, **seen)]
 
 
 def digest(c: str) -> str:
