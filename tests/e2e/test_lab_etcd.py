@@ -180,3 +180,21 @@ def test_an_api_server_answers_its_first_request_after_its_member_restarted(
     assert read_node(lab, "ctl-1") == 200
     code, body = readyz(lab, "ctl-1")
     assert code == 200, body
+
+
+def test_every_controller_runs_a_member_unless_the_servers_share_an_external_datastore(
+        lab_factory) -> None:
+    """The default lab is the engines' default: a member on every server. etcd=False is
+    their other HA topology: no member anywhere, and each server's config names the
+    datastore (so cargoship's plan says it is not gated on etcd)."""
+    lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")],
+                      timing=TIMING)
+    assert lab.etcd and healthy(lab, "ctl-1")
+    assert lab.exec("wrk-1", "test -e /etc/service/etcd", check=False).returncode != 0
+    assert "datastore-endpoint" not in lab.exec("ctl-1", "cat /etc/rancher/rke2/config.yaml").stdout
+    shared = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("ctl-2", "controller")],
+                         timing=TIMING, etcd=False)
+    for host in ("ctl-1", "ctl-2"):
+        assert shared.exec(host, "test -e /etc/service/etcd", check=False).returncode != 0
+        config = shared.exec(host, "cat /etc/rancher/rke2/config.yaml").stdout
+        assert f"datastore-endpoint: {shared.api_url}" in config, config
