@@ -258,7 +258,8 @@ def test_detached_signatures_are_verified_where_they_live(lab_factory, tmp_path:
     lab = k3s_lab(lab_factory, workers=1)
     lab.exec("wrk-1", f"printf 'mirrors: {{}}\\n' > {K3S_REGISTRIES}")
     plan_file = tmp_path / "plan.json"
-    assert cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file).returncode == 0
+    made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
+    assert made.returncode == 0, made.stdout + made.stderr
     alice = key(tmp_path, "alice")
     signers = allowed(tmp_path, alice)
     sigs = tmp_path / "sigs"
