@@ -109,9 +109,15 @@ def test_an_answer_larger_than_the_cap_is_refused_before_it_is_held(server: str)
 
 def test_a_connection_given_back_is_never_shut_by_its_old_deadline(server: str) -> None:
     pool = BoundedPoolManager(retries=0, maxsize=1)
-    first = pool.request("GET", server + "/ok", timeout=0.3)
+    # Time for the request even on a loaded machine: 0.3 s was not, once, at -n 8 (the
+    # deadline fired in the middle of the answer).
+    first_total = 2.0
+    sent = time.monotonic()
+    first = pool.request("GET", server + "/ok", timeout=first_total)
     assert first.data == b'{"ok": true}'
-    time.sleep(0.5)  # the first request's deadline passes while its connection is pooled
+    # Time passing is the point: the first request's deadline passes while its
+    # connection is pooled.
+    time.sleep(max(0.0, sent + first_total + 0.5 - time.monotonic()))
     second = pool.request("GET", server + "/ok", timeout=5.0)
     assert second.data == b'{"ok": true}'
 
