@@ -1,7 +1,8 @@
-"""The lab's etcd members (a lab started with etcd=True): their names, the initial cluster,
-and what a test (or `python -m tests.lab etcd`) does to one: stop, start, pause (SIGSTOP:
-a member that falls behind, then answers nothing), resume, and reading its JSON gateway
-and metrics from this machine with the host's own etcd client certificate.
+"""The lab's etcd members (one per controller, unless the lab was started with etcd=False,
+`--no-etcd`): their names, the initial cluster, and what a test (or `python -m tests.lab
+etcd`) does to one: stop, start, pause (SIGSTOP: a member that falls behind, then answers
+nothing), resume, and reading its JSON gateway and metrics from this machine with the
+host's own etcd client certificate.
 
 Each controller's member is a runit service (hostfs._add_etcd); the engine starts it
 (engine.py _start_etcd), k3s's engine stops it (embedded), rke2's outlives the engine.
@@ -112,6 +113,6 @@ def _require(lab: Lab, host: str) -> LabHost:
 
     lab_host = lab.host(host)
     if not lab.etcd or lab_host.role != "controller" or not lab_host.spec.engine_installed:
-        raise LabError(f"{host} runs no etcd member (a lab with --etcd has one per "
-                       "controller)")
+        raise LabError(f"{host} runs no etcd member (a lab has one per controller, "
+                       "unless it was started with --no-etcd)")
     return lab_host
