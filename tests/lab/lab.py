@@ -15,6 +15,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -368,32 +369,33 @@ class Lab:
         return sum(line.startswith("Accepted publickey for ") for line in console.splitlines())
 
     def restart_sshd(self, host: str) -> None:
-        """Restart the host's sshd and return once the new one answers. `sv restart`
-        returns at once when the service started a second or so before (9 of 30
-        back-to-back restarts here): what answered then was the old sshd, about to exit,
-        and the next connection met a closed port. So: a new supervised pid (runsv starts
-        it only once the old one has exited), then its banner."""
+        """Restart the host's sshd and return once the new one answers (its banner)."""
         address = self.host(host).address
-        pid_file = "/etc/service/sshd/supervise/pid"
-        old = self.exec(host, ["cat", pid_file]).stdout.strip()
-        self.exec(host, ["sv", "restart", "/etc/service/sshd"])
-        _wait(f"a new sshd on {host}",
-              lambda: self.exec(host, ["cat", pid_file], check=False).stdout.strip()
-              not in ("", old) and _listening(address))
+        self._restart(host, "sshd", lambda: _listening(address))
 
     def restart_engine(self, host: str, timeout: float = 30.0) -> None:
-        """Restart the host's engine and return once a new one is READY. `sv -w 30
+        """Restart the host's engine and return once a new one is READY (its check)."""
+        service = self.engine_service(host)
+        check = f"cd /etc/service/{service} && ./check"
+        self._restart(host, service,
+                      lambda: self.exec(host, check, check=False).returncode == 0, timeout)
+
+    def _restart(self, host: str, service: str, ready: Callable[[], bool],
+                 timeout: float = START_TIMEOUT) -> None:
+        """`sv restart` the service, then wait for a new supervised pid and `ready`. `sv -w
         restart` alone can return at once: runit's sv (sv.c, check() for a restart)
         accepts a process that started in the same second as the request, and the old
-        engine's check passes until it has exited (CI, 2026-12-04: a test read the old
-        engine's manifest after such a restart). So: a new supervised pid, then its check."""
-        service = f"/etc/service/{self.engine_service(host)}"
-        old = self.exec(host, ["cat", f"{service}/supervise/pid"]).stdout.strip()
-        self.exec(host, ["sv", "restart", service])
-        new_and_ready = (f"cd {service} && read -r pid < supervise/pid && "
-                         f"[ -n \"$pid\" ] && [ \"$pid\" != '{old}' ] && ./check")
-        _wait(f"a new {self.engine_service(host)} on {host}",
-              lambda: self.exec(host, new_and_ready, check=False).returncode == 0, timeout)
+        one's check passes until it has exited (9 of 20 back-to-back engine restarts here,
+        9 of 30 for sshd). runsv starts the new process only once the old one has exited."""
+        pid_file = f"/etc/service/{service}/supervise/pid"
+        old = self.exec(host, ["cat", pid_file]).stdout.strip()
+        self.exec(host, ["sv", "restart", f"/etc/service/{service}"])
+
+        def new_and_ready() -> bool:
+            pid = self.exec(host, ["cat", pid_file], check=False).stdout.strip()
+            return pid not in ("", old) and ready()
+
+        _wait(f"a new {service} on {host}", new_and_ready, timeout)
 
     def etcd_member(self, host: str, action: str) -> None:
         """stop, start, pause (SIGSTOP) or resume the host's etcd member (tests/lab/etcd.py)."""
