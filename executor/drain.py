@@ -13,11 +13,14 @@ verdicts and what is left of them: drain_pods.py.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Literal
 
 from kubernetes.client.exceptions import ApiException
+
+from planner.threads import start
 
 from . import api_shape
 from .api_shape import Obj
@@ -31,7 +34,7 @@ from .drain_pods import (
 )
 from .node_api import DrainError, NodeApi, api_message
 from .polling import pause
-from .watch import pods_watcher
+from .watch import Watcher, WatchEvent, pods_watcher
 
 log = logging.getLogger("cargoship.executor")
 
@@ -194,20 +197,49 @@ class NodeOps(NodeApi):
         if not left.pods:
             return
         until = self._remaining(deadline)
-        watcher = pods_watcher(self.api, node, left.seen, broken, until)
+        seen_lock, gone = threading.Lock(), threading.Event()
+
+        def seen(event: WatchEvent) -> bool:
+            with seen_lock:
+                if left.seen(event):
+                    gone.set()
+            return gone.is_set()
+
+        watcher = pods_watcher(self.api, node, seen, broken, until)
+        # A watch is served from its API server's cache, which its own etcd member feeds:
+        # a member that hangs leaves that watch silent, not broken. A fresh list every
+        # retry_interval (a quorum read, handed to another controller's API server when
+        # this one cannot answer it) still sees the pods go.
+        checker = start(lambda: self._check_gone(node, seen, gone, watcher, options,
+                                                 until), name="cargoship-drain-check")
         with self._watchers_lock:
             self._watchers[id(watcher)] = watcher
         try:
             self._check_aborted(node)
-            done = watcher.run("", until)
+            done = watcher.run("", until) or gone.is_set()
         finally:
+            gone.set()  # ends the checker
             with self._watchers_lock:
                 self._watchers.pop(id(watcher), None)
+        checker.join()
         self._check_aborted(node)
         if not done:
             raise DrainError(node, f"evicted pods still on the node after the "
                                    f"{options.timeout:g} s drain timeout: "
                                    + ", ".join(sorted(left.pods)))
+
+    def _check_gone(self, node: str, seen: Callable[[WatchEvent], bool],
+                    gone: threading.Event, watcher: Watcher, options: DrainOptions,
+                    until: float) -> None:
+        while not gone.wait(options.retry_interval) and time.monotonic() < until:
+            try:
+                pods = self._pods_on(node)
+            except (DrainError, api_shape.ApiShapeError) as exc:
+                log.debug("node %s: listing its pods while they go: %s", node, exc)
+                continue
+            if seen(WatchEvent("SYNCED", {"items": pods})):
+                watcher.close()
+                return
 
     def _remaining(self, deadline: float) -> float:
         """The deadline on time.monotonic's scale, whatever this object's clock is."""

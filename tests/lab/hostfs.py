@@ -31,7 +31,7 @@ HOST_PROGRAMS = {"lab_engine.py": "engine.py", "engine_node.py": "engine_node.py
 ENGINE_SCRIPT = "import lab_engine\n\nlab_engine.entry()\n"
 API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py", "kubeapi_watch.py",
                 "kubeapi_views.py", "kubeapi_hostile.py", "kubeapi_hostile_serve.py",
-                "kubeapi_etcd.py")
+                "kubeapi_etcd.py", "kubeapi_etcdstore.py")
 API_PORT = 6443  # every controller's API server (TLS)
 DATASTORE_PORT = 6444  # the lab's one object store, on the first controller (plain HTTP)
 RC_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login")
@@ -243,7 +243,10 @@ def apiserver_args(spec: HostSpec, distro: str, api: dict[str, object]) -> list[
             "--apiserver-args", f"/var/lib/rancher/{distro}/lab-apiserver-args.json",
             "--timing-file", f"/var/lib/rancher/{distro}/lab-timing.json",
             "--engine-state", f"/var/lib/rancher/{distro}/lab-engine.json",
-            "--node-name", spec.node_name()]
+            "--node-name", spec.node_name(),
+            # Every API server runs the node lifecycle controller on its own cache: with
+            # the datastore's grace period.
+            "--stale-after", f"{float(api.get('stale_after', 0)):g}"]  # type: ignore[arg-type]
     if distro == "rke2":
         # The static pod: its logs as the kubelet keeps them, its start as the container
         # runtime records it (engine_mirror.py).
@@ -339,15 +342,32 @@ def _add_user(host_dir: Path, spec: HostSpec, uid: int, pubkey: str) -> None:
     _authorize(home, pubkey, uid, uid)
 
 
-def add_datastore(host_dir: Path, token: str, stale_after: float) -> None:
-    """Make this host hold the lab's objects (a runit service, independent of the engine:
-    the lab has one store where a real cluster has an etcd member per controller)."""
+def add_datastore(host_dir: Path, token: str, stale_after: float, members: list[str],
+                  pki: Path) -> None:
+    """The lab's own view of its cluster (a runit service, independent of the engine): what
+    the tests and the kubelets read and write, and where API faults are set. With etcd
+    `members` (their addresses) it keeps nothing itself: the objects are in etcd, which it
+    reads and writes as a client of the first member that answers, with a client
+    certificate of its own. Without (an external datastore), it holds the objects."""
     for name in API_PROGRAMS:
         shutil.copyfile(HERE / name, host_dir / "bin" / name)
+    flags = ""
+    if members:
+        from .pki import etcd_cas, issue
+
+        server_ca, _ = etcd_cas(pki)
+        tls = host_dir / "etc.upper" / "lab-datastore"
+        tls.mkdir(parents=True, exist_ok=True)
+        (tls / "server-ca.crt").write_bytes(server_ca.cert_pem)
+        issue(server_ca, "lab-datastore", client=True).save(tls, "etcd-client")
+        urls = ",".join(f"https://{a}:{ETCD_CLIENT_PORT}" for a in members)
+        flags = (f" --etcd-servers {urls} --etcd-cafile /etc/lab-datastore/server-ca.crt"
+                 " --etcd-certfile /etc/lab-datastore/etcd-client.crt"
+                 " --etcd-keyfile /etc/lab-datastore/etcd-client.key")
     write(host_dir / "etc.upper" / "service" / "lab-datastore" / "run",
           f"#!/bin/sh\nexec /usr/bin/python3 /usr/local/bin/kubeapi.py --listen "
-          f"0.0.0.0:{DATASTORE_PORT} --token {token} --stale-after {stale_after:g} 2>&1\n",
-          0o755)
+          f"0.0.0.0:{DATASTORE_PORT} --token {token} --stale-after {stale_after:g}{flags}"
+          " 2>&1\n", 0o755)
 
 
 def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Path,

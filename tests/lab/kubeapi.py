@@ -97,18 +97,21 @@ def route(store: Store, method: str, path: str, query: dict[str, str], body: Any
           ctype: str) -> tuple[int, Obj]:
     """Map a request onto the store."""
     kind, ns, name, sub = parse_path(path)
+    # No resourceVersion: the latest state, a quorum read (kube-apiserver 1.30: storage/
+    # etcd3/store.go Get and GetList); one given ("0": any) is served from the cache.
+    fresh = query.get("resourceVersion", "") == ""
     if name is None:
         if method == "GET":  # a namespaced kind without a namespace lists all namespaces
             limit = int(query["limit"]) if query.get("limit", "").isdigit() else 0
             return 200, store.list_objects(kind, ns, selector(kind, query), limit,
-                                           query.get("continue", ""))
+                                           query.get("continue", ""), fresh)
         if method == "POST" and (ns is not None or not kind.namespaced):
             return 201, store.create(kind, ns or "", body)
     elif kind.namespaced and ns is None:
         raise no_such_path()
     elif sub is None or (sub == "status" and kind in (NODES, PODS)):
         if method == "GET":
-            return 200, store.get(kind, ns or "", name)
+            return 200, store.get(kind, ns or "", name, fresh)
         if method == "PATCH":
             return 200, store.patch(kind, ns or "", name, patcher(ctype, body),
                                     status=sub == "status")
@@ -212,6 +215,9 @@ class KubeServer(ThreadingHTTPServer):
             ok, why = self.etcd.check()
             if not ok:
                 return False, why, None
+        if self.store is not None:  # its objects are in its member; the datastore has faults
+            return True, "", self.take_faults("GET", "/readyz", {}, None, "readyz")[1] \
+                if faults else None
         try:
             conn = http.client.HTTPConnection(self.upstream.hostname or "", self.upstream.port,
                                               timeout=2)
@@ -225,6 +231,27 @@ class KubeServer(ThreadingHTTPServer):
                 json.loads(hostile) if hostile else None
         except (OSError, ValueError) as exc:
             return False, f"etcd unreachable: {exc}", None
+
+    def take_faults(self, method: str, path: str, query: dict[str, str], payload: Any,
+                    check: str | None = None) -> tuple[Obj | None, Obj | None]:
+        """The error fault, else the hostile fault, this request meets (each used up once):
+        the datastore's own, or (a front end serving from its member) asked of the
+        datastore, which keeps the lab's faults. A datastore that does not answer has
+        none to give."""
+        if self.upstream is None:
+            error = self.faults.take_error(method, path, payload)
+            return error, None
+        body = json.dumps({"method": method, "path": path, "query": query,
+                           "payload": payload, "check": check}).encode()
+        try:
+            code, _, data, _ = self.upstream_request(
+                "POST", "/lab/v1/faults/take", body,
+                {"Authorization": f"Bearer {self.token.decode()}",
+                 "Content-Type": "application/json", FRONT_END: self.node_name})
+            taken = json.loads(data) if code == 200 else {}
+        except (OSError, ValueError):
+            taken = {}
+        return taken.get("error"), taken.get("hostile")
 
 
 HEALTH = ("/readyz", "/livez", "/healthz")
@@ -255,12 +282,18 @@ class Handler(BaseHTTPRequestHandler):
         try:
             if not self._authenticated():
                 raise ApiError(401, "Unauthorized", "Unauthorized")
-            if self.server.upstream is not None:
+            # A front end either forwards to the datastore (servers sharing an external
+            # datastore) or serves from its own etcd member (store), as the datastore does.
+            front = self.server.upstream is not None
+            if front and self.server.store is None:
                 self._forward(body)
                 return
             query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
-            if url.path == "/lab/v1/faults":
+            if url.path == "/lab/v1/faults" and not front:
                 self._send(*faults_endpoint(self.server.faults, self.command, body))
+                return
+            if url.path == "/lab/v1/faults/take" and not front and self.command == "POST":
+                self._send(200, self._take(body))
                 return
             if self.command == "GET" and url.path.rstrip("/") in {*DISCOVERY, "/api"}:
                 if self.headers.get(CHECK) == "readyz":  # a front end's /readyz etcd check
@@ -274,7 +307,7 @@ class Handler(BaseHTTPRequestHandler):
                 payload = json.loads(body) if body.strip() else None
             except ValueError as exc:
                 raise bad_request(f"json parse error: {exc}") from None
-            fault = self.server.faults.take_error(self.command, url.path, payload)
+            fault, hostile = self.server.take_faults(self.command, url.path, query, payload)
             if fault is not None:
                 code = int(fault.get("code", 503))
                 raise ApiError(code, str(fault.get("reason", "ServiceUnavailable")),
@@ -282,8 +315,9 @@ class Handler(BaseHTTPRequestHandler):
             ctype = self.headers.get("Content-Type", "application/json").split(";")[0].strip()
             assert self.server.store is not None
             kind, ns, name, _ = parse_path(url.path)
-            hostile = self.server.faults.take_hostile(self.command, url.path, query,
-                                                      self.headers, self.server.store)
+            if not front:  # (a front end was given its hostile fault with the error)
+                hostile = self.server.faults.take_hostile(self.command, url.path, query,
+                                                          self.headers, self.server.store)
             if wants_watch(self.command, query) and name is None and (
                     hostile is None or hostile["mode"] == "shape"):
                 # kubectl get nodes --watch asks for Tables: each event's object one then.
@@ -302,6 +336,9 @@ class Handler(BaseHTTPRequestHandler):
                 obj = node_table(obj)
         except ApiError as exc:
             code, obj = exc.code, exc.status()
+        except OSError as exc:  # the etcd member(s) the objects are in did not answer
+            code, obj = 503, ApiError(503, "ServiceUnavailable", f"etcd unreachable: {exc}",
+                                      {}).status()
         except Exception as exc:  # a bug here must not kill the connection or the server
             traceback.print_exc(file=sys.stderr)
             code, obj = 500, ApiError(500, "InternalError", f"Internal error occurred: {exc}",
@@ -377,16 +414,6 @@ class Handler(BaseHTTPRequestHandler):
                 forward_watch(self, upstream.hostname or "", upstream.port or 80, headers,
                               self.server.closing, divert)
                 return
-            if self.server.etcd is not None and self.command in ("POST", "PUT", "PATCH",
-                                                                 "DELETE"):
-                # Committed through this controller's member first: no quorum, no write.
-                self.server.etcd.put("/registry" + urlsplit(self.path).path, body or b"")
-            elif self.server.etcd is not None and self.command == "GET" and \
-                    query.get("resourceVersion", "") == "":
-                # A read "most recent" (no resourceVersion) is a quorum read of etcd in
-                # kube-apiserver 1.30 (storage/etcd3/store.go Get and GetList without
-                # ConsistentListFromCache, beta only from 1.31): no quorum, no answer.
-                self.server.etcd.read("/registry" + urlsplit(self.path).path)
             code, ctype, data, hostile = self.server.upstream_request(
                 self.command, self.path, body or None, headers)
         except OSError as exc:
@@ -427,10 +454,31 @@ class Handler(BaseHTTPRequestHandler):
             raise ValueError(length)
         return self.rfile.read(length)
 
+    def _take(self, body: bytes) -> Obj:
+        """/lab/v1/faults/take: the faults a front end's request meets (take_faults)."""
+        try:
+            request = json.loads(body)
+            method, path = str(request["method"]), str(request["path"])
+            query, payload, check = dict(request["query"]), request["payload"], \
+                request.get("check")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise bad_request(f"a fault take is not valid: {exc}") from None
+        headers = {FRONT_END: self.headers.get(FRONT_END, ""),
+                   **({CHECK: str(check)} if check else {})}
+        faults = self.server.faults
+        error = None if check else faults.take_error(method, path, payload)
+        hostile = None if error is not None else faults.take_hostile(
+            method, path, query, headers, self.server.store)
+        return {"error": error, "hostile": hostile}
+
     def _send(self, code: int, obj: Obj, hostile: Obj | None = None) -> None:
         extra: dict[str, str] = {}
         if hostile is not None:
             obj, extra = datastore_answer(hostile, obj)
+            if HOSTILE in extra and self.server.upstream is not None:
+                # A front end serving from its member serves the hostile answer itself.
+                serve_hostile(self, hostile, obj, self.server.closing)
+                return
         data = json.dumps(obj).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -500,15 +548,25 @@ def check_apiserver_args(args_file: Path) -> None:
 def make_server(args: argparse.Namespace) -> KubeServer:
     host, _, port = args.listen.rpartition(":")
     tls = tls_context(args.tls_cert, args.tls_key, args.client_ca) if args.tls_cert else None
-    store = None if args.upstream else Store(args.stale_after, args.state_file)
-    server = KubeServer((host, int(port)), store, args.token, args.verbose, args.upstream, tls)
+    store: Store | None = None
+    members = None
+    if args.etcd_servers:
+        # The objects live in etcd: a front end's in its own member only, the lab's own
+        # view's in whichever member answers.
+        from kubeapi_etcd import REQUEST_TIMEOUT, Members
+        from kubeapi_etcdstore import VIEW_TIMEOUT, EtcdStore
+
+        urls = args.etcd_servers.split(",")
+        members = Members(urls, args.etcd_cafile, args.etcd_certfile, args.etcd_keyfile,
+                          VIEW_TIMEOUT if len(urls) > 1 else REQUEST_TIMEOUT)
+        store = EtcdStore(args.stale_after, members, kubelets=not args.upstream)
+    elif not args.upstream:
+        store = Store(args.stale_after, args.state_file)
+    server = KubeServer((host, int(port)), store.start() if store else None, args.token,
+                        args.verbose, args.upstream, tls)
     server.engine_state = args.engine_state
     server.node_name = args.node_name
-    if args.etcd_servers:
-        from kubeapi_etcd import LocalMember
-
-        server.etcd = LocalMember(args.etcd_servers, args.etcd_cafile, args.etcd_certfile,
-                                  args.etcd_keyfile)
+    server.etcd = members
     if args.timing_file:
         try:
             delay = float(json.loads(args.timing_file.read_text()).get("apiserver_start", 0))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import json
 import math
 import os
@@ -23,13 +24,18 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 Obj = dict[str, Any]
 # Kubelet-owned node conditions that the node lifecycle controller marks Unknown.
 KUBELET_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+# Condition reasons the node lifecycle controller writes (not a kubelet's heartbeat).
+CONTROLLER_REASONS = ("NodeStatusUnknown", "NodeStatusNeverUpdated")
 HISTORY = 1000  # events kept for watches from a resourceVersion (the watch cache's window)
 LIFECYCLE_TICK = 0.5  # seconds between the node lifecycle controller's passes
+
+
+T = TypeVar("T")
 
 
 class Event(NamedTuple):
@@ -40,6 +46,15 @@ class Event(NamedTuple):
     resource: str
     obj: Obj | None
     prev: Obj | None
+
+
+class Write(NamedTuple):
+    """The one object an API call writes: `new` None deletes it, `old` None creates it."""
+
+    kind: Kind
+    key: str  # "namespace/name" ("/name" when cluster-scoped)
+    new: Obj | None
+    old: Obj | None
 
 
 @dataclass(frozen=True)
@@ -137,17 +152,29 @@ def pdb_requirements(selector: Obj | None) -> list[Requirement] | None:
 
 class Store:
     """All objects behind one lock; keys are "namespace/name" ("/name" when cluster-scoped),
-    so sorting them gives the real API's list order."""
+    so sorting them gives the real API's list order.
 
-    def __init__(self, stale_after: float, state_file: Path | None):
+    Every API call is a transaction (_transact): under the lock it reads the objects and
+    decides on at most one write, which is then committed and applied (_apply). This store
+    commits in memory (the lab's own datastore: an external datastore's servers share it);
+    kubeapi_etcdstore.EtcdStore commits to etcd and applies what the member's watch sends.
+    """
+
+    def __init__(self, stale_after: float, state_file: Path | None = None,
+                 kubelets: bool = True):
+        # `kubelets`: this store also does what the nodes' kubelets would (delete a
+        # terminating pod once its grace period is over): the lab's own view does, so
+        # that the deletion does not hang on one API server's member.
+        self.kubelets = kubelets
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)  # notified on every recorded event
         self.stale_after, self.state_file = stale_after, state_file
         self.rv = 0
         self.history: deque[Event] = deque(maxlen=HISTORY)
         self.objects: dict[str, dict[str, Obj]] = {k.resource: {} for k in KINDS.values()}
-        # Monotonic time of each node's last status patch. Not persisted: like the node
-        # lifecycle controller after a restart, a loaded node gets a fresh grace period.
+        # Monotonic time at which each node's heartbeat was last seen to change, as the node
+        # lifecycle controller keeps it (probeTimestamp). Not persisted: like that
+        # controller after a restart, a loaded node gets a fresh grace period.
         self.heartbeats: dict[str, float] = {}
         if state_file and state_file.exists():
             state = json.loads(state_file.read_text())
@@ -156,14 +183,78 @@ class Store:
                                for n in self.objects["nodes"].values()}
         self.floor = self.rv  # every change after this resourceVersion is in the history
         self.closed = threading.Event()
-        if stale_after > 0:
+
+    def start(self) -> Store:
+        if self.stale_after > 0:
             threading.Thread(target=self._lifecycle, daemon=True,
                              name="node-lifecycle").start()
+        return self
 
     def close(self) -> None:
         self.closed.set()
         with self.changed:
             self.changed.notify_all()  # watches waiting for a change look at `closed` now
+
+    # -- transactions -----------------------------------------------------------------
+
+    def _transact(self, op: Callable[[], tuple[Write | None, Callable[[], T]]]) -> T:
+        """Run `op` under the lock, commit its write, and return what its `finish` says
+        (called under the lock, once the write is applied)."""
+        with self.lock:
+            write, finish = op()
+            if write is not None:
+                if write.new is not None:
+                    write.new["metadata"]["resourceVersion"] = str(self.rv + 1)
+                self._apply(write.kind, write.key, write.new, self.rv + 1)
+                self._save()
+            return finish()
+
+    def _apply(self, kind: Kind, key: str, new: Obj | None, rv: int) -> None:
+        """Under the lock: the write that took resourceVersion `rv` (new None: a delete)
+        becomes the stored state and an event in the history."""
+        store = self.objects[kind.resource]
+        old = store.get(key)
+        prev = self._view(kind, old) if old is not None else None  # before a heartbeat
+        if kind is NODES:
+            self._observe_heartbeat(key.partition("/")[2], new, old)
+        if kind is PODS and self.kubelets and new is not None and old is not None and \
+                new["metadata"].get("deletionTimestamp") and \
+                not old["metadata"].get("deletionTimestamp"):
+            # The pod's kubelet sees it terminating, gives its containers the grace
+            # period, then deletes it.
+            timer = threading.Timer(float(new["metadata"].get("deletionGracePeriodSeconds")
+                                          or 0), self._terminated,
+                                    [*key.split("/", 1), new["metadata"]["uid"]])
+            timer.daemon = True
+            timer.start()
+        if new is None:
+            store.pop(key, None)
+        else:
+            store[key] = new
+        self.rv = rv
+        if len(self.history) == self.history.maxlen:
+            self.floor = self.history[0].rv  # about to be dropped: watches from before it 410
+        kind_of_event = "DELETED" if new is None else "ADDED" if old is None else "MODIFIED"
+        self.history.append(Event(rv, kind_of_event, kind.resource,
+                                  self._view(kind, new) if new is not None else None, prev))
+        self.changed.notify_all()
+
+    def _observe_heartbeat(self, name: str, new: Obj | None, old: Obj | None) -> None:
+        """The node lifecycle controller's clock: a node is fresh from its creation and
+        from each change of its conditions' lastHeartbeatTime (nodelifecycle's
+        tryUpdateNodeHealth: probeTimestamp moves when the heartbeat does)."""
+        if new is None:
+            self.heartbeats.pop(name, None)
+            return
+
+        def beats(node: Obj | None) -> set[Any]:
+            # The kubelet's own: the controller's Unknown keeps the time it last saw.
+            return {c.get("lastHeartbeatTime") for c in
+                    ((node or {}).get("status") or {}).get("conditions") or []
+                    if isinstance(c, dict) and c.get("reason") not in CONTROLLER_REASONS}
+
+        if old is None or beats(new) - beats(old):
+            self.heartbeats[name] = time.monotonic()
 
     def _save(self) -> None:
         if self.state_file is None:
@@ -174,30 +265,29 @@ class Store:
         tmp.write_text(json.dumps(state))
         os.replace(tmp, self.state_file)
 
-    def _bump(self, obj: Obj) -> Obj:
-        self.rv += 1
-        obj["metadata"]["resourceVersion"] = str(self.rv)
-        return obj
-
-    def _record(self, kind: Kind, type: str, obj: Obj | None, prev: Obj | None) -> None:
-        """Called under the lock right after the write that took resourceVersion self.rv."""
-        if len(self.history) == self.history.maxlen:
-            self.floor = self.history[0].rv  # about to be dropped: watches from before it 410
-        self.history.append(Event(self.rv, type, kind.resource, obj, prev))
-        self.changed.notify_all()
-
     def _lifecycle(self) -> None:
         """The node lifecycle controller writes what _view shows of an overdue node, so a
         watch sees the transition as a change (a new resourceVersion), as for real."""
         while not self.closed.wait(LIFECYCLE_TICK):
             with self.lock:
-                for key, node in list(self.objects["nodes"].items()):
-                    view = self._view(NODES, node)
-                    if view.get("status") != node.get("status"):
-                        self.objects["nodes"][key] = self._bump(view)
-                        self._record(NODES, "MODIFIED", copy.deepcopy(view),
-                                     self._view(NODES, node))
-                        self._save()
+                overdue = [key for key, node in self.objects["nodes"].items()
+                           if self._view(NODES, node).get("status") != node.get("status")]
+            for key in overdue:
+                try:
+                    self._transact(functools.partial(self._mark_unknown, key))
+                except (ApiError, OSError):
+                    pass  # another writer got there first, or no quorum: the next tick
+
+    def _mark_unknown(self, key: str) -> tuple[Write | None, Callable[[], None]]:
+        node = self.objects["nodes"].get(key)
+        if node is None:
+            return None, lambda: None
+        view = self._view(NODES, node)
+        if view.get("status") == node.get("status"):
+            return None, lambda: None
+        return Write(NODES, key, view, node), lambda: None
+
+    # -- reading ------------------------------------------------------------------------
 
     def _find(self, kind: Kind, ns: str, name: str) -> Obj:
         obj = self.objects[kind.resource].get(f"{ns}/{name}")
@@ -259,18 +349,28 @@ class Store:
                 "desiredHealthy": desired, "disruptionsAllowed": allowed,
                 "expectedPods": expected, "conditions": [condition]}
 
-    def get(self, kind: Kind, ns: str, name: str) -> Obj:
+    def sync(self) -> None:
+        """Make the next read see every write committed before this call (a store in
+        memory always does)."""
+
+    def get(self, kind: Kind, ns: str, name: str, fresh: bool = True) -> Obj:
+        """`fresh`: the latest state (no resourceVersion asked for); otherwise whatever this
+        API server has (resourceVersion=0: its watch cache, even without a quorum)."""
+        if fresh:
+            self.sync()
         with self.lock:
             return self._view(kind, self._find(kind, ns, name))
 
     def list_objects(self, kind: Kind, ns: str | None, match: Callable[[Obj], bool],
-                     limit: int = 0, continue_token: str = "") -> Obj:
+                     limit: int = 0, continue_token: str = "", fresh: bool = True) -> Obj:
         """Objects in key order for which `match` (the request's selectors) holds; `limit`
         and the opaque continue token page through them as on the real API."""
         try:
             after = base64.urlsafe_b64decode(continue_token.encode()).decode()
         except ValueError:
             raise bad_request("continue key is not valid: illegal base64 data") from None
+        if fresh:
+            self.sync()
         with self.lock:
             items = []
             for key in sorted(self.objects[kind.resource]):
@@ -287,6 +387,8 @@ class Store:
             obj.pop("apiVersion", None)
         return {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta,
                 "items": [obj for _, obj in items]}
+
+    # -- writing ------------------------------------------------------------------------
 
     def create(self, kind: Kind, ns: str, body: Any) -> Obj:
         if not isinstance(body, dict) or not isinstance(body.get("metadata") or {}, dict):
@@ -305,7 +407,8 @@ class Store:
             raise bad_request("the namespace of the provided object does not match the "
                               "namespace sent on the request")
         _validate(kind, name, body)
-        for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+        for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds", "generation",
+                           "resourceVersion"):
             meta.pop(server_set, None)
         meta.update(name=name, uid=str(uuid.uuid4()), creationTimestamp=rfc3339(time.time()))
         if kind.namespaced:
@@ -319,20 +422,19 @@ class Store:
         obj["status"] = {} if kind is PDBS else obj.get("status") or {}  # PDB's is computed
         if kind is PODS:  # no kubelet will start it, so a created pod is already running
             obj["status"].setdefault("phase", "Running")
-        with self.lock:
-            key = f"{ns if kind.namespaced else ''}/{name}"
+        key = f"{ns if kind.namespaced else ''}/{name}"
+
+        def op() -> tuple[Write | None, Callable[[], Obj]]:
             if key in self.objects[kind.resource]:
                 raise ApiError(409, "AlreadyExists", f'{_qualified(kind)} "{name}" already '
                                "exists", _details(kind, name))
-            self.objects[kind.resource][key] = self._bump(obj)
-            if kind is NODES:
-                self.heartbeats[name] = time.monotonic()
-            self._record(kind, "ADDED", self._view(kind, obj), None)
-            self._save()
-            return self._view(kind, obj)
+            new = copy.deepcopy(obj)
+            return Write(kind, key, new, None), lambda: self._view(kind, new)
+
+        return self._transact(op)
 
     def patch(self, kind: Kind, ns: str, name: str, patcher: Patcher, status: bool) -> Obj:
-        with self.lock:
+        def op() -> tuple[Write | None, Callable[[], Obj]]:
             old = self._find(kind, ns, name)
             patched = patcher(copy.deepcopy(old))  # a patch result must share nothing with old
             if not isinstance(patched, dict):
@@ -354,20 +456,24 @@ class Store:
                 new.pop("status")
             new["metadata"] = {**(meta if not status else old["metadata"]),
                                **{k: old["metadata"][k] for k in ("name", "uid", "namespace",
-                                  "creationTimestamp", "generation") if k in old["metadata"]}}
+                                  "creationTimestamp", "generation", "resourceVersion")
+                                  if k in old["metadata"]}}
             new["kind"], new["apiVersion"] = kind.kind, kind.api_version
             _validate(kind, name, new)
-            prev = self._view(kind, old)  # before the heartbeat below makes it fresh
+            new = copy.deepcopy(new)
             if kind is NODES and status:
                 self._stamp_heartbeat(old, new)
-            if new == old:
-                return self._view(kind, old)  # a no-op patch writes nothing, as for real
+            if new == old:  # a no-op writes nothing, as for real
+                if kind is NODES and status:
+                    # A heartbeat in the same second as the last (RFC 3339 has seconds):
+                    # this API server saw the kubelet post, the others see the next one.
+                    self.heartbeats[name] = time.monotonic()
+                return None, lambda: self._view(kind, old)
             if kind is PDBS and new.get("spec") != old.get("spec"):
                 new["metadata"]["generation"] += 1
-            self.objects[kind.resource][f"{ns}/{name}"] = self._bump(new)
-            self._record(kind, "MODIFIED", self._view(kind, new), prev)
-            self._save()
-            return self._view(kind, new)
+            return Write(kind, f"{ns}/{name}", new, old), lambda: self._view(kind, new)
+
+        return self._transact(op)
 
     def _stamp_heartbeat(self, old: Obj, new: Obj) -> None:
         now = rfc3339(time.time())
@@ -387,17 +493,14 @@ class Store:
             if prev.get("status") != cond.get("status") and \
                     cond.get("lastTransitionTime") in carried:
                 cond["lastTransitionTime"] = now
-        self.heartbeats[new["metadata"]["name"]] = time.monotonic()
 
     def delete(self, kind: Kind, ns: str, name: str) -> Obj:
-        with self.lock:
-            obj = self._view(kind, self._find(kind, ns, name))
-            del self.objects[kind.resource][f"{ns}/{name}"]
-            if kind is NODES:
-                self.heartbeats.pop(name, None)
-            self.rv += 1
-            self._record(kind, "DELETED", None, copy.deepcopy(obj))
-            self._save()
+        def op() -> tuple[Write | None, Callable[[], Obj]]:
+            old = self._find(kind, ns, name)
+            obj = self._view(kind, old)
+            return Write(kind, f"{ns}/{name}", None, old), lambda: obj
+
+        obj = self._transact(op)
         if kind is PODS:  # the pod registry returns the deleted object, others a Status
             return obj
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
@@ -407,7 +510,10 @@ class Store:
         """The eviction subresource: PDB check, then delete (pkg/registry/core/pod/storage)."""
         if not isinstance(body, dict) or (body.get("metadata") or {}).get("name") != name:
             raise bad_request("name in URL does not match name in Eviction object")
-        with self.lock:
+        success = 201, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                        "status": "Success"}
+
+        def op() -> tuple[Write | None, Callable[[], tuple[int, Obj]]]:
             pod = self._find(PODS, ns, name)
             phase = (pod.get("status") or {}).get("phase")
             if phase not in ("Succeeded", "Failed", "Pending") and \
@@ -415,41 +521,39 @@ class Store:
                 pdbs = [p for p in self.objects["poddisruptionbudgets"].values()
                         if p["metadata"]["namespace"] == ns and pod in self._pdb_pods(p)]
                 if len(pdbs) > 1:
-                    return 500, {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                 "status": "Failure", "code": 500, "message": "This pod has "
-                                 "more than one PodDisruptionBudget, which the eviction "
-                                 "subresource does not support."}
+                    return None, lambda: (500, {
+                        "kind": "Status", "apiVersion": "v1", "metadata": {},
+                        "status": "Failure", "code": 500, "message": "This pod has more "
+                        "than one PodDisruptionBudget, which the eviction subresource does "
+                        "not support."})
                 if pdbs:
                     self._check_budget(pdbs[0], pod)
             grace = _grace_period(body, pod)
-            prev = self._view(PODS, pod)
-            if grace > 0 and not pod["metadata"].get("deletionTimestamp"):
-                # Like a kubelet given a grace period: the pod stays listed, terminating,
-                # until it has shut down, then it is gone. The field is an int64, as for
-                # real (a client with typed models refuses 1.0).
-                pod["metadata"].update(deletionTimestamp=rfc3339(time.time() + grace),
-                                       deletionGracePeriodSeconds=math.ceil(grace))
-                self._bump(pod)
-                self._record(PODS, "MODIFIED", self._view(PODS, pod), prev)
-                timer = threading.Timer(grace, self._terminated, (ns, name,
-                                                                  pod["metadata"]["uid"]))
-                timer.daemon = True
-                timer.start()
-            else:
-                del self.objects["pods"][f"{ns}/{name}"]
-                self.rv += 1
-                self._record(PODS, "DELETED", None, prev)
-            self._save()
-        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+            key = f"{ns}/{name}"
+            if grace <= 0 or pod["metadata"].get("deletionTimestamp"):
+                return Write(PODS, key, None, pod), lambda: success
+            # Like a kubelet given a grace period: the pod stays listed, terminating, until
+            # it has shut down, then it is gone. The field is an int64, as for real (a
+            # client with typed models refuses 1.0).
+            new = copy.deepcopy(pod)
+            new["metadata"].update(deletionTimestamp=rfc3339(time.time() + grace),
+                                   deletionGracePeriodSeconds=math.ceil(grace))
+
+            return Write(PODS, key, new, pod), lambda: success
+
+        return self._transact(op)
 
     def _terminated(self, ns: str, name: str, uid: str) -> None:
-        with self.lock:
+        def op() -> tuple[Write | None, Callable[[], None]]:
             pod = self.objects["pods"].get(f"{ns}/{name}")
-            if pod is not None and pod["metadata"].get("uid") == uid:
-                del self.objects["pods"][f"{ns}/{name}"]
-                self.rv += 1
-                self._record(PODS, "DELETED", None, self._view(PODS, pod))
-                self._save()
+            if pod is None or pod["metadata"].get("uid") != uid:
+                return None, lambda: None
+            return Write(PODS, f"{ns}/{name}", None, pod), lambda: None
+
+        try:
+            self._transact(op)
+        except (ApiError, OSError):
+            pass  # no quorum for the kubelet's delete: the pod stays terminating
 
     def _check_budget(self, pdb: Obj, pod: Obj) -> None:
         st = self._pdb_status(pdb)

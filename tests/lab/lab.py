@@ -222,7 +222,8 @@ class Lab:
         def prepare(host: LabHost) -> str:
             api: dict[str, object] | None = None
             if api_host is not None:
-                api = {"api": self.api_url, "token": self.token}
+                api = {"api": self.api_url, "token": self.token,
+                       "stale_after": self.timing.node_grace}
             member = {**cluster, "name": members_of_etcd.member_name(self.tag, host.name)} \
                 if cluster is not None and host in members else None
             key = hostfs.prepare(
@@ -237,7 +238,9 @@ class Lab:
         with ThreadPoolExecutor(max_workers=8) as pool:
             host_keys = list(pool.map(prepare, self.hosts))
         if api_host is not None:
-            hostfs.add_datastore(Path(api_host.dir), self.token, self.timing.node_grace)
+            hostfs.add_datastore(Path(api_host.dir), self.token, self.timing.node_grace,
+                                 [h.address for h in members] if self.etcd else [],
+                                 self.pki_dir)
         (self.dir / "known_hosts").write_text(
             "".join(f"{h.address} {k}\n" for h, k in zip(self.hosts, host_keys, strict=True)))
         for host in self.hosts:
