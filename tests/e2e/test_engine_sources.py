@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from tests.e2e.cli import cargoship, edit_config
+from tests.kubeapi_server import poll
 from tests.e2e.test_engine_semantics import AUDIT, FAST, engine_state, plan_and_apply
 from tests.lab import HostSpec
 
@@ -100,6 +101,10 @@ def test_relocated_config_data_dir_registries_and_env_node_name(lab_factory,
                       " && sv restart /etc/service/k3s-agent")
     lab.exec("ctl-1", "sed -i 's|k3s server|k3s server --data-dir /var/lib/k3s-alt|' "
                       "/etc/service/k3s/run && sv restart /etc/service/k3s")
+    # A new data dir is a new etcd store (server/db/etcd under it): every node is gone
+    # from the API until its kubelet posts its status again (every 10 s) and, refused,
+    # registers anew, as on a real k3s server.
+    poll(lambda: {"ctl-1", "edge-seven"} <= lab.ready_nodes(), timeout=30)
     edit_config(lab.dir / "cluster.yaml", lambda d: (
         d["spec"]["engineConfig"].update(
             auditPolicy=AUDIT, registries={"mirrors": {"docker.io": {

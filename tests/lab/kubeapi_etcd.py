@@ -154,17 +154,20 @@ class Members:
             return False, f"etcd: {exc}"
         return True, ""
 
-    def revision(self) -> int:
-        """The store's current revision, through a quorum (a linearizable read)."""
+    def revision(self) -> tuple[int, str]:
+        """The store's current revision through a quorum (a linearizable read), and the
+        cluster's id."""
         answer = self.call("/v3/kv/range", {"key": b64("/registry/"),
                                             "range_end": prefix_end("/registry/"),
                                             "count_only": True})
-        return int(answer["header"]["revision"])
+        return int(answer["header"]["revision"]), str(answer["header"].get("cluster_id"))
 
-    def load(self, prefix: str) -> tuple[int, list[dict[str, Any]]]:
-        """Every key under `prefix` and the revision they are at (linearizable)."""
+    def load(self, prefix: str) -> tuple[int, str, list[dict[str, Any]]]:
+        """Every key under `prefix`, the revision they are at (linearizable), and the
+        cluster's id."""
         answer = self.call("/v3/kv/range", {"key": b64(prefix), "range_end": prefix_end(prefix)})
-        return int(answer["header"]["revision"]), list(answer.get("kvs") or [])
+        return int(answer["header"]["revision"]), str(answer["header"].get("cluster_id")), \
+            list(answer.get("kvs") or [])
 
     def txn(self, key: str, value: bytes | None, mod_revision: int) -> int | None:
         """Put `value` at `key` (None: delete it) if the key was last written at

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -63,6 +65,7 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
         super().__init__(stale_after, kubelets=kubelets)
         self.members = members
         self.loaded = False  # the cache holds the member's objects as of self.rv
+        self.cluster = ""  # the etcd cluster's id, as the load found it
         self._watch: Watch | None = None
         threading.Thread(target=self._follow, daemon=True, name="etcd-watch").start()
         if len(members.endpoints) > 1:
@@ -110,7 +113,7 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
                     watch.close()
 
     def _load(self) -> None:
-        revision, kvs = self.members.load(PREFIX)
+        revision, self.cluster, kvs = self.members.load(PREFIX)
         with self.lock:
             for kv in kvs:
                 found = _kind_of(_text(kv["key"]))
@@ -156,7 +159,18 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
         raise EtcdUnavailable(f"etcd: the watch cache is behind revision {revision}")
 
     def sync(self) -> None:
-        self._caught_up(self.members.revision())
+        revision, cluster = self.members.revision()
+        if self.loaded and (cluster != self.cluster or revision < self.rv):
+            # Another store where the member was (an engine started on a new data dir
+            # makes a new one, with the same id when the members are named alike, and
+            # every object is gone): its revision went back. Nothing in this cache holds.
+            # The process ends, and its supervisor starts it afresh, as kube-apiserver
+            # cannot follow its storage into another cluster either.
+            sys.stderr.write(f"etcd: cluster {cluster} at revision {revision}, after "
+                             f"{self.cluster} at {self.rv}: another store; exiting\n")
+            sys.stderr.flush()
+            os._exit(1)
+        self._caught_up(revision)
 
     # -- writes -------------------------------------------------------------------------
 
