@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 from tests.e2e.cli import cargoship, edit_config
-from tests.kubeapi_server import poll
 from tests.e2e.test_engine_semantics import AUDIT, FAST, engine_state, plan_and_apply
+from tests.kubeapi_server import poll
 from tests.lab import HostSpec
 
 PSA = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",

@@ -1,11 +1,13 @@
 """The lab's etcd members behave as a real rke2/k3s cluster's do (issue 27): one cluster of
 real etcd members over the lab network, TLS with client certificates at the engines'
-paths; each API server's readiness, writes and reads of the most recent state need its
-own member's quorum; k3s's member ends with its engine, rke2's outlives it and is
-recreated only when its manifest changed."""
+paths; each API server keeps its objects in its own member (kubeapi_etcdstore.py), so
+its readiness, writes and reads of the most recent state need that member's quorum;
+k3s's member ends with its engine, rke2's outlives it and is recreated only when its
+manifest changed."""
 
 from __future__ import annotations
 
+import base64
 import json
 import ssl
 import time
@@ -133,6 +135,62 @@ def test_one_cluster_over_tls_and_an_api_server_without_quorum_is_not_ready(
     lab.etcd_member("ctl-2", "start")
     poll(lambda: readyz(lab, "ctl-1")[0] == 200)
     assert label_node(lab, "ctl-1", "d") == 200 and read_node(lab, "ctl-1") == 200
+
+
+def node_through(lab: Lab, host: str, query: str = "") -> tuple[int, dict]:
+    """Node ctl-1 read through `host`'s API server: (status, the object or the Status)."""
+    try:
+        with urllib.request.urlopen(lab.apiserver_url(host) + "/api/v1/nodes/ctl-1" + query,
+                                    timeout=10, context=_admin(lab)) as response:
+            return int(response.status), json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), json.loads(exc.read() or b"{}")
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_each_api_server_keeps_its_objects_in_its_own_member(lab_factory) -> None:
+    """The objects are etcd's (kube-apiserver's keys, resourceVersion the key's
+    mod_revision), and each API server reads them from its own member only."""
+    lab = lab_factory(CONTROLLERS, timing=TIMING, etcd=True)
+    key = {"key": b64("/registry/nodes/ctl-1")}
+    # A write through ctl-2's API server is a key in every member, ctl-3's included.
+    assert label_node(lab, "ctl-2", "through-ctl-2") == 200
+    kv = lab.etcd_call("ctl-3", "/v3/kv/range", key)["kvs"][0]
+    stored = json.loads(base64.b64decode(kv["value"]))
+    assert stored["metadata"]["labels"]["lab/probe"] == "through-ctl-2"
+    code, node = node_through(lab, "ctl-3")
+    assert code == 200 and node["metadata"]["resourceVersion"] == kv["mod_revision"]
+
+    # Written straight into etcd (through ctl-1's member), as etcdctl would: every API
+    # server serves it, at the revision etcd gave it; there is no other copy to disagree.
+    stored["metadata"]["labels"]["lab/probe"] = "straight-into-etcd"
+    put = lab.etcd_call("ctl-1", "/v3/kv/put", {**key, "value": base64.b64encode(
+        json.dumps(stored).encode()).decode()})
+    for host in ("ctl-1", "ctl-2", "ctl-3"):
+        code, node = node_through(lab, host)
+        assert code == 200 and node["metadata"]["labels"]["lab/probe"] == \
+            "straight-into-etcd", (host, node)
+        assert node["metadata"]["resourceVersion"] == put["header"]["revision"], (host, node)
+
+    # ctl-2's member stopped: the others keep a quorum and serve, but ctl-2's API server
+    # has no member of its own and asks no other, so it cannot read the latest state;
+    # what it has cached (resourceVersion=0) is all it can say.
+    lab.etcd_member("ctl-2", "stop")
+    poll(lambda: not answers(lab, "ctl-2"))
+    code, status = node_through(lab, "ctl-2")
+    assert code == 503 and "etcd unreachable" in status["message"], status
+    assert label_node(lab, "ctl-3", "while-ctl-2-is-down") == 200
+    assert node_through(lab, "ctl-1")[1]["metadata"]["labels"]["lab/probe"] == \
+        "while-ctl-2-is-down"
+    code, cached = node_through(lab, "ctl-2", "?resourceVersion=0")
+    assert code == 200 and cached["metadata"]["labels"]["lab/probe"] == "straight-into-etcd"
+    # Back: its member catches up and so does its API server.
+    lab.etcd_member("ctl-2", "start")
+    poll(lambda: node_through(lab, "ctl-2")[1].get("metadata", {}).get("labels", {}).get(
+        "lab/probe") == "while-ctl-2-is-down")
 
 
 def test_rke2_member_outlives_its_engine_and_is_recreated_only_for_a_changed_manifest(

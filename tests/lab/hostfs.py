@@ -33,7 +33,7 @@ API_PROGRAMS = ("kubeapi.py", "kubeapi_lang.py", "kubeapi_store.py", "kubeapi_wa
                 "kubeapi_views.py", "kubeapi_hostile.py", "kubeapi_hostile_serve.py",
                 "kubeapi_etcd.py", "kubeapi_etcdstore.py")
 API_PORT = 6443  # every controller's API server (TLS)
-DATASTORE_PORT = 6444  # the lab's one object store, on the first controller (plain HTTP)
+DATASTORE_PORT = 6444  # the lab's own view, on the first controller (plain HTTP)
 RC_FILES = (".bashrc", ".profile", ".bash_profile", ".bash_login")
 FIRST_UID = 1001
 ETCD_SERVICE = "etcd"  # a controller's etcd member, in a lab with etcd

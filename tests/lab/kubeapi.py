@@ -1,32 +1,45 @@
 """The lab's stand-in for the Kubernetes REST API (core/v1 nodes and pods, policy/v1 PDBs).
 
-No real API server can run in the lab. One process holds the objects (the lab's datastore,
-plain HTTP with a bearer token, on the first controller); every controller serves the API
-itself in front of it, over TLS with the lab's CA and client-certificate authentication,
-as the real kube-apiserver does (bearer tokens are accepted too):
+No real API server can run in the lab. Every controller serves the API itself (a front
+end), over TLS with the lab's CA and client-certificate authentication, as the real
+kube-apiserver does (bearer tokens are accepted too). One more process on the first
+controller, the lab's datastore (plain HTTP with a bearer token), is the lab's own view:
+the tests and the kubelets read and write through it, and it keeps the injected faults.
+Where the objects live depends on the lab's topology:
+
+- etcd members (the default): in etcd. Each front end keeps a cache of its own member
+  (--etcd-servers https://127.0.0.1:2379, kubeapi_etcdstore.py) and serves from it; the
+  datastore is an etcd client of every member (--etcd-servers URL,URL,...) and holds
+  nothing itself.
+- an external datastore (--no-etcd): in the datastore's memory (--state-file to keep
+  them), and the front ends forward every request to it (--upstream without
+  --etcd-servers).
 
     /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6444 --token TOKEN [--state-file PATH]
                                 [--stale-after SECONDS] [--verbose]
+                                [--etcd-servers URL,... --etcd-cafile CA
+                                 --etcd-certfile CRT --etcd-keyfile KEY]
     /usr/bin/python3 kubeapi.py --listen 0.0.0.0:6443 --token TOKEN --upstream URL
                                 --tls-cert CRT --tls-key KEY --client-ca CA
                                 [--apiserver-args PATH] [--pod-log-dir DIR]
-                                [--node-name NAME]
+                                [--node-name NAME] [--stale-after SECONDS]
                                 [--etcd-servers URL --etcd-cafile CA --etcd-certfile CRT
                                  --etcd-keyfile KEY]
 
 A front end answers /readyz, /livez and /healthz itself (anonymous, as the real
-system:public-info-viewer role allows) and forwards the rest. With --apiserver-args (a JSON
+system:public-info-viewer role allows). With --apiserver-args (a JSON
 list of the kube-apiserver flags the engine built, engine_config.apiserver_args) it
 first checks the API server's own config files (audit policy, admission configuration) and
 exits 1 when they are invalid, as kube-apiserver does; runit then restarts it: a crash
 loop. With --pod-log-dir its log goes to DIR/<restart count>.log, as the kubelet keeps a
-static pod's logs. With --etcd-servers (a lab with etcd members) its /readyz etcd check
-and its writes go through the controller's own etcd member (kubeapi_etcd.py): no quorum
-there, no readiness and no writes.
+static pod's logs. With --etcd-servers its /readyz etcd check, its writes and its reads of
+the latest state go through the controller's own etcd member (kubeapi_etcd.py): no quorum
+there, no readiness, no writes and no fresh reads.
 
 This module is the HTTP side (auth, routing, discovery, framing); kubeapi_lang.py parses
-selectors and patches; kubeapi_store.py holds the objects and their semantics;
-kubeapi_watch.py streams watches (`?watch=1`), and relays them through front ends;
+selectors and patches; kubeapi_store.py holds the objects and their semantics, and
+kubeapi_etcdstore.py the same over etcd; kubeapi_watch.py streams watches (`?watch=1`),
+and relays them through front ends that forward;
 kubeapi_views.py holds discovery and Tables; kubeapi_hostile.py holds injected faults
 (errors, and hostile answers: wrong shapes, slow, endless, huge), which
 kubeapi_hostile_serve.py serves on a front end. All run on the system Python with the

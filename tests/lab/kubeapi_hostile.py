@@ -26,11 +26,13 @@ Kinds (by method, path and query) and the node each one names:
 A fault with a node meets only requests that name that node (a list without the selector
 does not); without one, every request of its kind.
 
-How a front end learns of a fault: it forwards every request with the header
-X-Lab-Front-End (its node name), and its /readyz etcd check (GET /version) with X-Lab-Check:
-readyz too. The datastore takes the first matching fault (using up one of its times),
-computes the real answer (a patch or an eviction really happens, unless params.write is
-false), then:
+How a front end learns of a fault: one that serves from its own etcd member asks the
+datastore for it (POST /lab/v1/faults/take, with X-Lab-Front-End: its node name) and then
+answers as the datastore would below, itself; one that forwards (an external datastore)
+forwards every request with the header X-Lab-Front-End, and its /readyz etcd check (GET
+/version) with X-Lab-Check: readyz too. The datastore takes the first matching fault
+(using up one of its times), computes the real answer (a patch or an eviction really
+happens, unless params.write is false), then:
 
 - shape: changes that answer itself and sends it (a watch: each event as it streams), so
   the front end relays it as any answer; everything not set keeps following the store.

@@ -93,7 +93,8 @@ class Lab:
 
     @property
     def api_url(self) -> str:
-        """The lab's datastore: the objects behind every controller's API server."""
+        """The lab's datastore: its own view of the cluster (the objects themselves, or
+        with etcd members an etcd client of them all)."""
         host = self.api_host
         assert host is not None, "this lab has no controller, so no Kubernetes API"
         return f"http://{host.address}:{hostfs.DATASTORE_PORT}"

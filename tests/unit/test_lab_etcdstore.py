@@ -1,0 +1,45 @@
+"""The lab's etcd-backed API store (tests/lab/kubeapi_etcdstore.py), without a member: the
+keys it writes are kube-apiserver's, and every key it writes is one it reads back as the
+same object; keys it does not write are none of its business."""
+
+from __future__ import annotations
+
+import base64
+import sys
+from pathlib import Path
+
+import pytest
+
+LAB = Path(__file__).resolve().parents[1] / "lab"
+sys.path.insert(0, str(LAB))  # the lab's API modules import their siblings by name
+try:
+    import kubeapi_etcd
+    import kubeapi_etcdstore as etcdstore
+    from kubeapi_store import KINDS, NODES, PODS
+finally:
+    sys.path.remove(str(LAB))
+
+
+def test_objects_live_under_kube_apiservers_keys() -> None:
+    assert etcdstore._key(NODES, "/ctl-1") == "/registry/nodes/ctl-1"
+    assert etcdstore._key(PODS, "kube-system/web") == "/registry/pods/kube-system/web"
+    helm = KINDS[("helm.cattle.io", "helmchartconfigs")]
+    assert etcdstore._key(helm, "kube-system/traefik") == \
+        "/registry/helm.cattle.io/helmchartconfigs/kube-system/traefik"
+
+
+@pytest.mark.parametrize("kind", list(KINDS.values()), ids=lambda k: k.resource)
+def test_every_key_written_reads_back_as_its_object(kind) -> None:  # type: ignore[no-untyped-def]
+    key = "ns-a/name-b" if kind.namespaced else "/name-b"
+    assert etcdstore._kind_of(etcdstore._key(kind, key)) == (kind, key)
+
+
+@pytest.mark.parametrize("key", ["/registry/health", "/registry/", "/lab/x",
+                                 "/registry/minions/x", "/registryx/nodes/a"])
+def test_other_keys_are_not_objects(key: str) -> None:
+    assert etcdstore._kind_of(key) is None
+
+
+def test_a_prefix_range_ends_after_its_last_key() -> None:
+    end = base64.b64decode(kubeapi_etcd.prefix_end("/registry/")).decode()
+    assert end == "/registry0" and "/registry/zzz" < end and "/registry0" >= end
