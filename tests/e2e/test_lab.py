@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -59,6 +60,23 @@ def test_cli_contract_up_exec_ls_down(tmp_path: Path) -> None:
         listing = subprocess.run([*LAB, "ls", "--dir", str(lab_dir)], capture_output=True,
                                  text=True, check=True)
         assert listing.stdout == up.stdout
+
+        # A member by hand: its status, paused (SIGSTOP: it answers nothing), resumed.
+        def etcd(*argv: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([*LAB, "etcd", "--dir", str(lab_dir), *argv],
+                                  capture_output=True, text=True, timeout=60)
+
+        status = etcd("ctl-1", "status")
+        assert status.returncode == 0 and "header" in json.loads(status.stdout), status
+        assert etcd("ctl-1", "pause").returncode == 0
+        paused = etcd("ctl-1", "status")
+        assert paused.returncode == 1 and paused.stderr.startswith(
+            "lab: the etcd member on ctl-1 does not answer:"), paused
+        assert len(paused.stderr.splitlines()) == 1, paused.stderr
+        assert etcd("ctl-1", "resume").returncode == 0
+        assert etcd("ctl-1", "status").returncode == 0
+        worker = etcd("wrk-1", "stop")
+        assert worker.returncode == 1 and "wrk-1 runs no etcd member" in worker.stderr, worker
     finally:
         tag = Lab.load(lab_dir).tag
     index = up.stdout.split()[2].split(".")[1]

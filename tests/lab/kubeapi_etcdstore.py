@@ -154,22 +154,27 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
         # The watch is stuck on a member that stopped answering: move it on.
         watch = self._watch
         if watch is not None:
-            self.members.failed(self.members.current)
+            self.members.failed(watch.endpoint)
             watch.close()
         raise EtcdUnavailable(f"etcd: the watch cache is behind revision {revision}")
 
     def sync(self) -> None:
         revision, cluster = self.members.revision()
         if self.loaded and (cluster != self.cluster or revision < self.rv):
-            # Another store where the member was (an engine started on a new data dir
-            # makes a new one, with the same id when the members are named alike, and
-            # every object is gone): its revision went back. Nothing in this cache holds.
-            # The process ends, and its supervisor starts it afresh, as kube-apiserver
-            # cannot follow its storage into another cluster either.
-            sys.stderr.write(f"etcd: cluster {cluster} at revision {revision}, after "
-                             f"{self.cluster} at {self.rv}: another store; exiting\n")
-            sys.stderr.flush()
-            os._exit(1)
+            # A write may land between the read's answer and its arrival (the watch
+            # brought it first), but a read begun after the cache had it cannot miss it:
+            # a revision behind that one is another store where the member was (an
+            # engine started on a new data dir makes one, with the same cluster id when
+            # the members are named alike, and every object is gone). Nothing in this
+            # cache holds: the process ends and its supervisor starts it afresh, as
+            # kube-apiserver cannot follow its storage into another cluster either.
+            seen = self.rv
+            revision, cluster = self.members.revision()
+            if cluster != self.cluster or revision < seen:
+                sys.stderr.write(f"etcd: cluster {cluster} at revision {revision}, after "
+                                 f"{self.cluster} at {seen}: another store; exiting\n")
+                sys.stderr.flush()
+                os._exit(1)
         self._caught_up(revision)
 
     # -- writes -------------------------------------------------------------------------

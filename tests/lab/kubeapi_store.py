@@ -12,6 +12,7 @@ Standard library only: it runs on the lab host's system Python.
 from __future__ import annotations
 
 import base64
+import calendar
 import copy
 import functools
 import json
@@ -221,9 +222,15 @@ class Store:
                 new["metadata"].get("deletionTimestamp") and \
                 not old["metadata"].get("deletionTimestamp"):
             # The pod's kubelet sees it terminating, gives its containers the grace
-            # period, then deletes it.
-            timer = threading.Timer(float(new["metadata"].get("deletionGracePeriodSeconds")
-                                          or 0), self._terminated,
+            # period, then deletes it; seen late (this store's member was slow), no later
+            # than its deletionTimestamp (rounded up to the second when it was set).
+            grace = float(new["metadata"].get("deletionGracePeriodSeconds") or 0)
+            try:
+                until = calendar.timegm(time.strptime(new["metadata"]["deletionTimestamp"],
+                                                      "%Y-%m-%dT%H:%M:%SZ")) - time.time()
+            except (TypeError, ValueError):
+                until = grace
+            timer = threading.Timer(max(0.0, min(grace, until)), self._terminated,
                                     [*key.split("/", 1), new["metadata"]["uid"]])
             timer.daemon = True
             timer.start()
@@ -536,7 +543,7 @@ class Store:
             # it has shut down, then it is gone. The field is an int64, as for real (a
             # client with typed models refuses 1.0).
             new = copy.deepcopy(pod)
-            new["metadata"].update(deletionTimestamp=rfc3339(time.time() + grace),
+            new["metadata"].update(deletionTimestamp=rfc3339(math.ceil(time.time() + grace)),
                                    deletionGracePeriodSeconds=math.ceil(grace))
 
             return Write(PODS, key, new, pod), lambda: success
