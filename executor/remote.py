@@ -41,6 +41,10 @@ class HostWriter(HostReader):
         self._dial_lock = threading.Lock()
         self._generation = 0  # bumped by each reconnection, so threads reconnect only once
         self.reconnections = 0
+        # Set once a whole reconnect window passed without a connection: each later command
+        # (a rollback's steps, the apply record) then dials once, not for a window each,
+        # so a host that is gone costs one window and a dial per step, not a window per step.
+        self._unreachable = False
 
     def run_root(self, script: str, *, stdin: bytes | None = None,
                  timeout: float | None = None, check: bool = True) -> CommandResult:
@@ -96,7 +100,8 @@ class HostWriter(HostReader):
                 return  # another thread already reconnected while this one waited
             log.warning("%s: %s; reconnecting", self.label, cause.message)
             self._writer_session.close()
-            deadline = time.monotonic() + self._reconnect_within
+            once = self._unreachable
+            deadline = time.monotonic() + (0.0 if once else self._reconnect_within)
             while True:
                 try:
                     session = self._redial()
@@ -105,11 +110,16 @@ class HostWriter(HostReader):
                     raise  # never carry on with a host that is not the one planned against
                 except ConnectError as exc:
                     if time.monotonic() >= deadline:
-                        raise ConnectionLost(
-                            self.label, f"{cause.message}, and reconnecting failed for "
-                                        f"{self._reconnect_within:g}s: {exc.message}") from None
+                        self._unreachable = True
+                        window = f"{self._reconnect_within:g}s"
+                        why = (f"reconnecting failed again (one try: no connection within "
+                               f"the {window} reconnect window before)") if once else \
+                            f"reconnecting failed for {window}"
+                        raise ConnectionLost(self.label, f"{cause.message}, and {why}: "
+                                                         f"{exc.message}") from None
                     # A restarting sshd refuses at once: pace the attempts.
                     time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            self._unreachable = False
             self._writer_session = self._session = session
             self._generation += 1
             self.reconnections += 1

@@ -19,7 +19,7 @@ from executor.restart_follow import NothingStopped
 from executor.rollout import Rollout
 from executor.swap_steps import Step
 from planner.config.model import SshConfig
-from planner.errors import CargoshipError, ConnectError
+from planner.errors import CargoshipError, ConnectError, ConnectionLost
 from planner.hosts.ssh import CommandResult, ConnectOptions
 
 
@@ -39,6 +39,8 @@ class FakeSession:
 
     def run(self, command: str, timeout: float, stdin: bytes | None = None,
             *_: Any) -> CommandResult:
+        if self.closed:  # as a real SshSession: a closed one runs nothing
+            raise ConnectionLost(self.label, "SSH connection is closed")
         self.commands.append(command)
         self.round_trips += 1
         failure = self.behaviour.pop(0) if self.behaviour else None

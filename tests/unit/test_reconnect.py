@@ -63,3 +63,32 @@ def test_a_connection_that_keeps_dropping_is_given_up() -> None:
     with pytest.raises(ConnectionLost):
         w.run_root("true")
     assert w.reconnections == MAX_RERUNS
+
+
+def test_after_a_window_without_a_connection_each_later_command_dials_once() -> None:
+    """A host gone for a whole reconnect window costs each later step (a rollback's, the
+    apply record) one dial, not another window; one that came back is used again."""
+    dials: list[float] = []
+    back = FakeSession([])
+
+    def dial() -> FakeSession:
+        dials.append(1)
+        if len(dials) > 4:
+            return back
+        raise ConnectError("wrk-1", "cannot connect: timed out after 2s")
+
+    w = writer(FakeSession([ConnectionLost("wrk-1", "SSH connection lost")]), dial,
+               within=0.2)
+    with pytest.raises(ConnectionLost):
+        w.run_root("true")
+    in_window = len(dials)
+    assert in_window >= 1
+    with pytest.raises(ConnectionLost) as exc:
+        w.run_root("true")
+    assert len(dials) == in_window + 1
+    assert "reconnecting failed again (one try: no connection within the 0.2s reconnect " \
+           "window before): cannot connect: timed out after 2s" in str(exc.value)
+    while len(dials) < 4:  # (the window's attempts depend on the clock)
+        with pytest.raises(ConnectionLost):
+            w.run_root("true")
+    assert w.run_root("true").stdout == b"ok" and back.commands  # back: used again
