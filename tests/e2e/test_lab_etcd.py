@@ -193,6 +193,35 @@ def test_each_api_server_keeps_its_objects_in_its_own_member(lab_factory) -> Non
         "lab/probe") == "while-ctl-2-is-down")
 
 
+def test_a_terminating_pod_still_goes_when_the_labs_view_restarts(lab_factory) -> None:
+    """The lab's view does the kubelets' part (a terminating pod is deleted once its grace
+    period is over); restarted, it finds the pod terminating in etcd and still ends it."""
+    lab = lab_factory(CONTROLLERS[:1], timing=TIMING, etcd=True)
+    lab.api("POST", "/api/v1/namespaces/default/pods", {
+        "metadata": {"name": "slow"}, "spec": {
+            "nodeName": "ctl-1", "terminationGracePeriodSeconds": 3,
+            "containers": [{"name": "c", "image": "lab/slow"}]}})
+    request = urllib.request.Request(
+        lab.apiserver_url("ctl-1") + "/api/v1/namespaces/default/pods/slow/eviction",
+        method="POST", headers={"Content-Type": "application/json"}, data=json.dumps({
+            "apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": "slow", "namespace": "default"}}).encode())
+    with urllib.request.urlopen(request, timeout=10, context=_admin(lab)) as response:
+        assert response.status == 201
+    lab.exec("ctl-1", "sv restart /etc/service/lab-datastore")
+
+    def gone() -> bool:
+        try:
+            names = [p["metadata"]["name"] for p in
+                     lab.api("GET", "/api/v1/namespaces/default/pods")["items"]]
+        except OSError:
+            return False  # the view is still starting
+        return "slow" not in names
+
+    assert not gone()  # terminating: still listed
+    poll(gone, timeout=10)
+
+
 def test_rke2_member_outlives_its_engine_and_is_recreated_only_for_a_changed_manifest(
         lab_factory) -> None:
     lab = lab_factory(CONTROLLERS, timing=TIMING, etcd=True)

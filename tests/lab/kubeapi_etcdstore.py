@@ -123,6 +123,9 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
                     self.objects[kind.resource][key] = obj
                     if kind.resource == "nodes":
                         self.heartbeats[key.lstrip("/")] = time.monotonic()
+                    elif kind.resource == "pods" and self.kubelets and \
+                            obj["metadata"].get("deletionTimestamp"):
+                        self._kubelet_deletes(key, obj)  # (it started going before us)
             self.rv = self.floor = revision
             self.loaded = True
             self.changed.notify_all()

@@ -218,22 +218,10 @@ class Store:
         prev = self._view(kind, old) if old is not None else None  # before a heartbeat
         if kind is NODES:
             self._observe_heartbeat(key.partition("/")[2], new, old)
-        if kind is PODS and self.kubelets and new is not None and old is not None and \
+        if kind is PODS and self.kubelets and new is not None and \
                 new["metadata"].get("deletionTimestamp") and \
-                not old["metadata"].get("deletionTimestamp"):
-            # The pod's kubelet sees it terminating, gives its containers the grace
-            # period, then deletes it; seen late (this store's member was slow), no later
-            # than its deletionTimestamp (rounded up to the second when it was set).
-            grace = float(new["metadata"].get("deletionGracePeriodSeconds") or 0)
-            try:
-                until = calendar.timegm(time.strptime(new["metadata"]["deletionTimestamp"],
-                                                      "%Y-%m-%dT%H:%M:%SZ")) - time.time()
-            except (TypeError, ValueError):
-                until = grace
-            timer = threading.Timer(max(0.0, min(grace, until)), self._terminated,
-                                    [*key.split("/", 1), new["metadata"]["uid"]])
-            timer.daemon = True
-            timer.start()
+                not (old or {}).get("metadata", {}).get("deletionTimestamp"):
+            self._kubelet_deletes(key, new)
         if new is None:
             store.pop(key, None)
         else:
@@ -245,6 +233,22 @@ class Store:
         self.history.append(Event(rv, kind_of_event, kind.resource,
                                   self._view(kind, new) if new is not None else None, prev))
         self.changed.notify_all()
+
+    def _kubelet_deletes(self, key: str, pod: Obj) -> None:
+        """The pod's kubelet sees it terminating, gives its containers the grace period,
+        then deletes it; seen late (this store's member was slow, or this store has just
+        loaded it), no later than its deletionTimestamp (rounded up to the second when it
+        was set)."""
+        grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
+        try:
+            until = calendar.timegm(time.strptime(pod["metadata"]["deletionTimestamp"],
+                                                  "%Y-%m-%dT%H:%M:%SZ")) - time.time()
+        except (TypeError, ValueError):
+            until = grace
+        timer = threading.Timer(max(0.0, min(grace, until)), self._terminated,
+                                [*key.split("/", 1), pod["metadata"]["uid"]])
+        timer.daemon = True
+        timer.start()
 
     def _observe_heartbeat(self, name: str, new: Obj | None, old: Obj | None) -> None:
         """The node lifecycle controller's clock: a node is fresh from its creation and
