@@ -205,12 +205,14 @@ class HostFlow:
         """Stop, change and start the engine in one remote script; back when fresh. A
         rollback's waits are not cut short by a second interrupt: it is what that asks for."""
         assert self.ops is not None
+        ops = self.ops
         return Restart(job.writer, job.init, job.service, job.node, job.controller,
-                       job.readyz, self.ops.api, self.ready_timeout,
+                       job.readyz, ops.api, self.ready_timeout,
                        lambda what: self._note(job.label, what),
                        abort=threading.Event() if rollback else self.abort,
                        waits=self.waits, mirror=job.mirror,
-                       apiserver_manifest=job.apiserver_manifest, undoing=rollback)
+                       apiserver_manifest=job.apiserver_manifest, undoing=rollback,
+                       fresh_node=lambda: ops.read_node(job.node))
 
     def _uncordon_back(self, job: HostJob) -> bool:
         """Uncordon a host that came back; API errors are retried, never a rollback."""

@@ -296,7 +296,11 @@ class Waiter:
             self._state = state
 
     def node_seen(self, node: dict[str, Any]) -> None:
-        self._node = ready_and_heartbeat(node)
+        seen = ready_and_heartbeat(node)
+        kept = self._node
+        if isinstance(kept, tuple) and kept[1] and seen[1] and seen[1] < kept[1]:
+            return  # an older look (a fresh read sent before a watch event) arriving late
+        self._node = seen
 
     def node_unreadable(self, why: str) -> None:
         self._node = f"unreadable ({why[:200]})"

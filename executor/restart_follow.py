@@ -72,6 +72,9 @@ class RestartFollower:
     # Set by a second interrupt: stop waiting now (the caller rolls the host back).
     abort: threading.Event = field(default_factory=threading.Event)
     waits: Waits = DEFAULT
+    # A fresh read of the node (a quorum read, through whichever controller's API server
+    # answers), taken every waits.fresh_node_every besides the watch; None: the watch only.
+    fresh_node: Callable[[], Any] | None = None
 
     def _follow(self, waiter: Waiter, messages: queue.Queue[Message], steps: list[Step],
                 written: list[Written], start_watch: Callable[[float], None]) -> None:
@@ -191,4 +194,17 @@ class RestartFollower:
                 push(ScriptFailed(exc))
 
         start(run, name=f"cargoship-watch-{self.node}")
+        fresh = self.fresh_node
+        if fresh is not None:
+            # The watch is served from one API server's cache, which its own etcd member
+            # feeds: a member that hangs leaves it silent, not broken.
+            def look() -> None:
+                while not watcher.wait_closed(self.waits.fresh_node_every):
+                    try:
+                        push(NodeVersion(fresh()))
+                    except Exception as exc:  # noqa: BLE001 - the watch still speaks
+                        log.debug("%s: a fresh read of node %s: %s", self.writer.label,
+                                  self.node, exc)
+
+            start(look, name=f"cargoship-read-{self.node}")
         return watcher

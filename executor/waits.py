@@ -54,6 +54,10 @@ class Waits:
     reconnect_floor: float = 5.0
     # Between eviction attempts a PDB blocks (429), and between looks at evicted pods.
     drain_retry: float = 2.0
+    # Between fresh reads of a node coming back, besides its watch: a watch through an API
+    # server whose etcd member hangs goes silent rather than failing, and a fresh read is
+    # handed to another controller's API server when that one cannot answer.
+    fresh_node_every: float = 2.0
 
     def reconnect_window(self, connect_timeout: float) -> float:
         return max(self.reconnect_factor * connect_timeout, self.reconnect_floor)

@@ -175,6 +175,10 @@ class Watcher:
             else:
                 _discard(response)
 
+    def wait_closed(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for close(); whether it was called."""
+        return self._closed.wait(timeout)
+
     def close(self) -> None:
         """Stop watching, from any thread: the blocked read ends at once."""
         self._closed.set()

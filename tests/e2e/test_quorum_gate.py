@@ -305,3 +305,45 @@ def test_a_healthy_rollout_is_never_leaderless_and_fails_no_other_controller(
     # once, at its stop (config order would have made ctl-1's stop hand over first, and a
     # later controller's restart might take the new leader down again).
     assert len(probe.handovers()) == 1, probe.handovers()
+
+
+def test_a_worker_is_seen_back_through_another_api_server_when_the_one_watching_it_hangs(
+        lab_factory, tmp_path: Path) -> None:
+    """A restarting worker's node is watched through ctl-1's API server, whose watch cache
+    its own member feeds. That member paused right after the worker's engine started
+    leaves the watch silent (a real kube-apiserver's too); the node's fresh reads go to
+    another controller's API server, so the worker is seen back and the apply succeeds
+    rather than rolling back a healthy host at the ready timeout."""
+    lab = etcd_lab(lab_factory, workers=1)
+    change_registries(lab)
+    plan_file = tmp_path / "plan.json"
+    made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
+    assert made.returncode == 0, made.stdout + made.stderr
+    # The engine posts its node's status 2 s after its start: the pause lands first.
+    lab.set_engine_start_delay(2)
+    apply = subprocess.Popen([*cargoship_argv(), "apply", plan_file, "--confirm"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    paused = False
+    try:
+        assert apply.stdout is not None
+        for line in apply.stdout:
+            lines.append(line)
+            if not paused and "[wrk-1 (" in line and "started rke2-agent" in line:
+                lab.etcd_member("ctl-1", "pause")
+                paused = True
+        apply.wait(timeout=180)
+    finally:
+        if apply.poll() is None:
+            apply.kill()
+            apply.wait()
+        if paused:
+            lab.etcd_member("ctl-1", "resume")
+    out = "".join(lines)
+    assert paused, out
+    assert apply.returncode == 0, out
+    assert f"wrk-1 ({lab.host('wrk-1').address}): applied" in out, out
+    assert re.search(rf"node wrk-1: reading the node through the API server at https://"
+                     rf"{re.escape(lab.host('ctl-1').address)}:6443 failed \(etcd "
+                     r"unreachable[^\n]*asking the next controller's", out), out
+    assert not unschedulable(lab, "wrk-1") and NEW_MIRROR in registries(lab, "wrk-1")
