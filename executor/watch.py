@@ -12,6 +12,11 @@ When a watch breaks (the API server restarting, a version too old, a timeout), t
 is read again (a list or a get gives the current version and its resourceVersion) and
 watched from there; attempts are paced by polling.pause, so an API that is down is asked
 a few times a second at first and about once a second later.
+
+A watch is served from its API server's watch cache, which that controller's own etcd
+member feeds: when the member hangs, the watch goes silent rather than breaking, and
+nothing here can tell. So each caller also reads afresh at intervals, through whichever
+controller's API server answers (drain.py's pods, restart_follow.py's node).
 """
 
 from __future__ import annotations
