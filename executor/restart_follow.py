@@ -202,6 +202,9 @@ class RestartFollower:
                 while not watcher.wait_closed(self.waits.fresh_node_every):
                     try:
                         push(NodeVersion(fresh()))
+                    except ApiShapeError as exc:  # as from the watch: the rollout decides
+                        push(ScriptFailed(exc))
+                        return
                     except Exception as exc:  # noqa: BLE001 - the watch still speaks
                         log.debug("%s: a fresh read of node %s: %s", self.writer.label,
                                   self.node, exc)

@@ -163,16 +163,19 @@ def test_a_second_sigterm_while_waiting_for_readiness_rolls_back_at_once(
     edit_config(s.config, lambda d: d["spec"]["options"].update(readyTimeoutSeconds=120))
     plan = s.plan()
     # The node the readiness wait reads never posts a fresh heartbeat (its first list and
-    # watch; the rollback's are truthful): the wait would last its whole 120 s.
+    # watch, and its fresh reads until the second signal; the rollback's are truthful): the
+    # wait would last its whole 120 s.
     stale = {"set": {"status.conditions[type=Ready].lastHeartbeatTime": "2000-01-01T00:00:00Z"}}
     s.lab.api_fault("list-nodes", "shape", node="wrk-1", times=1, **stale)
     s.lab.api_fault("watch-nodes", "shape", node="wrk-1", times=1, **stale)
+    s.lab.api_fault("read-node", "shape", node="wrk-1", **stale)
     run = start_apply(plan)
     assert run.stdout is not None
     seen: list[str] = []
     wait_for_line(run, "has posted no status since the restart", seen)
     run.send_signal(signal.SIGTERM)
     wait_for_line(run, "SIGTERM: finishing", seen)
+    s.lab.clear_api_faults()
     run.send_signal(signal.SIGTERM)
     returncode, out, err = finish(run, seen, timeout=60)
     assert returncode == 143, out + err
