@@ -27,6 +27,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -95,6 +96,8 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
                     self._apply_events(events)
             except EtcdUnavailable:
                 self.members.failed(endpoint)
+            except Exception:  # a bug here must not leave the cache for ever behind
+                traceback.print_exc(file=sys.stderr)
             self.closed.wait(RECONNECT)
 
     def _keep_up(self) -> None:
@@ -117,9 +120,9 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
         with self.lock:
             for kv in kvs:
                 found = _kind_of(_text(kv["key"]))
-                if found is not None:
+                obj = _decode(kv) if found is not None else None
+                if found is not None and obj is not None:
                     kind, key = found
-                    obj = _decode(kv)
                     self.objects[kind.resource][key] = obj
                     if kind.resource == "nodes":
                         self.heartbeats[key.lstrip("/")] = time.monotonic()
@@ -136,10 +139,11 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
                 kv = event["kv"]
                 revision = int(kv["mod_revision"])
                 found = _kind_of(_text(kv["key"]))
-                if found is not None:
+                deleted = event.get("type") == "DELETE"
+                obj = None if deleted else _decode(kv)
+                if found is not None and (deleted or obj is not None):
                     kind, key = found
-                    self._apply(kind, key, None if event.get("type") == "DELETE"
-                                else _decode(kv), revision)
+                    self._apply(kind, key, obj, revision)
                 self.rv = max(self.rv, revision)
             self.changed.notify_all()
 
@@ -208,10 +212,17 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
 
 
 def _text(b64: str) -> str:
-    return base64.b64decode(b64).decode()
+    return base64.b64decode(b64).decode(errors="replace")
 
 
-def _decode(kv: dict[str, Any]) -> Obj:
-    obj: Obj = json.loads(base64.b64decode(kv.get("value") or ""))
-    obj.setdefault("metadata", {})["resourceVersion"] = str(int(kv["mod_revision"]))
+def _decode(kv: dict[str, Any]) -> Obj | None:
+    """The object a key holds; None for a value that is none (written by hand into etcd:
+    kube-apiserver's cache cannot decode it either, and serves without it)."""
+    try:
+        obj = json.loads(base64.b64decode(kv.get("value") or ""))
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        return None
+    obj["metadata"]["resourceVersion"] = str(int(kv["mod_revision"]))
     return obj

@@ -43,3 +43,14 @@ def test_other_keys_are_not_objects(key: str) -> None:
 def test_a_prefix_range_ends_after_its_last_key() -> None:
     end = base64.b64decode(kubeapi_etcd.prefix_end("/registry/")).decode()
     assert end == "/registry0" and "/registry/zzz" < end and "/registry0" >= end
+
+
+def test_a_value_that_is_no_object_is_left_out_and_an_object_gets_its_revision() -> None:
+    def kv(value: bytes) -> dict[str, str]:
+        return {"key": "", "mod_revision": "42", "value": base64.b64encode(value).decode()}
+
+    assert etcdstore._decode(kv(b"not json")) is None
+    assert etcdstore._decode(kv(b"[1, 2]")) is None
+    assert etcdstore._decode(kv(b'{"metadata": "x"}')) is None
+    obj = etcdstore._decode(kv(b'{"metadata": {"name": "a", "resourceVersion": "7"}}'))
+    assert obj == {"metadata": {"name": "a", "resourceVersion": "42"}}
