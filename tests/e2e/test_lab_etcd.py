@@ -156,16 +156,24 @@ def test_each_api_server_keeps_its_objects_in_its_own_member(lab_factory) -> Non
     mod_revision), and each API server reads them from its own member only."""
     lab = lab_factory(CONTROLLERS, timing=TIMING, etcd=True)
     key = {"key": b64("/registry/nodes/ctl-1")}
-    # A write through ctl-2's API server is a key in every member, ctl-3's included.
+
+    def stored_at(host: str, revision: str) -> tuple[str, dict]:
+        """The key in `host`'s member as of `revision` (the kubelet's heartbeats write it
+        meanwhile): its mod_revision and its object."""
+        kv = lab.etcd_call(host, "/v3/kv/range", {**key, "revision": revision})["kvs"][0]
+        return kv["mod_revision"], json.loads(base64.b64decode(kv["value"]))
+
+    # A write through ctl-2's API server is a key in every member, ctl-3's included, and
+    # the object an API server serves is that key at the object's resourceVersion.
     assert label_node(lab, "ctl-2", "through-ctl-2") == 200
-    kv = lab.etcd_call("ctl-3", "/v3/kv/range", key)["kvs"][0]
-    stored = json.loads(base64.b64decode(kv["value"]))
-    assert stored["metadata"]["labels"]["lab/probe"] == "through-ctl-2"
     code, node = node_through(lab, "ctl-3")
-    assert code == 200 and node["metadata"]["resourceVersion"] == kv["mod_revision"]
+    assert code == 200 and node["metadata"]["labels"]["lab/probe"] == "through-ctl-2"
+    revision, stored = stored_at("ctl-3", node["metadata"]["resourceVersion"])
+    assert revision == node["metadata"]["resourceVersion"]
+    assert stored["metadata"]["labels"] == node["metadata"]["labels"]
 
     # Written straight into etcd (through ctl-1's member), as etcdctl would: every API
-    # server serves it, at the revision etcd gave it; there is no other copy to disagree.
+    # server serves it, at a revision etcd gave; there is no other copy to disagree.
     stored["metadata"]["labels"]["lab/probe"] = "straight-into-etcd"
     put = lab.etcd_call("ctl-1", "/v3/kv/put", {**key, "value": base64.b64encode(
         json.dumps(stored).encode()).decode()})
@@ -173,7 +181,9 @@ def test_each_api_server_keeps_its_objects_in_its_own_member(lab_factory) -> Non
         code, node = node_through(lab, host)
         assert code == 200 and node["metadata"]["labels"]["lab/probe"] == \
             "straight-into-etcd", (host, node)
-        assert node["metadata"]["resourceVersion"] == put["header"]["revision"], (host, node)
+        version = node["metadata"]["resourceVersion"]
+        assert int(version) >= int(put["header"]["revision"]), (host, node)
+        assert stored_at(host, version)[0] == version, (host, node)
 
     # ctl-2's member stopped: the others keep a quorum and serve, but ctl-2's API server
     # has no member of its own and asks no other, so it cannot read the latest state;
