@@ -210,18 +210,19 @@ class NodeOps(NodeApi):
         # a member that hangs leaves that watch silent, not broken. A fresh list every
         # retry_interval (a quorum read, handed to another controller's API server when
         # this one cannot answer it) still sees the pods go.
-        checker = start(lambda: self._check_gone(node, seen, gone, watcher, options,
-                                                 until), name="cargoship-drain-check")
+        start(lambda: self._check_gone(node, seen, gone, watcher, options, until),
+              name="cargoship-drain-check")
         with self._watchers_lock:
             self._watchers[id(watcher)] = watcher
         try:
             self._check_aborted(node)
             done = watcher.run("", until) or gone.is_set()
         finally:
-            gone.set()  # ends the checker
+            # Ends the checker after the request it may have under way; not waited for,
+            # as that request may be meeting the hung API server this is all about.
+            gone.set()
             with self._watchers_lock:
                 self._watchers.pop(id(watcher), None)
-        checker.join()
         self._check_aborted(node)
         if not done:
             raise DrainError(node, f"evicted pods still on the node after the "
