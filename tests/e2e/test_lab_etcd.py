@@ -58,14 +58,19 @@ def label_node(lab: Lab, host: str, value: str) -> int:
         return int(exc.code)
 
 
-def read_node(lab: Lab, host: str, query: str = "") -> int:
-    """A read through `host`'s API server: its status code."""
+def node_through(lab: Lab, host: str, query: str = "") -> tuple[int, dict]:
+    """Node ctl-1 read through `host`'s API server: (status, the object or the Status)."""
     try:
         with urllib.request.urlopen(lab.apiserver_url(host) + "/api/v1/nodes/ctl-1" + query,
                                     timeout=10, context=_admin(lab)) as response:
-            return int(response.status)
+            return int(response.status), json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        return int(exc.code)
+        return int(exc.code), json.loads(exc.read() or b"{}")
+
+
+def read_node(lab: Lab, host: str, query: str = "") -> int:
+    """A read through `host`'s API server: its status code."""
+    return node_through(lab, host, query)[0]
 
 
 def answers(lab: Lab, host: str) -> bool:
@@ -135,16 +140,6 @@ def test_one_cluster_over_tls_and_an_api_server_without_quorum_is_not_ready(
     lab.etcd_member("ctl-2", "start")
     poll(lambda: readyz(lab, "ctl-1")[0] == 200)
     assert label_node(lab, "ctl-1", "d") == 200 and read_node(lab, "ctl-1") == 200
-
-
-def node_through(lab: Lab, host: str, query: str = "") -> tuple[int, dict]:
-    """Node ctl-1 read through `host`'s API server: (status, the object or the Status)."""
-    try:
-        with urllib.request.urlopen(lab.apiserver_url(host) + "/api/v1/nodes/ctl-1" + query,
-                                    timeout=10, context=_admin(lab)) as response:
-            return int(response.status), json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), json.loads(exc.read() or b"{}")
 
 
 def b64(text: str) -> str:
