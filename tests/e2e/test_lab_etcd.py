@@ -117,6 +117,8 @@ def test_one_cluster_over_tls_and_an_api_server_without_quorum_is_not_ready(
     # One member down: the others keep a quorum, and serve.
     lab.etcd_member("ctl-2", "stop")
     poll(lambda: not answers(lab, "ctl-2"))
+    # (If ctl-2's member led, the other two elect a leader first: an election timeout.)
+    poll(lambda: healthy(lab, "ctl-1") and healthy(lab, "ctl-3"))
     assert readyz(lab, "ctl-1")[0] == 200 and label_node(lab, "ctl-3", "b") == 200
     # Two down (one stopped, one paused): ctl-1's member has no quorum. Its API server
     # says so in /readyz's etcd check and refuses writes; the objects are untouched.
@@ -185,6 +187,7 @@ def test_each_api_server_keeps_its_objects_in_its_own_member(lab_factory) -> Non
     # what it has cached (resourceVersion=0) is all it can say.
     lab.etcd_member("ctl-2", "stop")
     poll(lambda: not answers(lab, "ctl-2"))
+    poll(lambda: healthy(lab, "ctl-1") and healthy(lab, "ctl-3"))  # (an election, if it led)
     code, status = node_through(lab, "ctl-2")
     assert code == 503 and "etcd unreachable" in status["message"], status
     assert label_node(lab, "ctl-3", "while-ctl-2-is-down") == 200
