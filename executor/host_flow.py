@@ -203,7 +203,11 @@ class HostFlow:
 
     def _restart(self, job: HostJob, *, rollback: bool = False) -> Restart:
         """Stop, change and start the engine in one remote script; back when fresh. A
-        rollback's waits are not cut short by a second interrupt: it is what that asks for."""
+        rollback's waits are not cut short by a second interrupt: it is what that asks for.
+        A restore of a killed run's backups undoes that run's config as a rollback does:
+        the API server pod still on the host is that config's, crash-looping perhaps, and
+        its restarts before the new manifest replaces it are not this start's (readiness
+        `undoing`; CI on this machine saw "crash-looping" there after a slow stop)."""
         assert self.ops is not None
         ops = self.ops
         return Restart(job.writer, job.init, job.service, job.node, job.controller,
@@ -211,7 +215,8 @@ class HostFlow:
                        lambda what: self._note(job.label, what),
                        abort=threading.Event() if rollback else self.abort,
                        waits=self.waits, mirror=job.mirror,
-                       apiserver_manifest=job.apiserver_manifest, undoing=rollback,
+                       apiserver_manifest=job.apiserver_manifest,
+                       undoing=rollback or job.restore_from is not None,
                        fresh_node=lambda: ops.read_node(job.node))
 
     def _uncordon_back(self, job: HostJob) -> bool:

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from executor.apply import ApplyRefused, apply
+from executor.drain_pods import DrainOptions
+from executor.host_flow import HostFlow
 from planner.config import load_config
 from planner.plan.desired import to_desired
 from tests.unit.fakes import FakeNodeOps, FakeRollout, FakeSessions, restarting
@@ -28,6 +30,18 @@ def test_a_host_that_does_not_come_back_is_rolled_back_and_nothing_after_it_star
     assert rollback.rollback and len(rollback.ran) == 1 and len(rollback.ran[0]) == 1
     assert rollout.ops.uncordoned() == ["w1"]  # type: ignore[union-attr]
     assert ("cordon", "w2") not in rollout.ops.calls  # type: ignore[union-attr]
+
+
+def test_a_restore_of_a_killed_runs_backups_waits_as_a_rollback_does() -> None:
+    # The pod on the host is the killed run's config, perhaps crash-looping: its restarts
+    # are not the restore's (readiness `undoing`). A forward restart's are its own.
+    flow = HostFlow(FakeNodeOps(), "plan-1", DrainOptions(), 8.0,  # type: ignore[arg-type]
+                    lambda host, what: None)
+    [forward, restore] = restarting("c1", "c2", controller=True)
+    restore.restore_from = "/var/lib/cargoship/backups/killed"
+    assert not flow._restart(forward).undoing
+    assert flow._restart(restore).undoing
+    assert flow._restart(forward, rollback=True).undoing
 
 
 def test_a_script_that_stopped_nothing_is_not_rolled_back() -> None:
