@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--no-sudo", action="store_true", help="the --user gets no sudo")
     default = Timing()
     up.add_argument("--engine-start-seconds", type=float, default=default.engine_start,
-                    metavar="S", help="an engine is READY this long after it starts "
-                    f"(default {default.engine_start:g}; a real one: 30-120)")
+                    metavar="S", help="an engine is READY this long after each start but "
+                    f"the lab's first (default {default.engine_start:g}; a real one: 30-120)")
     up.add_argument("--kubelet-heartbeat-seconds", type=float,
                     default=default.kubelet_heartbeat, metavar="H",
                     help=f"node status every H seconds (default {default.kubelet_heartbeat:g};"
