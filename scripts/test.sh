@@ -20,9 +20,8 @@ trap '.venv/bin/python -m tests.lab down --all --under "$RUN_TMP" >/dev/null 2>&
 find planner executor -name '*.sh' -path '*/sh/*' -print0 | xargs -0 shellcheck -s sh
 # Test files side by side (most lab time is waiting on hosts); one file's tests stay in one
 # worker, in order. CARGOSHIP_TEST_WORKERS=0 runs everything in this process. Six on 2
-# cores: the tests' commands are forked from a zygote (tests/e2e/zygote.py), so the suite
-# uses under half of two cores' CPU and mostly waits (tests/bench/FINDINGS.md, "The suite's
-# CPU by process, again").
+# cores keep both busy (870 CPU-s of 909 in a 456 s run); eight gained nothing that held
+# (tests/bench/FINDINGS.md, "The suite is CPU-bound now" and "Eight workers instead of six").
 .venv/bin/python -m pytest -q --basetemp="$RUN_TMP/pytest" \
   -n "${CARGOSHIP_TEST_WORKERS:-6}" --dist loadfile --durations=15 "$@"
 # Every safety rule with a pure decision, broken one at a time: tests/unit must notice
