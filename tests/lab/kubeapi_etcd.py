@@ -22,6 +22,7 @@ import http.client
 import json
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,6 +36,17 @@ REQUEST_TIMEOUT = 3.0
 # What a request on a kept connection meets when the member closed it: reset, a broken
 # pipe, or a TLS connection that ended without its close_notify.
 CLOSED = (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
+
+
+# A leader's hand-over answers the linearizable reads in flight "etcdserver: leader
+# changed" (rpctypes.ErrGRPCLeaderChanged, codes.Unavailable). etcd's Go client repeats a
+# read (Range is a "repeatable" request: client/v3/retry.go) that failed with
+# codes.Unavailable, 25 ms apart (retry_interceptor.go, defaultBackoffWaitBetween), within
+# the request's deadline; so kube-apiserver's GET never shows a hand-over. The lab repeats
+# that answer alone: a member stopped or without a quorum still fails a read at once, where
+# the real client would wait out its deadline (the tests of a lost member stay short).
+HANDOVER = "leader changed"
+RETRY_WAIT = 0.025
 
 
 class EtcdUnavailable(OSError):
@@ -146,10 +158,22 @@ class Members:
                 self.failed(endpoint)
         raise error
 
+    def read(self, body: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """A linearizable range, asked again while a leader's hand-over answers it (see
+        HANDOVER), until `timeout`."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while True:
+            try:
+                return self.call("/v3/kv/range", body, timeout)
+            except EtcdUnavailable as exc:
+                if HANDOVER not in str(exc) or time.monotonic() + RETRY_WAIT > deadline:
+                    raise
+            time.sleep(RETRY_WAIT)
+
     def check(self) -> tuple[bool, str]:
         """The readiness check: a linearizable read of /registry/health."""
         try:
-            self.call("/v3/kv/range", {"key": b64("/registry/health")}, CHECK_TIMEOUT)
+            self.read({"key": b64("/registry/health")}, CHECK_TIMEOUT)
         except EtcdUnavailable as exc:
             return False, f"etcd: {exc}"
         return True, ""
@@ -157,15 +181,14 @@ class Members:
     def revision(self) -> tuple[int, str]:
         """The store's current revision through a quorum (a linearizable read), and the
         cluster's id."""
-        answer = self.call("/v3/kv/range", {"key": b64("/registry/"),
-                                            "range_end": prefix_end("/registry/"),
-                                            "count_only": True})
+        answer = self.read({"key": b64("/registry/"), "range_end": prefix_end("/registry/"),
+                            "count_only": True})
         return int(answer["header"]["revision"]), str(answer["header"].get("cluster_id"))
 
     def load(self, prefix: str) -> tuple[int, str, list[dict[str, Any]]]:
         """Every key under `prefix`, the revision they are at (linearizable), and the
         cluster's id."""
-        answer = self.call("/v3/kv/range", {"key": b64(prefix), "range_end": prefix_end(prefix)})
+        answer = self.read({"key": b64(prefix), "range_end": prefix_end(prefix)})
         return int(answer["header"]["revision"]), str(answer["header"].get("cluster_id")), \
             list(answer.get("kvs") or [])
 

@@ -54,3 +54,45 @@ def test_a_value_that_is_no_object_is_left_out_and_an_object_gets_its_revision()
     assert etcdstore._decode(kv(b'{"metadata": "x"}')) is None
     obj = etcdstore._decode(kv(b'{"metadata": {"name": "a", "resourceVersion": "7"}}'))
     assert obj == {"metadata": {"name": "a", "resourceVersion": "42"}}
+
+
+class _Member:
+    """A member that answers `failures` first, then a range at revision 7."""
+
+    def __init__(self, *failures: str) -> None:
+        self.failures = list(failures)
+        self.calls = 0
+
+    def call(self, path: str, body: dict, timeout: float) -> dict:  # type: ignore[type-arg]
+        self.calls += 1
+        if self.failures:
+            raise kubeapi_etcd.EtcdUnavailable(self.failures.pop(0))
+        return {"header": {"revision": "7", "cluster_id": "1"}}
+
+
+def _client(member: _Member, timeout: float = 1.0) -> kubeapi_etcd.Members:
+    import threading
+
+    client = kubeapi_etcd.Members.__new__(kubeapi_etcd.Members)
+    client.endpoints, client.timeout, client._current = [member], timeout, 0  # type: ignore[list-item]
+    client.moved = threading.Event()
+    return client
+
+
+def test_a_read_a_leaders_hand_over_answered_is_asked_again_as_etcds_client_does() -> None:
+    member = _Member("etcdserver: leader changed", "etcdserver: leader changed")
+    assert _client(member).revision() == (7, "1")
+    assert member.calls == 3
+    assert _client(_Member("etcdserver: leader changed")).check() == (True, "")
+
+
+def test_any_other_failure_of_a_read_is_at_once_and_a_hand_over_only_until_the_deadline() -> None:
+    for why in ("etcdserver: no leader", "ConnectionRefusedError: [Errno 111] refused"):
+        member = _Member(why, why)
+        with pytest.raises(kubeapi_etcd.EtcdUnavailable, match=why[:10]):
+            _client(member).revision()
+        assert member.calls == 1
+    endless = _Member(*["etcdserver: leader changed"] * 1000)
+    with pytest.raises(kubeapi_etcd.EtcdUnavailable, match="leader changed"):
+        _client(endless, timeout=0.2).revision()
+    assert 2 <= endless.calls < 1000
