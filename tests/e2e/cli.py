@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,7 @@ def cargoship(*args: str | Path, env: dict[str, str] | None = None, timeout: flo
               exec_: bool = False) -> subprocess.CompletedProcess[str]:
     argv = [*cargoship_argv(), *map(str, args)]
     full_env = {**os.environ, **(env or {})}
+    began = time.monotonic()
     try:
         if exec_ or not ZYGOTE.starts_like(full_env) or \
                 os.environ.get("CARGOSHIP_TEST_EXEC") == "1":
@@ -149,7 +151,23 @@ def cargoship(*args: str | Path, env: dict[str, str] | None = None, timeout: flo
                              f"{_said(exc.stderr)}") from None
     assert "Traceback" not in result.stderr, result.stderr
     assert "Traceback" not in result.stdout, result.stdout
+    took = time.monotonic() - began
+    if took > SLOW_COMMAND:
+        warnings.warn(SlowCommand(f"cargoship {' '.join(map(str, args))} took {took:.0f} s "
+                                  f"(exit {result.returncode}); its output:\n"
+                                  f"{result.stdout[-3000:]}{result.stderr[-2000:]}"),
+                      stacklevel=2)
     return result
+
+
+# A command that passed but took this long is named in the run's warnings with its output:
+# a test that once took 275 s instead of 25 (and passed) left nothing to say where its
+# time went (tests/bench/FINDINGS.md, 2026-12-05).
+SLOW_COMMAND = 60.0
+
+
+class SlowCommand(UserWarning):
+    pass
 
 
 def edit_config(path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
