@@ -132,6 +132,16 @@ def _said(output: str | bytes | None) -> str:
     return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
+# A command that passed but took this long is named in the run's warnings with its output:
+# a test that once took 275 s instead of 25 (and passed) left nothing to say where its
+# time went (tests/bench/FINDINGS.md, 2026-12-05).
+SLOW_COMMAND = 60.0
+
+
+class SlowCommand(UserWarning):
+    pass
+
+
 def cargoship(*args: str | Path, env: dict[str, str] | None = None, timeout: float = 180,
               exec_: bool = False) -> subprocess.CompletedProcess[str]:
     argv = [*cargoship_argv(), *map(str, args)]
@@ -158,16 +168,6 @@ def cargoship(*args: str | Path, env: dict[str, str] | None = None, timeout: flo
                                   f"{result.stdout[-3000:]}{result.stderr[-2000:]}"),
                       stacklevel=2)
     return result
-
-
-# A command that passed but took this long is named in the run's warnings with its output:
-# a test that once took 275 s instead of 25 (and passed) left nothing to say where its
-# time went (tests/bench/FINDINGS.md, 2026-12-05).
-SLOW_COMMAND = 60.0
-
-
-class SlowCommand(UserWarning):
-    pass
 
 
 def edit_config(path: Path, edit) -> Path:  # type: ignore[no-untyped-def]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import glob
-import importlib.util
 import json
 import os
 import py_compile
@@ -114,15 +113,14 @@ def install_program(source: Path, target: Path) -> None:
 
 @functools.cache
 def _bytecode(source: Path, text: bytes) -> bytes:
-    """Compiled once per process for each content (the argument is the cache's key)."""
+    """Compiled once per process for each content (`text` is part of the cache's key).
+    The file name inside is the checkout's, but an import names the copy it loaded."""
     del text
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.pyc"
         py_compile.compile(str(source), cfile=str(out), doraise=True,
                            invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
-        data = out.read_bytes()
-    assert data[:4] == importlib.util.MAGIC_NUMBER
-    return data
+        return out.read_bytes()
 
 
 def write(path: Path, text: str, mode: int = 0o644) -> None:
