@@ -319,8 +319,12 @@ def test_a_worker_is_seen_back_through_another_api_server_when_the_one_watching_
     plan_file = tmp_path / "plan.json"
     made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
     assert made.returncode == 0, made.stdout + made.stderr
-    # The engine posts its node's status 2 s after its start: the pause lands first.
-    lab.set_engine_start_delay(2)
+    # The worker's engine posts nothing until the pause has landed, however loaded the
+    # machine: its start is held (the lab's `hold-start`) and released after the pause.
+    # A start delay of 2 s raced the pause's `sv` in CI (the node was seen back through
+    # ctl-1's watch before the member stopped: no fresh read ever failed).
+    fault = f"/var/lib/rancher/{lab.distro}/lab-fault"
+    lab.exec("wrk-1", f"echo hold-start > {fault}")
     apply = subprocess.Popen([*cargoship_argv(), "apply", plan_file, "--confirm"],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
@@ -332,6 +336,7 @@ def test_a_worker_is_seen_back_through_another_api_server_when_the_one_watching_
             if not paused and "[wrk-1 (" in line and "started rke2-agent" in line:
                 lab.etcd_member("ctl-1", "pause")
                 paused = True
+                lab.exec("wrk-1", f"rm {fault}")
         apply.wait(timeout=180)
     finally:
         if apply.poll() is None:

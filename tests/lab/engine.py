@@ -38,6 +38,11 @@ engine where cargoship's safety depends on it:
   a manifest of a new uid (a renewed certificate, say) but leave the old API server pod
   serving for <s> seconds after the engine is READY before the kubelet replaces it
   (rancher/rke2#3004: the engine looked started before its new pod ran), used up by it.
+  `hold-start` models no engine: it is a test's hand on the start, like a pause of an
+  etcd member. A start waits, its node unposted, until the file no longer says so; the
+  start delay counts from the process's start as ever, so it is over by the release.
+  A test then changes the cluster between an engine's start and its first word, whatever
+  the machine's load.
 
 It runs on the system Python (/usr/bin/python3 with python3-yaml), not the test virtualenv:
 it is a program on the host, so it imports nothing from the repository.
@@ -145,6 +150,9 @@ class Engine:
         fault = fault_file.read_text().strip() if fault_file.exists() else ""
         if fault == "fail-start":
             raise EngineError("lab fault: this engine refuses to start")
+        while fault == "hold-start":
+            self._wait(SLICE / 5)
+            fault = fault_file.read_text().strip() if fault_file.exists() else ""
         if fault == "not-ready-once":
             fault_file.unlink()
             self.ready = False
