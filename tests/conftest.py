@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.e2e.cli import LABS_ENV
 from tests.kubeapi_server import start_kubeapi  # noqa: F401 - a shared fixture
 from tests.lab import HostSpec, Lab, Timing
 
@@ -54,8 +55,11 @@ def _test_waits() -> Iterator[None]:
 
 
 @pytest.fixture
-def lab_factory(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
-    """Start labs inside a test; every one is removed when the test ends, pass or fail."""
+def lab_factory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                ) -> Iterator[Callable[..., Lab]]:
+    """Start labs inside a test; every one is removed when the test ends, pass or fail.
+    Their directories are in LABS_ENV while the test runs: a `cargoship` command that
+    hangs or is slow is reported with what the hosts run (tests/e2e/cli.py)."""
     if os.geteuid() != 0:
         pytest.skip("the lab needs root (namespaces)")
     labs: list[Lab] = []
@@ -65,6 +69,7 @@ def lab_factory(tmp_path: Path) -> Iterator[Callable[..., Lab]]:
         lab = Lab.up(tmp_path / f"lab{len(labs)}", hosts, distro=distro, timing=timing,
                      kube_api=kube_api, etcd=etcd)
         labs.append(lab)
+        monkeypatch.setenv(LABS_ENV, os.pathsep.join(str(one.dir) for one in labs))
         return lab
 
     yield make

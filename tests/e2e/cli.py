@@ -10,6 +10,7 @@ import atexit
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -73,7 +74,9 @@ class Zygote:
         shutil.rmtree(folder, ignore_errors=True)
 
     def run(self, argv: list[str], env: dict[str, str], timeout: float
-            ) -> subprocess.CompletedProcess[str]:
+            ) -> tuple[subprocess.CompletedProcess[str], str]:
+        """The command's result, and what the lab's hosts ran once it had taken
+        SLOW_COMMAND seconds ("" if it took less)."""
         path = self._socket()
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
                 open(os.devnull, "rb") as nothing, \
@@ -83,16 +86,26 @@ class Zygote:
             socket.send_fds(conn, [json.dumps(request).encode()],
                             [nothing.fileno(), out.fileno(), err.fileno()])
             pid = json.loads(conn.recv(4096))["pid"]
-            conn.settimeout(timeout)
-            try:
-                status = json.loads(conn.recv(4096))["status"]
-            except TimeoutError:
+            began, slow = time.monotonic(), ""
+            while True:
+                left = timeout - (time.monotonic() - began)
+                conn.settimeout(max(0.0, min(left, SLOW_COMMAND)) if not slow else max(0.0, left))
+                try:
+                    status = json.loads(conn.recv(4096))["status"]
+                    break
+                except TimeoutError:
+                    if not slow and left > SLOW_COMMAND:
+                        slow = hosts_now()  # where a stall is while it lasts
+                        continue
                 _ask_for_stacks(pid, err)
+                hosts = hosts_now()
                 os.kill(pid, signal.SIGKILL)
                 conn.settimeout(None)
                 conn.recv(4096)
-                raise subprocess.TimeoutExpired(argv, timeout, _text(out), _text(err)) from None
-            return subprocess.CompletedProcess(argv, status, _text(out), _text(err))
+                stderr = _text(err)
+                raise subprocess.TimeoutExpired(argv, timeout, _text(out), stderr + _summary(
+                    _text(out), stderr, hosts)) from None
+            return subprocess.CompletedProcess(argv, status, _text(out), _text(err)), slow
 
 
 def _ask_for_stacks(pid: int, err: Any, within: float = 3.0) -> None:
@@ -109,6 +122,70 @@ def _ask_for_stacks(pid: int, err: Any, within: float = 3.0) -> None:
             return
         size = now
         time.sleep(0.2)  # a poll of the file with a deadline, not a wait for an event
+
+
+# Set by the lab_factory fixture (tests/conftest.py): the directories of the test's labs.
+LABS_ENV = "CARGOSHIP_TEST_LABS"
+# The hosts' own daemons, left out of what a host runs: what is left is the product's
+# (a restart script, its keepalive and watch, a lock's command) and what it started.
+_DAEMONS = ("runsvdir", "runsv ", "svlogd", "sshd -D", "/usr/sbin/sshd", "python3 ",
+            "etcd ", "ps -eo")
+
+
+def hosts_now() -> str:
+    """What the hosts of the test's labs run now, but their daemons: where a command that
+    hangs waits on the far side."""
+    dirs = [d for d in os.environ.get(LABS_ENV, "").split(os.pathsep) if d]
+    if not dirs:
+        return ""
+    from tests.lab import Lab  # the lab only for tests that have one
+
+    lines = ["what the lab hosts ran (pid ppid pgid stat elapsed command; daemons left out):"]
+    for folder in dirs:
+        try:
+            lab = Lab.load(Path(folder))
+            for host in lab.hosts:
+                ps = lab.exec(host.name, "ps -eo pid,ppid,pgid,stat,etime,args", check=False,
+                              timeout=5).stdout.splitlines()[1:]
+                lines += [f"  {host.name}: {' '.join(line.split())}"[:200] for line in ps
+                          if not any(daemon in line for daemon in _DAEMONS)]
+        except Exception as exc:  # a report, never a second failure
+            lines.append(f"  {folder}: {type(exc).__name__}: {exc}")
+    return "\n".join(lines) + "\n"
+
+
+_OURS = ("/cargoship/", "/executor/", "/planner/")
+
+
+def condensed_stacks(dump: str) -> str:
+    """faulthandler's dump of every thread (cli.py, SIGUSR1), a line per thread that runs
+    cargoship's code: where it waits, then its innermost frames of ours."""
+    lines: list[str] = []
+    for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump):
+        frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', block)
+        ours = [f for f in frames if any(part in f[0] for part in _OURS)]
+        if not frames or not ours:
+            continue
+        shown = ([frames[0]] if frames[0] is not ours[0] else []) + ours[:4]
+        lines.append("  " + " < ".join(f"{name} ({_short(path)}:{line})"
+                                       for path, line, name in shown))
+    return "threads in cargoship's code, innermost first:\n" + "\n".join(lines) + "\n" \
+        if lines else ""
+
+
+def _short(path: str) -> str:
+    for part in _OURS:
+        if part in path:
+            return part.strip("/") + "/" + path.split(part, 1)[1]
+    return path.rsplit("/", 1)[-1]
+
+
+def _summary(stdout: str, stderr: str, hosts: str) -> str:
+    """Last, so that a report that keeps only an output's end keeps these: the command's
+    last lines, where its threads were, what the hosts ran."""
+    tail = "".join(stdout.splitlines(keepends=True)[-12:])
+    return (f"\n---- the hung command, in short ----\nits last lines:\n{tail}"
+            f"{condensed_stacks(stderr)}{hosts}")
 
 
 def _python_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -147,6 +224,7 @@ def cargoship(*args: str | Path, env: dict[str, str] | None = None, timeout: flo
     argv = [*cargoship_argv(), *map(str, args)]
     full_env = {**os.environ, **(env or {})}
     began = time.monotonic()
+    slow = ""
     try:
         if exec_ or not ZYGOTE.starts_like(full_env) or \
                 os.environ.get("CARGOSHIP_TEST_EXEC") == "1":
@@ -154,7 +232,7 @@ def cargoship(*args: str | Path, env: dict[str, str] | None = None, timeout: flo
                                     env=full_env, stdin=subprocess.DEVNULL)
         else:
             script = argv[0] if len(argv) == 1 + len(args) else "cargoship"
-            result = ZYGOTE.run([script, *map(str, args)], full_env, timeout)
+            result, slow = ZYGOTE.run([script, *map(str, args)], full_env, timeout)
     except subprocess.TimeoutExpired as exc:  # what it said by then says where it hung
         raise AssertionError(f"cargoship {' '.join(map(str, args))}: still running after "
                              f"{timeout:g} s; its output so far:\n{_said(exc.stdout)}"
@@ -165,7 +243,8 @@ def cargoship(*args: str | Path, env: dict[str, str] | None = None, timeout: flo
     if took > SLOW_COMMAND:
         warnings.warn(SlowCommand(f"cargoship {' '.join(map(str, args))} took {took:.0f} s "
                                   f"(exit {result.returncode}); its output:\n"
-                                  f"{result.stdout[-3000:]}{result.stderr[-2000:]}"),
+                                  f"{result.stdout[-3000:]}{result.stderr[-2000:]}\n"
+                                  f"{SLOW_COMMAND:g} s into it, {slow}"),
                       stacklevel=2)
     return result
 

@@ -5,6 +5,7 @@ a command out of time is killed as subprocess.run kills one."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -55,6 +56,11 @@ def test_a_command_out_of_time_is_killed(tmp_path: Path) -> None:
         # Where it hung, asked of it before the kill (SIGUSR1: every thread's stack).
         stacks = str(caught.value.stderr)
         assert "most recent call first" in stacks and "cargoship" in stacks, stacks
+        # ... and, last, a line per thread in cargoship's code: the end of a long report
+        # (all CI keeps) still says where it hung.
+        summary = stacks.rsplit("---- the hung command, in short ----", 1)[1]
+        assert re.search(r"threads in cargoship's code, innermost first:\n  .*"
+                         r"\((planner|cargoship)/[a-z_/]+\.py:\d+\)", summary), summary
     finally:
         listener.close()
 
