@@ -17,7 +17,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from cargoship import arguments, lost_interrupts
@@ -176,10 +177,29 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(1, f"cargoship: error: {message}"
                        f"{did_you_mean(parser, message, args.command)} (see 'cargoship "
                        f"{args.command} --help')\n")
-    # SIGTERM (CI cancelling, `timeout`) and SIGHUP (the terminal closed) end any command as
-    # Ctrl-C does, with its message and 128 + the signal; apply's rollout takes them over.
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _raise_interrupt)
+    with _interrupts_raise():
+        return _main(args)
+
+
+@contextmanager
+def _interrupts_raise() -> Iterator[None]:
+    """SIGTERM (CI cancelling, `timeout`) and SIGHUP (the terminal closed) end any command
+    as Ctrl-C does, with its message and 128 + the signal; apply's rollout takes them over.
+    A signal the command was started ignoring stays ignored, as Python leaves an ignored
+    SIGINT: `nohup cargoship apply ...` outlives its terminal, and a script's background
+    job is not stopped by the Ctrl-C meant for the script. The handlers go back as found
+    when main() returns (a caller in-process keeps its own)."""
+    taken = {signum: signal.signal(signum, _raise_interrupt)
+             for signum in (signal.SIGTERM, signal.SIGHUP)
+             if signal.getsignal(signum) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for signum, previous in taken.items():
+            signal.signal(signum, previous)
+
+
+def _main(args: argparse.Namespace) -> int:
     lost_interrupts.install()  # one raised inside a weakref callback is sent again
     # `kill -USR1 <pid>`: every thread's stack on stderr, the command going on. A command
     # that seems stuck tells where without being stopped (tests/reliability ask it so).

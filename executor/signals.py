@@ -12,6 +12,11 @@ the other two killed apply mid-restart with nothing recorded and every lock left
 * a second signal during the rollout rolls the host(s) in progress back at once: every
   wait is cut short (each looks at least twice a second) and every API request in flight
   is ended; the rollback itself then runs to its end.
+
+A signal ignored when apply started stays ignored (the rule every Unix program that
+catches signals keeps): `nohup` ignores SIGHUP so that the command outlives its terminal,
+and a non-interactive shell starts its background jobs ignoring SIGINT so that the Ctrl-C
+meant for the script does not reach them.
 """
 
 from __future__ import annotations
@@ -65,6 +70,8 @@ class Interrupts:
         self._pipe = (read_end, write_end)
         self._reader = start(self._take, args=(read_end,), name="cargoship-signals")
         for signum in INTERRUPTS:
+            if signal.getsignal(signum) is signal.SIG_IGN:
+                continue  # ignored when apply started (nohup, a background job): it stays so
             try:
                 self._previous[signum] = signal.signal(signum, self._handle)
             except ValueError:  # not the main thread (a library caller): left as it is

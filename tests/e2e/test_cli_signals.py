@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,44 @@ def test_a_plan_stopped_by_a_signal_says_so_and_exits_128_plus_it(
     assert run.returncode == code, out + err
     assert "interrupted; nothing was changed on any host" in err, err
     assert "Traceback" not in out + err
+
+
+def test_nohup_keeps_a_command_through_the_terminal_closing(tmp_path: Path) -> None:
+    """A signal the command was started ignoring stays ignored (cargoship/cli.py): under
+    `nohup` a SIGHUP ends nothing, and the command still stops for SIGTERM. Before, its
+    own handler replaced nohup's, and the closed terminal ended a `nohup cargoship apply`."""
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                   check=True)
+    (tmp_path / "known_hosts").touch()
+    listener = StallingListener("silent")
+    try:
+        config = tmp_path / "cluster.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "cargoship/v1", "kind": "Cluster", "metadata": {"name": "sig"},
+            "spec": {"engine": {"distro": "rke2", "version": "v1.30.4+rke2r1"},
+                     "engineConfig": {}, "options": {"ssh": {"connectTimeoutSeconds": 60}},
+                     "hosts": [{"role": "controller", "ssh": {
+                         "address": "127.0.0.1", "port": listener.port, "user": "root",
+                         "keyPath": str(key), "knownHosts": str(tmp_path / "known_hosts")}}]}}))
+        run = subprocess.Popen(["nohup", *cargoship_argv(), "plan", "-c", str(config)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               stdin=subprocess.DEVNULL)
+        watchdog = threading.Timer(60, run.kill)  # a read below never waits for ever
+        watchdog.start()
+        try:
+            listener.wait_accepted(1, timeout=30)  # it waits on the host now
+            run.send_signal(signal.SIGHUP)
+            assert run.stderr is not None
+            # The heartbeat (every 5 s) comes after the SIGHUP: still running.
+            line = run.stderr.readline()
+            assert "phase 1/12: Connect to hosts" in line, line
+            assert run.poll() is None
+            run.send_signal(signal.SIGTERM)
+            out, err = run.communicate(timeout=30)
+        finally:
+            watchdog.cancel()
+    finally:
+        listener.close()
+    assert run.returncode == 143, out + line + err
+    assert "interrupted; nothing was changed on any host" in err, err

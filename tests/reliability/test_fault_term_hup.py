@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import cargoship, edit_config
+from tests.e2e.cli import cargoship, cargoship_argv, edit_config
 from tests.reliability.consistency import check
 from tests.reliability.scenario import (
     DRIFTED,
@@ -210,3 +211,25 @@ def test_a_host_that_cannot_take_the_in_progress_record_stops_the_apply_before_a
     # began is left.
     assert s.lab.exec("wrk-1", "ls /var/lib/cargoship/applied/ 2>/dev/null || true"
                       ).stdout == ""
+
+
+@pytest.mark.reliability("fault: cargoship stopped by SIGTERM or SIGHUP mid-rollout")
+def test_under_nohup_a_sighup_mid_rollout_changes_nothing_of_the_run(
+        lab_factory, tmp_path: Path, tally) -> None:
+    """`nohup cargoship apply ...` outlives its terminal: a signal ignored when apply
+    started stays ignored (executor/signals.py), so every host is changed and the run
+    ends as if nothing came."""
+    tally.case()
+    s = drifted_cluster(lab_factory, tmp_path, workers=3, drift=WORKERS)
+    plan = s.plan()
+    run = subprocess.Popen(["nohup", *cargoship_argv(), "apply", str(plan), "--confirm"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           stdin=subprocess.DEVNULL)
+    seen: list[str] = []
+    wait_for_line(run, f"] wrote {REGISTRIES}", seen)
+    run.send_signal(signal.SIGHUP)
+    returncode, out, err = finish(run, seen)
+    assert returncode == 0, out + err
+    assert "SIGHUP" not in out + err and "Apply complete" in out, out + err
+    assert all(s.lab.exec(h, f"cat {REGISTRIES}").stdout != DRIFTED for h in WORKERS), out
+    assert _local_record(plan)["outcome"] != "interrupted"

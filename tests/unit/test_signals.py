@@ -132,3 +132,17 @@ def test_a_signal_wrapped_by_an_import_still_ends_the_command_as_that_signal(
     assert cli.main(["plan", "-c", "cluster.yaml"]) == 129
     err = capsys.readouterr().err
     assert "interrupted; nothing was changed on any host" in err and "internal" not in err, err
+
+
+def test_a_signal_ignored_when_apply_started_stays_ignored() -> None:
+    # nohup's SIGHUP: the apply outlives its terminal; the others are taken as ever.
+    interrupts, _, _ = _changing()
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with interrupts:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) == interrupts._handle
+            assert signal.getsignal(signal.SIGINT) == interrupts._handle
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
