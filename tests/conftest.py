@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -87,3 +89,58 @@ def healthy_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     lab = Lab.up(tmp_path_factory.mktemp("healthy"), specs)
     yield lab
     lab.down()
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _ignore(signum: int, frame: object) -> None:
+    pass
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _children_take_interrupts() -> Iterator[None]:
+    """Every child a test starts begins with SIGINT and SIGHUP at their default actions,
+    as a command a person types does. A test run started in a script's background or
+    under nohup ignores them, its children would inherit that (cargoship keeps a signal
+    it was started ignoring ignored, as Python does SIGINT), and the tests that send them
+    failed (a run started that way here, 2026-12-05). A handler of Python's own goes back
+    to the default at exec; this one does nothing, so this process still ignores them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    ignored = [s for s in (signal.SIGINT, signal.SIGHUP)
+               if signal.getsignal(s) is signal.SIG_IGN]
+    for signum in ignored:
+        signal.signal(signum, _ignore)
+    yield
+    for signum in ignored:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def _signal_state() -> tuple[dict[int, object], frozenset[int]]:
+    return ({int(s): signal.getsignal(s) for s in _SIGNALS},
+            frozenset(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+                      if s in _SIGNALS))
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test leaves this process's interrupt handling as it found it: a child started
+    later inherits an ignored or blocked SIGINT, and a test of Ctrl-C then fails by chance
+    (CI, 2026-12-05: `cargoship plan` and the lab's API server each ignored a SIGINT)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = _signal_state()
+    yield
+    after = _signal_state()
+    if after != before:
+        handlers, blocked = before
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        signal.pthread_sigmask(signal.SIG_SETMASK, [
+            s for s in signal.pthread_sigmask(signal.SIG_BLOCK, []) if s not in _SIGNALS
+        ] + sorted(blocked))
+        pytest.fail(f"{request.node.nodeid} changed this process's interrupt handling "
+                    f"(handlers, blocked): {before} -> {after}")
