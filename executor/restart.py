@@ -143,7 +143,7 @@ class Restart(RestartFollower):
             # heartbeat is judged by the host's clock at the stop (Waiter), so what the node
             # said before needs no reading.
             self._follow(waiter, messages, steps, written, lambda until: watch.append(
-                self._watch_node(until, messages.put)))
+                self._watch_node(until, messages.put)), swap.script.start_within)
             back = True
         finally:
             if back and keep and swap.finishable:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.errors import CommandError
+from planner.errors import CommandError, CommandTimeout
 from planner.hosts.ssh import ABANDONED
 from planner.threads import start
 
@@ -25,7 +25,14 @@ from .host_lock import UNSAFE, WAIT_TIMEOUT
 from .polling import pause
 from .readiness import Waiter
 from .remote import HostWriter
-from .restart_messages import Message, NodeUnreadable, NodeVersion, ScriptEnded, ScriptFailed
+from .restart_messages import (
+    Message,
+    NodeUnreadable,
+    NodeVersion,
+    Rerun,
+    ScriptEnded,
+    ScriptFailed,
+)
 from .swap_output import Deadline, Probed, Started, StepDone, Stopped
 from .swap_script import GONE, NOT_HELD
 from .swap_steps import Step
@@ -77,8 +84,12 @@ class RestartFollower:
     fresh_node: Callable[[], Any] | None = None
 
     def _follow(self, waiter: Waiter, messages: queue.Queue[Message], steps: list[Step],
-                written: list[Written], start_watch: Callable[[float], None]) -> None:
+                written: list[Written], start_watch: Callable[[float], None],
+                start_within: float | None = None) -> None:
+        """`start_within`: seconds the script, let go, has to start the engine (again after
+        each rerun); a keepalive says only that the script lives, not that it gets on."""
         deadline: float | None = None  # from the start on
+        go_by = None if start_within is None else self.clock() + start_within
         readyz_from: float | None = None
         readyz_due = 0.0
         seen = "nothing yet"
@@ -93,15 +104,24 @@ class RestartFollower:
             if deadline is not None:
                 until = min(deadline, readyz_due) if readyz_from is not None else deadline
                 wait = min(self.waits.abort_poll, max(0.0, until - self.clock()))
+            elif go_by is not None:
+                wait = min(wait, max(0.0, go_by - self.clock()))
             try:
                 message = messages.get(timeout=wait)
             except queue.Empty:
                 message = None
-            if message is not None:
+            if isinstance(message, Rerun):
+                if deadline is None and start_within is not None:
+                    go_by = self.clock() + start_within
+            elif message is not None:
                 if self._take(message, waiter, steps, written, deadline is not None):
                     deadline = self.clock() + self.ready_timeout
                     start_watch(deadline)
             if deadline is None:
+                if go_by is not None and self.clock() >= go_by:
+                    raise CommandTimeout(self.writer.label, f"the restart script did not start "
+                                         f"{self.service} within {start_within:g} s, though "
+                                         f"it said it was alive: stuck on the host")
                 continue
             now = self.clock()
             waiting = waiter.waiting_for(ask_readyz=now >= readyz_due)

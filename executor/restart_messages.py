@@ -24,6 +24,11 @@ class ScriptFailed:
 
 
 @dataclass(frozen=True)
+class Rerun:
+    """The runner dialled the host again and runs the script again from its start."""
+
+
+@dataclass(frozen=True)
 class NodeVersion:
     node: dict[str, Any]
 
@@ -33,4 +38,4 @@ class NodeUnreadable:
     why: str
 
 
-Message = Event | ScriptEnded | ScriptFailed | NodeVersion | NodeUnreadable
+Message = Event | ScriptEnded | ScriptFailed | Rerun | NodeVersion | NodeUnreadable

@@ -20,7 +20,7 @@ from planner.errors import CargoshipError, CommandTimeout, ConnectionLost
 from planner.threads import start
 
 from .remote import MAX_RERUNS, HostWriter
-from .restart_messages import Message, ScriptEnded, ScriptFailed
+from .restart_messages import Message, Rerun, ScriptEnded, ScriptFailed
 from .swap_output import Deadline, OutputReader, Started
 from .swap_script import GO, HELD_GO, SwapScript
 from .waits import DEFAULT
@@ -208,6 +208,7 @@ class RemoteSwap:
                 except CargoshipError as again:
                     self.push(ScriptFailed(again))
                     return
+                self.push(Rerun())
                 continue
             except CargoshipError as exc:
                 self.push(ScriptFailed(exc))

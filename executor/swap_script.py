@@ -110,6 +110,9 @@ GONE, NOT_HELD = 7, 8
 # Seconds the swap lock is waited for beyond the stop's own timeout: its other holders are
 # a plan's snapshot (a moment) and a killed apply's script between its stop and its start.
 SWAP_LOCK_SLACK = 30
+# Seconds beyond the swap lock's wait and the stop's timeout that a script let go may take
+# to start the engine: its checks, each file's commit, the probe before the start.
+START_SLACK = 30
 # The watcher of the input exits with this when the input ended.
 _INPUT_ENDED = 3
 
@@ -261,7 +264,16 @@ class SwapScript:
         stopped: past a killed apply's script finishing its own stop."""
         return max(1, round(self.stop_timeout)) + SWAP_LOCK_SLACK
 
+    @property
+    def start_within(self) -> int:
+        """Seconds from its GO within which the script starts the engine or ends by its own
+        bounds (the swap lock's wait, the stop's timeout, then its file steps): the
+        executor waits no longer for `started` (restart_follow.py), however long the
+        keepalive says the script is alive."""
+        return self.swap_lock_wait + max(1, round(self.stop_timeout)) + START_SLACK
+
     def _alive_for(self) -> int:
         """A bound for the keepalive (killed at the start): longer than the executor
-        waits for the whole script (swap_runner.RemoteSwap's timeout)."""
+        waits for the whole script (start_within, and swap_runner.RemoteSwap's
+        timeout once its input ended)."""
         return self.swap_lock_wait + 2 * max(1, round(self.stop_timeout)) + 120

@@ -17,12 +17,12 @@ import pytest
 from executor.file_writes import Written
 from executor.readiness import CrashLoopError, NotBackError, Waiter, parse_probe
 from executor.restart import Restart
-from executor.restart_messages import Message, NodeVersion, ScriptEnded, ScriptFailed
+from executor.restart_messages import Message, NodeVersion, Rerun, ScriptEnded, ScriptFailed
 from executor.swap_output import Alive, OutputReader, Probed, Started, StepDone, Stopped
 from executor.swap_runner import Gate
 from executor.swap_script import HELD_GO, STOP_SLOW_TICK, STOP_TICK, SwapScript, stop_ticks
 from executor.swap_steps import remove_step, write_step
-from planner.errors import CommandError, ConnectionLost
+from planner.errors import CommandError, CommandTimeout, ConnectionLost
 
 T = "swtoken"
 PLAN = "0123456789abcdef0123456789abcdef"
@@ -199,3 +199,50 @@ def test_a_gate_ended_or_cancelled_has_no_more_input() -> None:
     assert [cancelled.next(i) for i in range(2)] == ["begin\n", None]
     cancelled.open()  # too late: nothing is let go
     assert cancelled.next(1) is None
+
+
+class Ticking(queue.Queue[Message]):
+    """A script's lines, one a second on the restart's clock: each taken moves it on."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        super().__init__()
+        self.now = 0.0
+        for message in messages:
+            self.put(message)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Message:
+        self.now += 1.0
+        return super().get(block=False)
+
+
+def follow_ticking(messages: list[Message], start_within: float) -> list[str]:
+    notes: list[str] = []
+    inbox = Ticking(messages)
+    restart = Restart(Host(), "runit", "rke2-agent", "wrk-1", False, None,  # type: ignore[arg-type]
+                      None, 5.0, notes.append, clock=lambda: inbox.now)
+    waiter = Waiter(Host(), "runit", "rke2-agent", "wrk-1", False, None)  # type: ignore[arg-type]
+    steps = [write_step("/etc/x.yaml", b"a: 1\n", mode=0o600, plan_id=PLAN)]
+    restart._follow(waiter, inbox, steps, [], lambda _: None, start_within)
+    return notes
+
+
+def test_a_script_alive_but_never_starting_the_engine_is_given_up_on_in_time() -> None:
+    # Its keepalive says it lives for ALIVE_FOR (minutes); it must get on within
+    # start_within of its GO, or the wait ends with an error the rollout acts on.
+    with pytest.raises(CommandTimeout, match=r"did not start rke2-agent within 10 s, "
+                                             r"though it said it was alive"):
+        lines: list[Message] = [Probed("before", parse_probe(RUN.format(10))), *[Alive()] * 30]
+        follow_ticking(lines, start_within=10)
+    script = SwapScript.of("runit", "rke2-agent", False, [], stop_timeout=60,
+                           watch_seconds=90)
+    assert script.start_within == script.swap_lock_wait + 60 + 30
+    assert int(script.values()["ALIVE_FOR"]) > script.start_within  # talks past the bound
+
+
+def test_a_script_run_again_after_a_lost_connection_gets_the_time_again() -> None:
+    fresh = T0 + datetime.timedelta(seconds=2)
+    late = [*[Alive()] * 7, Rerun(), *[Alive()] * 4, *swap(), NodeVersion(node(fresh))]
+    notes = follow_ticking(late, start_within=10)
+    assert notes[-1] == "back: new engine, fresh node status"
+    with pytest.raises(CommandTimeout):  # without the rerun, the same lines are too late
+        follow_ticking([m for m in late if not isinstance(m, Rerun)], start_within=10)
