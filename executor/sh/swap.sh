@@ -195,9 +195,15 @@ held() {
 }
 
 # True unless the watcher of the input (go) saw it end: killed here, it has read nothing,
-# and once it is reaped no signal of its can come any more.
+# and once it is reaped no signal of its can come any more. With KILL, as every subshell
+# of this script is ended: dash loses a TERM that reaches a subshell before it has reset
+# the traps it inherited, and the watcher is forked just before `swap`, whose checks can
+# take less time than a loaded host takes to schedule it. Its TERM lost, the watcher read
+# on and `wait` waited for the end of an input the executor holds open: the script
+# stalled at its GO while its keepalive talked, until ALIVE_FOR, then the executor took
+# the silence for a lost connection (CI: rollouts stalled for 174-330 s, 2026-12).
 w=
-unwatch() { [ -n "$w" ] || return 0; kill "$w" 2>/dev/null; wait "$w" 2>/dev/null; cs_r=$?; w=; [ "$cs_r" -ne "$INPUT_ENDED" ]; }
+unwatch() { [ -n "$w" ] || return 0; kill -9 "$w" 2>/dev/null; wait "$w" 2>/dev/null; cs_r=$?; w=; [ "$cs_r" -ne "$INPUT_ENDED" ]; }
 
 # `step I`: the values of step I, in op, file, mode, owner, plan, backup, content.
 step() {
@@ -277,7 +283,7 @@ swap() {
   e=$(start_engine 9>&- 2>&1) || { echo "starting $SERVICE failed: $e" >&2; exit "$START_FAILED"; }
   flock -u 9 2>/dev/null; exec 9<&-
   say "$T started"
-  kill $ka 2>/dev/null
+  kill -9 $ka 2>/dev/null  # KILL: a TERM can be lost (see unwatch)
   trap - PIPE EXIT  # its pid may be another process's by the script's end
 }
 

@@ -10,7 +10,9 @@ deadline of 0 s. tests/e2e/test_service.py stays the proof under a real supervis
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -18,7 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from executor.swap_output import Deadline, Event, OutputReader, Probed, Staged, StepDone, Stopped
+from executor.swap_output import (
+    Deadline,
+    Event,
+    OutputReader,
+    Probed,
+    Staged,
+    Started,
+    StepDone,
+    Stopped,
+)
 from executor.swap_script import (
     GO,
     GONE,
@@ -179,17 +190,20 @@ class Run:
 def run(host: Host, *, stop_timeout: float = 0.05, watch_seconds: float = 0,
         controller: bool = False, swap: bool = True, go: str = GO,
         until: Callable[[list[Event]], bool] | None = None, lock: str | None = None,
-        hold_input: bool = False, timing: Timing = QUICK) -> Run:
+        hold_input: bool = False, timing: Timing = QUICK,
+        edit: Callable[[str], str] = lambda text: text, limit: float = 60) -> Run:
     """The script with one write, as a host gets it (`sh -s`, its input ending after GO),
     read as the executor reads it; with `until`, the reading stops once it holds, as the
     executor's does once the host is back. `hold_input`: the input stays open (the apply
-    is alive) until the script ends."""
+    is alive) until the script ends. `edit` changes the script's text first; after
+    `limit` seconds the script and everything it started are killed (a script that
+    stalls fails its test rather than hanging it)."""
     script = SwapScript.of(host.init, SERVICE, controller,
                            [write_step(str(host.target), b"new: 2\n", mode=0o640,
                                        plan_id=PLAN, place=host.place)],
                            stop_timeout=stop_timeout, watch_seconds=watch_seconds,
                            place=host.place, timing=timing, where=host.where)
-    text = script.head(swap=swap) + (script.begin() if swap else "") + go
+    text = edit(script.head(swap=swap) + (script.begin() if swap else "") + go)
     if lock is not None:
         Path(host.place.lock_dir).mkdir(mode=0o700, exist_ok=True)
         Path(host.place.lock_path).write_text(lock)
@@ -197,8 +211,10 @@ def run(host: Host, *, stop_timeout: float = 0.05, watch_seconds: float = 0,
     started = time.monotonic()
     with err.open("w") as stderr:
         proc = subprocess.Popen(["sh", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=stderr)
+                                stderr=stderr, start_new_session=True)
         assert proc.stdin is not None and proc.stdout is not None
+        watchdog = threading.Timer(limit, os.killpg, args=(proc.pid, signal.SIGKILL))
+        watchdog.start()
         proc.stdin.write(text.encode())
         proc.stdin.flush()
         if not hold_input:
@@ -212,8 +228,9 @@ def run(host: Host, *, stop_timeout: float = 0.05, watch_seconds: float = 0,
             if until is not None and until(events):
                 break
         proc.stdout.close()  # the executor stops reading: the next line fails to write
+        proc.stdin.close()  # ... and ends the input it held
         code = proc.wait(10)
-        proc.stdin.close()
+        watchdog.cancel()
     return Run(code, events, err.read_text(), time.monotonic() - started)
 
 
@@ -366,6 +383,55 @@ def test_an_input_that_ends_after_go_stops_nothing(tmp_path: Path) -> None:
     # Nothing of the script's outlives it: its keepalive, started as the watcher's USR1
     # came, had lost its TERM and held the output open for 150 s (one run in five).
     assert done.seconds < 20
+
+
+# A subshell forked this way never takes a TERM: what dash does with one that arrives
+# before the subshell has reset the traps it inherited (it is noted, then dropped), which
+# a loaded host makes likely for a subshell killed a few milliseconds after its fork.
+DEAF = "( trap '' TERM; "
+
+
+def test_the_input_watcher_is_ended_at_go_even_when_a_term_would_not_reach_it(
+        tmp_path: Path) -> None:
+    """The watcher of the input (go) is forked right before `swap`, which kills it at the
+    point of no return. Its TERM lost, it read on, and `swap` waited for it until the
+    input ended: the restart stalled at its GO while the keepalive talked (CI, 174-330 s).
+    KILL cannot be lost."""
+    host = make_host(tmp_path, "systemd")
+    host.states(RUNNING["systemd"].format(pid=10))
+    host.states(STOPPED["systemd"], when="on-stop")
+    host.states(RUNNING["systemd"].format(pid=11), when="on-start")
+    watcher = "( exec 0<&8 8<&- 9<&-;"
+    done = run(host, go=go_line("00ab12"), lock='{"id": "00ab12", "holder": "x"}\n',
+               hold_input=True, until=lambda events: any(isinstance(e, Started)
+                                                         for e in events),
+               edit=lambda text: text.replace(watcher, DEAF + watcher[2:], 1), limit=30)
+    assert text_has(watcher)
+    assert any(isinstance(e, Started) for e in done.events), (done.events, done.stderr)
+    assert host.asked("stop") == 1 and host.target.read_text() == "new: 2\n"
+    assert done.seconds < 20
+
+
+def test_the_keepalive_is_gone_at_the_start_even_when_a_term_would_not_reach_it(
+        tmp_path: Path) -> None:
+    """The keepalive says `alive` until the start; left running, it held the channel open
+    and talked for ALIVE_FOR (minutes) after the script was done."""
+    host = make_host(tmp_path, "systemd")
+    host.states(RUNNING["systemd"].format(pid=10))
+    host.states(STOPPED["systemd"], when="on-stop")
+    host.states(RUNNING["systemd"].format(pid=11), when="on-start")
+    keepalive = "( i=0; while"
+    done = run(host, edit=lambda text: text.replace(keepalive, DEAF + keepalive[2:], 1),
+               limit=30)
+    assert text_has(keepalive)
+    assert done.code == 0 and any(isinstance(e, Started) for e in done.events), done.stderr
+    assert done.seconds < 20  # its output ended with the script, not 150 s later
+
+
+def text_has(fragment: str) -> bool:
+    """Whether the shipped script still holds `fragment` (the tests above edit it)."""
+    return fragment in SwapScript.of("systemd", SERVICE, False, [], stop_timeout=1,
+                                     watch_seconds=1).head()
 
 
 def test_an_init_system_the_script_does_not_know_is_refused_before_anything_runs() -> None:
