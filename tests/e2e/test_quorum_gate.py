@@ -94,10 +94,12 @@ def test_a_member_paused_during_the_rollout_stops_it_before_the_next_controller(
     made = cargoship("plan", "-c", lab.dir / "cluster.yaml", "-out", plan_file)
     assert made.returncode == 0, made.stdout + made.stderr
     plan_id = json.loads(plan_file.read_text())["plan_id"]
-    # ctl-1 goes first; its engine takes 2 s to start, and while it is down ctl-3's member
-    # (the leader) is paused: ctl-1's rke2 member outlives the stop, so ctl-1 and ctl-2
-    # elect a new leader and keep a quorum.
-    lab.set_engine_start_delay(2)
+    # ctl-1 goes first, and while it is down ctl-3's member (the leader) is paused: ctl-1's
+    # rke2 member outlives the stop, so ctl-1 and ctl-2 elect a new leader and keep a
+    # quorum. ctl-1's start is held until the pause has landed (the lab's `hold-start`):
+    # a start delay would race the pause on a loaded machine.
+    fault = f"/var/lib/rancher/{lab.distro}/lab-fault"
+    lab.exec("ctl-1", f"echo hold-start > {fault}")
     since = time.time()
     apply = subprocess.Popen([*cargoship_argv(), "apply", plan_file, "--confirm"],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -105,6 +107,7 @@ def test_a_member_paused_during_the_rollout_stops_it_before_the_next_controller(
         poll(lambda: any(name == "stopping" and when >= since
                          for when, name in lab.events("ctl-1")), timeout=60)
         lab.etcd_member("ctl-3", "pause")
+        lab.exec("ctl-1", f"rm {fault}")
         out, _ = apply.communicate(timeout=180)
     finally:
         if apply.poll() is None:
