@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.e2e.cli import cargoship, edit_config
 from tests.e2e.test_plan_preflight import phase_block
-from tests.lab import CONNECT_TIMEOUT, HostSpec, Lab
+from tests.lab import HostSpec, Lab
 
 
 def behind_bastion(lab: Lab) -> None:
@@ -47,7 +47,7 @@ def test_hosts_behind_a_bastion(lab_factory) -> None:
                                                       for h in d["spec"]["hosts"]])
     data_path = lab.dir / "cluster.yaml"
     edit_config(data_path, lambda d: d["spec"]["options"].update(
-        ssh={"connectTimeoutSeconds": CONNECT_TIMEOUT}))
+        ssh={"connectTimeoutSeconds": 2}))
     direct = cargoship("plan", "-c", data_path)
     assert direct.returncode == 1 and "cannot connect to" in direct.stdout
 

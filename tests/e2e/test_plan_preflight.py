@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from tests.e2e.cli import cargoship, edit_config
-from tests.lab import CONNECT_TIMEOUT, HostSpec
+from tests.lab import HostSpec
 from tests.unit.test_dryrun import EXPECTED_PHASES
 
 TITLES = EXPECTED_PHASES
@@ -105,7 +105,7 @@ def test_unreachable_host_is_reported_and_the_rest_still_checked(lab_factory) ->
     def add_dead_host(data: dict) -> None:  # type: ignore[type-arg]
         ssh = dict(data["spec"]["hosts"][1]["ssh"], address=dead)
         data["spec"]["hosts"].append({"role": "worker", "ssh": ssh})
-        data["spec"].setdefault("options", {})["ssh"] = {"connectTimeoutSeconds": CONNECT_TIMEOUT}
+        data["spec"].setdefault("options", {})["ssh"] = {"connectTimeoutSeconds": 2}
 
     edit_config(lab.dir / "cluster.yaml", add_dead_host)
     result = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")

@@ -70,12 +70,6 @@ class Timing:
 # another half a second on.
 FAST_NODES = Timing(engine_start=0, kubelet_heartbeat=0.5, node_grace=3)
 
-# options.ssh.connectTimeoutSeconds for tests that wait one out (a host cut off, a dead
-# address) rather than the default 10 s: still well above what a lab host's handshake takes
-# on the loaded 2-core machine. At 2 s, three of four hosts failed "authentication did not
-# finish within 2s" once in a whole run (CI on bb15756, pytest at 550 s).
-CONNECT_TIMEOUT = 5
-
 @dataclass
 class LabHost:
     spec: HostSpec

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.e2e.cli import cargoship, cargoship_argv, edit_config
-from tests.lab import CONNECT_TIMEOUT, HostSpec, Lab
+from tests.lab import HostSpec, Lab
 from tests.reliability.consistency import Managed, managed_files
 
 REGISTRIES = "/etc/rancher/rke2/registries.yaml"
@@ -54,7 +54,7 @@ def drifted_cluster(lab_factory, tmp_path: Path, *, controllers: int = 1,  # typ
     edit_config(lab.dir / "cluster.yaml", lambda d: d["spec"]["options"].update(
         concurrency={"hosts": 32, "workers": worker_concurrency}, readyTimeoutSeconds=8,
         drain={"timeoutSeconds": 10},
-        ssh={"connectTimeoutSeconds": CONNECT_TIMEOUT, "commandTimeoutSeconds": 5}))
+        ssh={"connectTimeoutSeconds": 2, "commandTimeoutSeconds": 5}))
     wanted = lab.exec("ctl-1", f"cat {REGISTRIES}").stdout
     for host in drift:
         lab.exec(host, f"printf '{DRIFTED}' > {REGISTRIES}")

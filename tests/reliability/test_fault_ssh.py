@@ -8,12 +8,10 @@ the output says what state the host is left in.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_WAITS
 from tests.reliability import faults
 from tests.reliability.consistency import check
 from tests.reliability.scenario import drifted_cluster
@@ -42,13 +40,8 @@ def test_sshd_killed_mid_sync_is_survived(lab_factory, tmp_path: Path, tally, po
 
 @pytest.mark.reliability("fault: SSH drop mid-sync (traffic cut)")
 def test_traffic_cut_between_write_and_start_stops_and_says_so(lab_factory, tmp_path: Path,
-                                                               tally, monkeypatch) -> None:
+                                                               tally) -> None:
     tally.case()
-    # The reconnect window as it was with a 2 s connect timeout (0.8 x 5 s): the host is
-    # cut off for good, so the window is only waited out, and each dial after it waits a
-    # whole connect timeout anyway.
-    monkeypatch.setenv("CARGOSHIP_TEST_WAITS", json.dumps({**TEST_WAITS,
-                                                           "reconnect_factor": 0.8}))
     s = drifted_cluster(lab_factory, tmp_path)
     plan = s.plan()
     faults.arm(s.lab, "wrk-1", "between write and start", "cut")
