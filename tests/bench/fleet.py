@@ -106,6 +106,9 @@ class Fleet:
         return path
 
     def stop(self) -> None:
+        """Stop the latency proxies. The lab stays up (`KEEP` runs keep it): whoever
+        started the fleet takes `self.lab` down, or its hosts run on beside whatever is
+        measured next (this left five 100-host labs under whole test runs, 2026-12-05)."""
         for proxy in self.proxies.values():
             proxy.stop()
         self.proxies.clear()
