@@ -34,6 +34,11 @@ KUBELET_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 CONTROLLER_REASONS = ("NodeStatusUnknown", "NodeStatusNeverUpdated")
 HISTORY = 1000  # events kept for watches from a resourceVersion (the watch cache's window)
 LIFECYCLE_TICK = 0.5  # seconds between the node lifecycle controller's passes
+# Seconds between a kubelet's tries at deleting a terminated pod when a try found no
+# quorum. The real one tries again at its status manager's next sync
+# (kubernetes pkg/kubelet/status/status_manager.go: syncBatch every 10 s, and at once on
+# each status update of the pod); a second keeps the tests of a lost member short.
+KUBELET_RETRY = 1.0
 
 
 T = TypeVar("T")
@@ -561,10 +566,16 @@ class Store:
                 return None, lambda: None
             return Write(PODS, f"{ns}/{name}", None, pod), lambda: None
 
-        try:
-            self._transact(op)
-        except (ApiError, OSError):
-            pass  # no quorum for the kubelet's delete: the pod stays terminating
+        # No quorum for the delete (the member this store reads paused, say): the pod stays
+        # terminating until a later try. One try only left it terminating for good, which
+        # no kubelet does (a drain then timed out on a pod long past its grace period).
+        while True:
+            try:
+                self._transact(op)
+                return
+            except (ApiError, OSError):
+                if self.closed.wait(KUBELET_RETRY):
+                    return
 
     def _check_budget(self, pdb: Obj, pod: Obj) -> None:
         st = self._pdb_status(pdb)
