@@ -23,20 +23,9 @@ from tests.stalling_listener import StallingListener
                                               (signal.SIGINT, 130)])
 def test_a_plan_stopped_by_a_signal_says_so_and_exits_128_plus_it(
         tmp_path: Path, signum: int, code: int) -> None:
-    key = tmp_path / "key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
-                   check=True)
-    (tmp_path / "known_hosts").touch()
     listener = StallingListener("silent")
     try:
-        config = tmp_path / "cluster.yaml"
-        config.write_text(yaml.safe_dump({
-            "apiVersion": "cargoship/v1", "kind": "Cluster", "metadata": {"name": "sig"},
-            "spec": {"engine": {"distro": "rke2", "version": "v1.30.4+rke2r1"},
-                     "engineConfig": {}, "options": {"ssh": {"connectTimeoutSeconds": 60}},
-                     "hosts": [{"role": "controller", "ssh": {
-                         "address": "127.0.0.1", "port": listener.port, "user": "root",
-                         "keyPath": str(key), "knownHosts": str(tmp_path / "known_hosts")}}]}}))
+        config = silent_host_config(tmp_path, listener.port)
         run = subprocess.Popen([*cargoship_argv(), "plan", "-c", str(config)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                stdin=subprocess.DEVNULL)
@@ -54,20 +43,9 @@ def test_nohup_keeps_a_command_through_the_terminal_closing(tmp_path: Path) -> N
     """A signal the command was started ignoring stays ignored (cargoship/cli.py): under
     `nohup` a SIGHUP ends nothing, and the command still stops for SIGTERM. Before, its
     own handler replaced nohup's, and the closed terminal ended a `nohup cargoship apply`."""
-    key = tmp_path / "key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
-                   check=True)
-    (tmp_path / "known_hosts").touch()
     listener = StallingListener("silent")
     try:
-        config = tmp_path / "cluster.yaml"
-        config.write_text(yaml.safe_dump({
-            "apiVersion": "cargoship/v1", "kind": "Cluster", "metadata": {"name": "sig"},
-            "spec": {"engine": {"distro": "rke2", "version": "v1.30.4+rke2r1"},
-                     "engineConfig": {}, "options": {"ssh": {"connectTimeoutSeconds": 60}},
-                     "hosts": [{"role": "controller", "ssh": {
-                         "address": "127.0.0.1", "port": listener.port, "user": "root",
-                         "keyPath": str(key), "knownHosts": str(tmp_path / "known_hosts")}}]}}))
+        config = silent_host_config(tmp_path, listener.port)
         run = subprocess.Popen(["nohup", *cargoship_argv(), "plan", "-c", str(config)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                stdin=subprocess.DEVNULL)
@@ -89,3 +67,21 @@ def test_nohup_keeps_a_command_through_the_terminal_closing(tmp_path: Path) -> N
         listener.close()
     assert run.returncode == 143, out + line + err
     assert "interrupted; nothing was changed on any host" in err, err
+
+
+def silent_host_config(tmp_path: Path, port: int) -> Path:
+    """A cluster of one controller at 127.0.0.1:`port`, a host that never says a word: a
+    plan waits on it (60 s to connect) until a signal comes."""
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                   check=True)
+    (tmp_path / "known_hosts").touch()
+    config = tmp_path / "cluster.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "cargoship/v1", "kind": "Cluster", "metadata": {"name": "sig"},
+        "spec": {"engine": {"distro": "rke2", "version": "v1.30.4+rke2r1"},
+                 "engineConfig": {}, "options": {"ssh": {"connectTimeoutSeconds": 60}},
+                 "hosts": [{"role": "controller", "ssh": {
+                     "address": "127.0.0.1", "port": port, "user": "root",
+                     "keyPath": str(key), "knownHosts": str(tmp_path / "known_hosts")}}]}}))
+    return config
