@@ -12,7 +12,6 @@ and are removed at the end unless --keep.
 from __future__ import annotations
 
 import argparse
-import compileall
 import datetime
 import os
 import shutil
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from .ansible import AnsibleResult, bench_ansible, ensure_ansible
 from .fleet import start_fleet
-from .measure import load_average, settle
+from .measure import compile_sources, load_average, settle
 from .plans import PlanResult, StartupResult, bench_plan, bench_startup
 from .report import (
     baseline_table,
@@ -70,15 +69,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--work", type=Path, help="work dir (default: new /tmp/bench-*)")
     parser.add_argument("--keep", action="store_true", help="leave the labs up")
     return parser.parse_args(argv)
-
-
-def compile_sources() -> None:
-    """Byte-compile cargoship's own modules, as installing a package does: an editable
-    install run with PYTHONDONTWRITEBYTECODE would compile them again on every run and
-    charge that to cargoship's start-up (the baseline's paramiko is compiled)."""
-    root = Path(__file__).resolve().parents[2]
-    for package in ("cargoship", "planner", "executor", "schemas"):
-        compileall.compile_dir(root / package, quiet=1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ from pathlib import Path
 from statistics import median
 
 from .fleet import Fleet, hosts_cpu, sshd_pids, start_fleet
-from .measure import Run, load_average, run, settle
+from .measure import Run, compile_sources, load_average, run, settle
 from .plans import cargoship
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sizes and --rounds must be at least 1")
     work = Path(tempfile.mkdtemp(prefix="bench-against-", dir="/tmp"))
     sha, ref_tree = worktree(args.ref, work)
+    # Both trees compiled, as installed: the other commit's fresh worktree has no byte
+    # code, and this machine's PYTHONDONTWRITEBYTECODE would have it compiled at every
+    # plan (about 0.07 s of its start-up and 0.3 ms of its CPU per host at 100 hosts).
+    for tree in (ROOT, ref_tree):
+        compile_sources(tree)
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=7", "HEAD"],
                           capture_output=True, text=True).stdout.strip() or "HEAD"
     names = (f"this {head}", f"ref {sha[:7]}")
