@@ -1,0 +1,133 @@
+"""Where the test suite's CPU goes, test by test, as a pytest plugin; then a table of it.
+
+    python -m pytest -p tests.bench.suite_cpu -n 6 --dist loadfile   # as root
+    python -m tests.bench.suite_cpu /tmp/suite-cpu.jsonl [--most 40]
+
+The suite is bound by CPU on 2 cores (tests/bench/FINDINGS.md), and most of a test's CPU
+is spent outside pytest's process: its lab hosts' sshd, engines, API servers and etcd
+members, and the `cargoship` commands it runs, all started by the test's worker. Each
+xdist worker moves itself into a cgroup of its own (cgroup v1 `cpuacct`, or v2), which
+every process it starts inherits, lab hosts included, and the plugin writes the cgroup's
+CPU before and after each test (setup and teardown included) to CGROUP_CPU_LOG (default
+/tmp/suite-cpu.jsonl), a JSON line a test. Where no cgroup can be made (not root, no
+cpuacct) it says so once and measures nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+LOG_ENV = "CGROUP_CPU_LOG"
+DEFAULT_LOG = "/tmp/suite-cpu.jsonl"
+# (cgroup root, the file with its CPU, how to read seconds from it)
+_HIERARCHIES = (("/sys/fs/cgroup/cpuacct", "cpuacct.usage"),
+                ("/sys/fs/cgroup", "cpu.stat"))
+
+
+class _Cgroup:
+    def __init__(self, path: Path, stat: str) -> None:
+        self.path, self.stat = path, stat
+
+    def seconds(self) -> float:
+        text = (self.path / self.stat).read_text()
+        if self.stat == "cpuacct.usage":
+            return int(text) / 1e9
+        usage = next(line for line in text.splitlines() if line.startswith("usage_usec"))
+        return int(usage.split()[1]) / 1e6
+
+
+def _join(name: str) -> _Cgroup | None:
+    for root, stat in _HIERARCHIES:
+        if not Path(root, stat).exists():
+            continue
+        path = Path(root, name)
+        try:
+            path.mkdir(exist_ok=True)
+            (path / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            continue
+        return _Cgroup(path, stat)
+    return None
+
+
+_joined: list[_Cgroup] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    group = _join(f"cargoship-suite-{worker}-{os.getpid()}")
+    if group is None:
+        print(f"suite_cpu: no cgroup for {worker}: nothing measured")
+    else:
+        _joined.append(group)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Back to the parent cgroup, and this one removed if nothing is left in it."""
+    if not _joined:
+        return
+    group = _joined.pop()
+    try:
+        (group.path.parent / "cgroup.procs").write_text(str(os.getpid()))
+        group.path.rmdir()
+    except OSError:
+        pass  # a process of the run still in it: the kernel keeps the group until it ends
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
+                            ) -> Iterator[None]:
+    if not _joined:
+        yield
+        return
+    group = _joined[0]
+    cpu, wall = group.seconds(), time.monotonic()
+    yield
+    line = {"test": item.nodeid, "cpu": round(group.seconds() - cpu, 3),
+            "wall": round(time.monotonic() - wall, 2)}
+    with open(os.environ.get(LOG_ENV, DEFAULT_LOG), "a") as log:
+        log.write(json.dumps(line) + "\n")
+
+
+def report(path: Path, most: int) -> list[str]:
+    tests = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    for test in tests:
+        row = files[test["test"].split("::")[0]]
+        row[0] += test["cpu"]
+        row[1] += test["wall"]
+        row[2] += 1
+    total = sum(t["cpu"] for t in tests)
+    lines = [f"{len(tests)} tests, {total:.0f} CPU-s in all (the workers' process trees)",
+             f"{'CPU s':>8} {'wall s':>8} {'tests':>5} {'share':>6}  file"]
+    for name, (cpu, wall, count) in sorted(files.items(), key=lambda kv: -kv[1][0])[:most]:
+        lines.append(f"{cpu:8.1f} {wall:8.1f} {count:5d} {cpu / total:6.1%}  {name}")
+    lines.append(f"\n{'CPU s':>8} {'wall s':>8}  test")
+    for test in sorted(tests, key=lambda t: -t["cpu"])[:most]:
+        lines.append(f"{test['cpu']:8.1f} {test['wall']:8.1f}  {test['test']}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.suite_cpu",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("log", type=Path, nargs="?", default=Path(DEFAULT_LOG))
+    parser.add_argument("--most", type=int, default=30, help="rows in each table")
+    args = parser.parse_args(argv)
+    try:
+        print("\n".join(report(args.log, args.most)))
+    except (OSError, ValueError, KeyError) as exc:
+        parser.error(f"{args.log}: {exc}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
