@@ -79,7 +79,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         (group.path.parent / "cgroup.procs").write_text(str(os.getpid()))
         group.path.rmdir()
     except OSError:
-        pass  # a process of the run still in it: the kernel keeps the group until it ends
+        pass  # a process of the run still in it: the directory stays (rmdir it once empty)
 
 
 @pytest.hookimpl(hookwrapper=True)
