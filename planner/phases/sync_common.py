@@ -126,79 +126,104 @@ def assess_role(ctx: PlanContext, phase: str, role: str,
         wanted = wanted_at.get(where)
         if wanted is None:
             wanted = wanted_at[where] = desired_files(ctx.config, role, where)
-        dirs = owned_paths(layout, where)
-        (live, listings), interrupted, applied, *foreign = gathered[host.config.index]
-        # Not a change: the order apply judges the plan by (no replay of a superseded plan).
-        ctx.record_read(host, APPLIED_TARGET, applied.without(ctx.applying).fingerprint)
-        irregular = [f for f in live.values() if f.exists and f.kind != "file"]
-        for item in irregular:
-            ctx.problem(phase, host, f"{item.path} is a {item.kind}, not a regular file: "
-                                     "cargoship never reads or writes through links or into "
-                                     "special files; make it a regular file (or remove it)")
-        if irregular:
-            continue
-        mine = _engine_semantics(ctx, phase, host, wanted,
-                                 foreign[0] if foreign else None)
-        restoring = interrupted is not None and interrupted.rolling_back
-        if restoring:
-            assert interrupted is not None
-            writes |= _plan_restore(ctx, phase, host, interrupted)
-        # A chart left out for a conflict is not "no longer desired": never deleted here.
-        changes, stale = _file_changes(ctx, host, mine, live, listings, dirs,
-                                       keep={f.path for f in wanted}, where=where)
-        # A chart no longer desired: its manifest emptied first, deleted once pruned.
-        changes += removals(ctx, phase, host, where, stale)
-        needs_restart = {f.path for f in wanted if f.restart}
-        kinds = {f.path: f.kind for f in wanted}
-        restart = False
-        read_at_start: list[str] = []  # why the host would be drained, for the plan to say
-        restarting_kinds: list[str | None] = []
-        for change in changes:
-            # Chart values are reconciled by the engine; anything else is read at start.
-            own = change.path in needs_restart or (
-                change.action == "delete"
-                and not change.path.startswith(where.locations.manifests_dir))
-            restart |= own
-            if own:
-                read_at_start.append(change.path)
-                restarting_kinds.append(kinds.get(change.path))
-            ctx.change(PlannedChange(phase, host.config.index, _action(change.action, own),
-                                     change.path, change.before, change.after, change.diff,
-                                     key_changes=change.keys,
-                                     drain_first=drains(ctx.config.options,
-                                                        kinds.get(change.path))
-                                     if own else None))
-            writes.add((host.config.index, f"file:{change.path}"))
-        if interrupted is not None and not restoring:
-            # Files may be right and the host still not: its engine may be stopped and its
-            # node cordoned. Restarting and uncordoning it is what finishes that job.
-            ctx.record_read(host, MARKER, f"plan {interrupted.plan_id}")
-            ctx.change(PlannedChange(
-                phase, host.config.index, RECOVER, MARKER, None, None,
-                f"an apply of plan {interrupted.plan_id} was interrupted on this host (since "
-                f"{interrupted.since}): the engine may be stopped and the node cordoned; "
-                "would drain, restart the engine and uncordon"))
-            writes.add((host.config.index, f"file:{MARKER}"))
-            restart = True
-        in_place = restarts_in_place(ctx.config.options, restarting_kinds) \
-            if interrupted is None and not restoring else None
-        if restart and in_place is not None:
-            ctx.found(phase, host, f"would restart the engine to read "
-                                   f"{', '.join(read_at_start)} without cordoning or "
-                                   f"draining node {host.node} ({in_place})")
-        elif restart or restoring:
-            why = [f"the engine restarts to read {', '.join(read_at_start)}"] \
-                if read_at_start else []
-            why += ["the files from before a failed apply are restored"] if restoring else []
-            why += ["an interrupted apply is finished"] \
-                if interrupted is not None and not restoring else []
-            draining.append((host, "; ".join(why)))
-        if restart:
-            # Draining cordons the node; restarting rewrites the engine's admin kubeconfig.
-            writes |= {(host.config.index, "node"),
-                       (host.config.index, f"file:{admin_kubeconfig_path(layout.distro)}")}
+        host_writes, drain_why = _assess_host(ctx, phase, host, where, wanted,
+                                              gathered[host.config.index])
+        writes |= host_writes
+        if drain_why is not None:
+            draining.append((host, drain_why))
     forecast(ctx, phase, draining)
     return writes
+
+
+def _assess_host(ctx: PlanContext, phase: str, host: HostState, where: Placement,
+                 wanted: list[DesiredFile], read: list[Any],
+                 ) -> tuple[set[Resource], str | None]:
+    """One host's changes, recorded in `ctx`: what they write, and why the host would be
+    drained (None: it is not, or restarts in place)."""
+    (live, listings), interrupted, applied, *foreign = read
+    # Not a change: the order apply judges the plan by (no replay of a superseded plan).
+    ctx.record_read(host, APPLIED_TARGET, applied.without(ctx.applying).fingerprint)
+    irregular = [f for f in live.values() if f.exists and f.kind != "file"]
+    for item in irregular:
+        ctx.problem(phase, host, f"{item.path} is a {item.kind}, not a regular file: "
+                                 "cargoship never reads or writes through links or into "
+                                 "special files; make it a regular file (or remove it)")
+    if irregular:
+        return set(), None
+    writes: set[Resource] = set()
+    mine = _engine_semantics(ctx, phase, host, wanted, foreign[0] if foreign else None)
+    restoring = interrupted is not None and interrupted.rolling_back
+    if restoring:
+        writes |= _plan_restore(ctx, phase, host, interrupted)
+    # A chart left out for a conflict is not "no longer desired": never deleted here.
+    changes, stale = _file_changes(ctx, host, mine, live, listings,
+                                   owned_paths(LAYOUTS[ctx.config.engine.distro], where),
+                                   keep={f.path for f in wanted}, where=where)
+    # A chart no longer desired: its manifest emptied first, deleted once pruned.
+    changes += removals(ctx, phase, host, where, stale)
+    read_at_start, restarting_kinds = _record_changes(ctx, phase, host, changes, wanted,
+                                                      where, writes)
+    restart = bool(read_at_start)
+    if interrupted is not None and not restoring:
+        _plan_recovery(ctx, phase, host, interrupted)
+        writes.add((host.config.index, f"file:{MARKER}"))
+        restart = True
+    if restart:
+        # Draining cordons the node; restarting rewrites the engine's admin kubeconfig.
+        writes |= {(host.config.index, "node"), (host.config.index,
+                   f"file:{admin_kubeconfig_path(ctx.config.engine.distro)}")}
+    in_place = restarts_in_place(ctx.config.options, restarting_kinds) \
+        if interrupted is None and not restoring else None
+    if restart and in_place is not None:
+        ctx.found(phase, host, f"would restart the engine to read "
+                               f"{', '.join(read_at_start)} without cordoning or "
+                               f"draining node {host.node} ({in_place})")
+        return writes, None
+    if not (restart or restoring):
+        return writes, None
+    why = [f"the engine restarts to read {', '.join(read_at_start)}"] if read_at_start else []
+    why += ["the files from before a failed apply are restored"] if restoring else []
+    why += ["an interrupted apply is finished"] if interrupted is not None and not restoring \
+        else []
+    return writes, "; ".join(why)
+
+
+def _record_changes(ctx: PlanContext, phase: str, host: HostState, changes: list[FileChange],
+                    wanted: list[DesiredFile], where: Placement, writes: set[Resource],
+                    ) -> tuple[list[str], list[str | None]]:
+    """Each file change as a planned change (its writes added to `writes`); the paths the
+    engine reads only at start (why it would restart) and their kinds."""
+    needs_restart = {f.path for f in wanted if f.restart}
+    kinds = {f.path: f.kind for f in wanted}
+    read_at_start: list[str] = []
+    restarting_kinds: list[str | None] = []
+    for change in changes:
+        # Chart values are reconciled by the engine; anything else is read at start.
+        own = change.path in needs_restart or (
+            change.action == "delete"
+            and not change.path.startswith(where.locations.manifests_dir))
+        if own:
+            read_at_start.append(change.path)
+            restarting_kinds.append(kinds.get(change.path))
+        ctx.change(PlannedChange(phase, host.config.index, _action(change.action, own),
+                                 change.path, change.before, change.after, change.diff,
+                                 key_changes=change.keys,
+                                 drain_first=drains(ctx.config.options, kinds.get(change.path))
+                                 if own else None))
+        writes.add((host.config.index, f"file:{change.path}"))
+    return read_at_start, restarting_kinds
+
+
+def _plan_recovery(ctx: PlanContext, phase: str, host: HostState,
+                   interrupted: Interrupted) -> None:
+    """Files may be right and the host still not: its engine may be stopped and its node
+    cordoned. Restarting and uncordoning it is what finishes that job."""
+    ctx.record_read(host, MARKER, f"plan {interrupted.plan_id}")
+    ctx.change(PlannedChange(
+        phase, host.config.index, RECOVER, MARKER, None, None,
+        f"an apply of plan {interrupted.plan_id} was interrupted on this host (since "
+        f"{interrupted.since}): the engine may be stopped and the node cordoned; "
+        "would drain, restart the engine and uncordon"))
 
 
 def _engine_semantics(ctx: PlanContext, phase: str, host: HostState,
