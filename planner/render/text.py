@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..plan.model import Change, HostRef, Plan
+from ..plan.model import Change, HostRef, PhaseOutcome, Plan
 from ..safetext import printable
 from .apply_block import text_block
 from .choices import SecretNotes, secret_notes
@@ -64,35 +64,12 @@ def render_text(plan: Plan, view: View | None = None) -> str:
                         f"{plan.desired['engine']['distro']} "
                         f"{plan.desired['engine']['version']}, {len(plan.hosts)} host(s)"))
     lines.append((None, ""))
-    flagged = flagged_hosts(plan)
     groups = grouped(plan.changes)
     secrets = secret_notes(plan)
+    flagged = flagged_hosts(plan)
     compacted = False
     for phase in plan.phases:
-        lines.append((None, f"{phase.number:>2}. {phase.title}  [{phase.dry_run}] "
-                            f"{phase.outcome}"))
-        width = max((len(label(n.host) or "cluster") for n in phase.findings), default=7)
-        hidden: set[HostRef] = set()
-        for note in phase.findings:
-            if note.host and phase.dry_run in PREFLIGHT and not view.full \
-                    and label(note.host) not in flagged:
-                hidden.add(note.host)
-                continue
-            lines.append((None, f"      {label(note.host) or 'cluster':<{width}}  {note.text}"))
-        ok, dropped = host_counts(plan, phase) if phase.dry_run in PREFLIGHT else (0, "")
-        if hidden:
-            compacted = True
-            others = "other " if len(hidden) < len({n.host for n in phase.findings}) else ""
-            lines.append((None, f"      {len(hidden)} {others}host(s) ok{dropped}"))
-        elif dropped:
-            lines.append((None, f"      {ok} host(s) ok{dropped}"))
-        for group in groups:
-            if group.change.phase == phase.title and section(group.change) == phase.title:
-                compacted |= _change(lines, group, view, secrets)
-        if any(c.phase == phase.title and section(c) == CHART_VALUES for c in plan.changes):
-            lines.append((None, f"      chart values: under \"{CHART_VALUES}\" below"))
-        lines += [(None, f"      {unassessed_line(where, reason)}")
-                  for where, reason in not_assessed(plan, phase.title)]
+        compacted |= _phase(lines, plan, phase, view, flagged, groups, secrets)
     # Chart values; and changes of a phase the plan does not list (a hand-made plan):
     # shown, never dropped.
     titles = {p.title for p in plan.phases}
@@ -106,6 +83,45 @@ def render_text(plan: Plan, view: View | None = None) -> str:
     lines.append((None, ""))
     if compacted:
         lines += [(None, HINT), (None, "")]
+    _ending(lines, plan, view)
+    return "".join(_styled(style, text, view.color) for style, text in lines)
+
+
+def _phase(lines: list[Line], plan: Plan, phase: PhaseOutcome, view: View, flagged: set[str],
+           groups: list[ChangeGroup], secrets: SecretNotes) -> bool:
+    """One phase's block: its findings (hosts that passed a preflight counted, not listed,
+    unless the view is full), its changes and what it did not assess. Whether any of it
+    was compacted."""
+    lines.append((None, f"{phase.number:>2}. {phase.title}  [{phase.dry_run}] "
+                        f"{phase.outcome}"))
+    width = max((len(label(n.host) or "cluster") for n in phase.findings), default=7)
+    hidden: set[HostRef] = set()
+    compacted = False
+    for note in phase.findings:
+        if note.host and phase.dry_run in PREFLIGHT and not view.full \
+                and label(note.host) not in flagged:
+            hidden.add(note.host)
+            continue
+        lines.append((None, f"      {label(note.host) or 'cluster':<{width}}  {note.text}"))
+    ok, dropped = host_counts(plan, phase) if phase.dry_run in PREFLIGHT else (0, "")
+    if hidden:
+        compacted = True
+        others = "other " if len(hidden) < len({n.host for n in phase.findings}) else ""
+        lines.append((None, f"      {len(hidden)} {others}host(s) ok{dropped}"))
+    elif dropped:
+        lines.append((None, f"      {ok} host(s) ok{dropped}"))
+    for group in groups:
+        if group.change.phase == phase.title and section(group.change) == phase.title:
+            compacted |= _change(lines, group, view, secrets)
+    if any(c.phase == phase.title and section(c) == CHART_VALUES for c in plan.changes):
+        lines.append((None, f"      chart values: under \"{CHART_VALUES}\" below"))
+    lines += [(None, f"      {unassessed_line(where, reason)}")
+              for where, reason in not_assessed(plan, phase.title)]
+    return compacted
+
+
+def _ending(lines: list[Line], plan: Plan, view: View) -> None:
+    """What apply would obey, the summary, warnings, problems and the verdict."""
     if plan.applyable:
         # Right above the summary: the last thing on a terminal, and not skipped by a
         # reader who scrolls to the end.
@@ -127,7 +143,6 @@ def render_text(plan: Plan, view: View | None = None) -> str:
     else:
         lines.append((None, f"Preflight passed on {len(plan.hosts)} host(s); nothing was "
                             f"changed on any host. ({plan.seconds:.1f}s)"))
-    return "".join(_styled(style, text, view.color) for style, text in lines)
 
 
 def _change(lines: list[Line], group: ChangeGroup, view: View, secrets: SecretNotes) -> bool:
