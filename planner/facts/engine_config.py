@@ -174,44 +174,15 @@ def parse_engine_config(out: Output, distro: str = "rke2") -> EngineSettings:
         if len(parts) != 4 or parts[0] not in ("file", "env"):
             raise FactParseError(f"unexpected engine config line {line[:60]!r}")
         kind, size_text, encoded, path = parts
-        # "-": the whole file came (under MAX_BYTES); -1: `wc -c` failed
-        size = 0 if size_text == "-" else decimal(size_text)
-        if size is None:
-            problems.append(f"{path}: cannot be read")
-            continue
-        if size > MAX_BYTES:
-            problems.append(f"{path}: {size} bytes, more than an engine config "
-                            f"holds ({MAX_BYTES})")
-            continue
-        try:
-            text = base64.b64decode(encoded, validate=True).decode("utf-8")
-        except ValueError:  # not base64 (binascii.Error, or not even ASCII), not UTF-8
-            problems.append(f"{path}: not UTF-8 text")
+        text = _file_text(size_text, encoded, path, problems)
+        if text is None:
             continue
         if kind == "env":
             env.update(parse_env_file(path, text))
             continue
-        try:
-            data, node = safe_load_node(text)
-        except YamlTooLarge as exc:
-            problems.append(f"{path}: {exc}")
-            continue
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1})" if mark is not None else ""
-            problems.append(f"{path}: not valid YAML{where}")
-            continue
-        except (ValueError, OverflowError, TypeError):
-            # PyYAML builds some values with Python's own constructors, which raise these:
-            # `2001-13-45` (a timestamp), an int of more than 4300 digits.
-            problems.append(f"{path}: not valid YAML (a value that cannot be read)")
-            continue
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            problems.append(f"{path}: not a mapping of settings")
-            continue
-        layers.append((path, data, node))
+        layer = _settings_layer(path, text, problems)
+        if layer is not None:
+            layers.append(layer)
     settings, apiserver, seen = effective(layers, flags, flags_from or "the unit's command line",
                                     env, distro)
     program = distro.upper()
@@ -224,3 +195,47 @@ def parse_engine_config(out: Output, distro: str = "rke2") -> EngineSettings:
                           {k: v.value for k, v in settings.items()},
                           {k: v.where for k, v in settings.items()}, tuple(apiserver),
                           config_path, config_from, env, tuple(seen))
+
+
+def _file_text(size_text: str, encoded: str, path: str, problems: list[str]) -> str | None:
+    """A listed file's text; None, with a problem said, when it cannot be had."""
+    # "-": the whole file came (under MAX_BYTES); -1: `wc -c` failed
+    size = 0 if size_text == "-" else decimal(size_text)
+    if size is None:
+        problems.append(f"{path}: cannot be read")
+        return None
+    if size > MAX_BYTES:
+        problems.append(f"{path}: {size} bytes, more than an engine config holds ({MAX_BYTES})")
+        return None
+    try:
+        return base64.b64decode(encoded, validate=True).decode("utf-8")
+    except ValueError:  # not base64 (binascii.Error, or not even ASCII), not UTF-8
+        problems.append(f"{path}: not UTF-8 text")
+        return None
+
+
+def _settings_layer(path: str, text: str, problems: list[str],
+                    ) -> tuple[str, dict[str, Any], yaml.Node | None] | None:
+    """A config file's settings and their node graph (for line numbers); None, with a
+    problem said, when the file is no mapping of settings."""
+    try:
+        data, node = safe_load_node(text)
+    except YamlTooLarge as exc:
+        problems.append(f"{path}: {exc}")
+        return None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problems.append(f"{path}: not valid YAML{where}")
+        return None
+    except (ValueError, OverflowError, TypeError):
+        # PyYAML builds some values with Python's own constructors, which raise these:
+        # `2001-13-45` (a timestamp), an int of more than 4300 digits.
+        problems.append(f"{path}: not valid YAML (a value that cannot be read)")
+        return None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        problems.append(f"{path}: not a mapping of settings")
+        return None
+    return path, data, node
