@@ -69,6 +69,10 @@ take() {
   head -n 1 "$d/states" | put "$d/now"
   # runsv's own files, as the script's quick looks read them
   read -r w rest < "$d/now" || true
+  # `stat=WORD TEXT`: runsv has renamed supervise/stat (WORD) but not yet the status file
+  # sv reads (TEXT): runit's src/runsv.c update_status renames stat.new, then status.new.
+  case "$w" in stat=*) echo "$rest" | put "$d/now"; read -r _ rest < "$d/now" || true
+                       rest=; w=${w#stat=};; esac
   if [ -d "@SERVICES@/@SVC@/supervise" ]; then
     echo "${w%:}" | put "@SERVICES@/@SVC@/supervise/stat"
     case "$rest" in *"(pid "*) p=${rest#*(pid }; echo "${p%%)*}";; *) echo;; esac \
@@ -351,6 +355,24 @@ def test_a_runit_stop_during_runsvs_pause_after_a_crash_waits_until_runsv_takes_
     assert "sv up dropped" not in host.calls()
     assert host.asked("start") == 1  # no nudge: the one start was taken
     assert states(done.events) == ["running"]
+
+
+def test_a_runit_stop_read_in_stat_before_sv_status_has_it_is_looked_at_again(
+        tmp_path: Path) -> None:
+    """runsv renames supervise/stat before the status file `sv status` reads (runit's
+    src/runsv.c, update_status): in between, stat says `down` while sv still says `run:
+    ..., want down`. That look is not the stop: the script looks again, then goes on."""
+    host = make_host(tmp_path, "runit")
+    stale = f"stat=down run: /s/{SERVICE}: (pid 11) 3s, want down, got TERM"
+    host.states(stale, STOPPED["runit"], when="on-stop")
+    host.states(RUNNING["runit"].format(pid=12), when="on-start")
+    done = run(host, watch_seconds=60, until=lambda ev: "running" in states(ev))
+    calls = host.calls()
+    between = calls[calls.index(f"sv down {host.root}/service/{SERVICE}") + 1:
+                     calls.index(f"sv up {host.root}/service/{SERVICE}")]
+    assert between == [f"sv status {host.root}/service/{SERVICE}"] * 2
+    assert host.asked("start") == 1 and states(done.events) == ["running"]
+    assert host.target.read_text() == "new: 2\n"
 
 
 def test_the_watch_alone_never_stops_or_changes_anything(host: Host) -> None:
