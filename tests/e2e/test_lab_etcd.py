@@ -18,6 +18,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.lab import FAST_NODES, HostSpec, Lab
+from tests.lab.etcd import ELECTION_TIMEOUT
 
 TIMING = FAST_NODES  # nodes watched changing within seconds
 CONTROLLERS = [HostSpec(f"ctl-{i}", "controller") for i in (1, 2, 3)]
@@ -142,6 +143,35 @@ def test_one_cluster_over_tls_and_an_api_server_without_quorum_is_not_ready(
     lab.etcd_member("ctl-2", "start")
     poll(lambda: readyz(lab, "ctl-1")[0] == 200)
     assert label_node(lab, "ctl-1", "d") == 200 and read_node(lab, "ctl-1") == 200
+
+
+def leader_seen_by(lab: Lab, host: str) -> str | None:
+    try:
+        return lab.etcd_call(host, "/v3/maintenance/status", {}, timeout=1).get("leader")
+    except OSError:
+        return None
+
+
+def test_a_leader_gone_without_handing_over_leaves_no_leader_for_an_election_timeout(
+        lab_factory) -> None:
+    """k3s and rke2 run their members with a 5 s election timeout and a 500 ms heartbeat
+    (k3s pkg/etcd/etcd.go, cluster()), not etcd's 1 s and 100 ms: a leader that goes silent
+    (paused: no hand-over) leaves the others without a new leader for at least 5 s from its
+    last heartbeat, where etcd's defaults would have one within about a second."""
+    lab = lab_factory(CONTROLLERS, timing=TIMING, etcd=True)
+    names = [h.name for h in CONTROLLERS]
+    statuses = {h: lab.etcd_call(h, "/v3/maintenance/status", {}) for h in names}
+    old = statuses["ctl-1"]["leader"]
+    leader = next(h for h, s in statuses.items() if s["header"]["member_id"] == old)
+    others = [h for h in names if h != leader]
+    paused = time.monotonic()
+    lab.etcd_member(leader, "pause")
+    poll(lambda: all(leader_seen_by(lab, h) not in (None, "0", old) for h in others),
+         timeout=3 * ELECTION_TIMEOUT)
+    # The followers last heard it at most a heartbeat (0.5 s) before the pause.
+    assert time.monotonic() - paused >= ELECTION_TIMEOUT - 0.5
+    lab.etcd_member(leader, "resume")
+    poll(lambda: healthy(lab, leader))
 
 
 def b64(text: str) -> str:

@@ -27,9 +27,10 @@ if TYPE_CHECKING:
     from .spec import LabHost
 
 # What `sv` is asked for each action: runit's pause and cont are SIGSTOP and SIGCONT.
-# The members run with etcd's default --election-timeout (hostfs.py sets none): a follower
-# campaigns only after this long without hearing from a leader.
-ELECTION_TIMEOUT = 1.0
+# The members' --election-timeout, the engines' own (hostfs.py, _add_etcd; k3s
+# pkg/etcd/etcd.go): a follower campaigns only after this long without hearing from a
+# leader (etcd randomizes it up to twice as long).
+ELECTION_TIMEOUT = 5.0
 ACTIONS = {"stop": "down", "start": "up", "pause": "pause", "resume": "cont"}
 
 

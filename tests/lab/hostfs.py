@@ -431,13 +431,17 @@ def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Pa
         "--peer-cert-file", f"{tls}/peer-server-client.crt",
         "--peer-key-file", f"{tls}/peer-server-client.key",
         "--peer-trusted-ca-file", f"{tls}/peer-ca.crt", "--peer-client-cert-auth",
-        # etcd's default timing (heartbeat 100 ms, election 1 s): fast for the tests. The
-        # engines ship longer ones (k3s: 500 ms / 5 s), which only slow a re-election.
+        # The engines' own timing, not etcd's defaults (100 ms / 1 s): k3s sets a 500 ms
+        # heartbeat and a 5 s election timeout (pkg/etcd/etcd.go, cluster():
+        # HeartbeatInterval 500, ElectionTimeout 5000), and rke2's etcd pod is made from
+        # the same config. A leader lost without handing over leaves the cluster
+        # leaderless for 5-10 s, not 1-2 s: a lab with etcd's defaults hid that, and the
+        # suite's time hardly changes (tests/bench/FINDINGS.md).
         # Pre-vote on, as the engines' etcd 3.5 has it by default (etcd CHANGELOG-3.5,
         # v3.5.0: "Turned on --pre-vote by default", etcd-io/etcd#12770; Debian's 3.4 has
         # it off): a member back from a restart or a pause that has not heard the leader
         # yet asks before it campaigns, and does not take a healthy leader down.
-        "--pre-vote",
+        "--pre-vote", "--heartbeat-interval", "500", "--election-timeout", "5000",
         "--logger", "zap", "--log-level", "warn",
     ]
     service = host_dir / "etc.upper" / "service" / ETCD_SERVICE
