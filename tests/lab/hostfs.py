@@ -435,8 +435,8 @@ def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Pa
         # heartbeat and a 5 s election timeout (pkg/etcd/etcd.go, cluster():
         # HeartbeatInterval 500, ElectionTimeout 5000), and rke2's etcd pod is made from
         # the same config. A leader lost without handing over leaves the cluster
-        # leaderless for 5-10 s, not 1-2 s: a lab with etcd's defaults hid that, and the
-        # suite's time hardly changes (tests/bench/FINDINGS.md).
+        # leaderless for 5-10 s, not 1-2 s: a lab with etcd's defaults hid that, for a few
+        # per cent of the suite's time (tests/bench/FINDINGS.md).
         # Pre-vote on, as the engines' etcd 3.5 has it by default (etcd CHANGELOG-3.5,
         # v3.5.0: "Turned on --pre-vote by default", etcd-io/etcd#12770; Debian's 3.4 has
         # it off): a member back from a restart or a pause that has not heard the leader
