@@ -433,8 +433,9 @@ def _add_etcd(host_dir: Path, spec: HostSpec, distro: str, address: str, pki: Pa
         "--peer-trusted-ca-file", f"{tls}/peer-ca.crt", "--peer-client-cert-auth",
         # The engines' own timing, not etcd's defaults (100 ms / 1 s): k3s sets a 500 ms
         # heartbeat and a 5 s election timeout (pkg/etcd/etcd.go, cluster():
-        # HeartbeatInterval 500, ElectionTimeout 5000), and rke2's etcd pod is made from
-        # the same config. A leader lost without handing over leaves the cluster
+        # HeartbeatInterval 500, ElectionTimeout 5000), and rke2's etcd pod runs with that
+        # same config (pkg/podexecutor/staticpod.go, ETCD(): `--config-file` written from
+        # k3s's ETCDConfig). A leader lost without handing over leaves the cluster
         # leaderless for 5-10 s, not 1-2 s: a lab with etcd's defaults hid that, for a few
         # per cent of the suite's time (tests/bench/FINDINGS.md).
         # Pre-vote on, as the engines' etcd 3.5 has it by default (etcd CHANGELOG-3.5,
