@@ -58,7 +58,7 @@ def _join(name: str) -> _Cgroup | None:
     return None
 
 
-_joined: list[_Cgroup] = []
+_GROUP = pytest.StashKey[_Cgroup]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,14 +67,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if group is None:
         print(f"suite_cpu: no cgroup for {worker}: nothing measured")
     else:
-        _joined.append(group)
+        config.stash[_GROUP] = group
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Back to the parent cgroup, and this one removed if nothing is left in it."""
-    if not _joined:
+    group = config.stash.get(_GROUP, None)
+    if group is None:
         return
-    group = _joined.pop()
+    del config.stash[_GROUP]
     try:
         (group.path.parent / "cgroup.procs").write_text(str(os.getpid()))
         group.path.rmdir()
@@ -85,10 +86,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
                             ) -> Iterator[None]:
-    if not _joined:
+    group = item.config.stash.get(_GROUP, None)
+    if group is None:
         yield
         return
-    group = _joined[0]
     cpu, wall = group.seconds(), time.monotonic()
     yield
     line = {"test": item.nodeid, "cpu": round(group.seconds() - cpu, 3),
