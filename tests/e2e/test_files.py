@@ -14,7 +14,7 @@ from planner.errors import CommandError, CommandTimeout
 from planner.hosts.ssh import ConnectOptions, open_session
 from tests.e2e.uploads import Upload
 from tests.lab import HostSpec, Lab
-from tests.reliability.faults import cut_traffic, restore_traffic
+from tests.reliability.faults import cut_inbound, restore_traffic
 
 REGISTRIES = "/etc/rancher/rke2/registries.yaml"
 PLAN = "0123456789abcdef0123456789abcdef"
@@ -149,7 +149,13 @@ def test_a_command_timed_out_mid_packet_leaves_the_session_usable(lab_factory) -
         known_hosts=lab.dir / "known_hosts"), ConnectOptions())
     session._wire.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     upload = Upload(lab, "wrk-1", session, 200_000_000, 4)
-    cut_traffic(lab, "wrk-1")  # our socket fills: the next packet goes out half
+    # Our data stops reaching the host, so our socket fills and the next packet goes out
+    # half. The host's own packets still come: cut both ways, a loaded host whose `cat`
+    # had fallen behind left the channel's window shut at the cut (sshd holds up to its
+    # window and adjusts it only as cat drains it, OpenSSH channels.c
+    # channel_check_window), libssh2 had no packet to begin, and the command timed out
+    # with none half sent. One way, sshd's window adjusts still reach us.
+    cut_inbound(lab, "wrk-1")
     try:
         outcome = upload.outcome(30)
         assert isinstance(outcome, CommandTimeout), outcome

@@ -73,5 +73,12 @@ def cut_traffic(lab: Lab, host: str) -> None:
              "}\n")
 
 
+def cut_inbound(lab: Lab, host: str) -> None:
+    """Nothing reaches the host any more; what it sends still goes out (a one-way loss)."""
+    lab.exec(host, "nft -f -", input="table inet labfault {\n"
+             "  chain in { type filter hook input priority -10; policy drop; iif lo accept; }\n"
+             "}\n")
+
+
 def restore_traffic(lab: Lab, host: str) -> None:
     lab.exec(host, "nft delete table inet labfault 2>/dev/null || true")
