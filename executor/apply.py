@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from planner import __version__
+from planner.context import PlanContext
 from planner.errors import CargoshipError
 from planner.hosts.ssh import ConnectOptions
 from planner.make import make_plan
 from planner.plan.codec import plan_digest
 from planner.plan.desired import from_desired
-from planner.plan.model import Plan, Signature
+from planner.plan.model import Change, Plan, Signature
 
 from . import policy, records
 from .actions.base import ApplyEnv, ApplyRefused, ClusterHandler, Item, ItemResult
@@ -39,7 +40,7 @@ from .cleanup import remove_temps
 from .connect import SessionFactory, connect_all, pinned_keys, ssh_session
 from .drift import HostKey, change_key, refusal
 from .errors import ApplyInterrupted
-from .host_job import HostOutcome
+from .host_job import HostJob, HostOutcome
 from .host_lock import LockHeld, LockSet, new_lock_info
 from .remote import HostWriter
 from .replay import Earlier, judge
@@ -160,21 +161,7 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
                   locks_lost: Callable[[], set[str]], started: float,
                   interrupts: Interrupts, signers: tuple[str, ...],
                   signatures: tuple[Signature, ...], waits: Waits) -> ApplyResult:
-    # The drift check reads through the sessions held for the rollout: one connection
-    # per host for the whole apply.
-    held = {h.index: w for h, w in zip(config.hosts, writers, strict=True)}
-    made = make_plan(config, options, salt=salt, applying=plan.plan_id,
-                     held_sessions=lambda h: held[h.index].reader())
-    ctx, fresh = made.ctx, made.plan
-    keyed = {h.ref.key: w for h, w in zip(ctx.hosts, writers, strict=True)}
-    earlier = _earlier_runs(plan, keyed)
-    if fresh.problems:
-        raise ApplyRefused("the hosts no longer pass the preflight: " +
-                           "; ".join(map(str, fresh.problems)))
-    drift = refusal(plan, fresh, finished=earlier.finished, done=earlier.done)
-    if drift:
-        raise ApplyRefused(*drift)
-    progress("drift", "hosts match the plan")
+    ctx, keyed, earlier = _held_to_the_plan(plan, config, options, salt, writers, progress)
     env = ApplyEnv(plan, config, ctx, keyed, progress, locks_lost, stop=interrupts.stop,
                    escalations=interrupts.escalations, waits=waits)
     result = ApplyResult(plan, resumed=earlier.record is not None, signers=signers,
@@ -190,35 +177,73 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     # (signals.py); whatever else goes wrong, every host gets its record.
     interrupts.changing.set()
     try:
-        outcomes, result.items = run_hosts_stage(env, staged, jobs)
-        result.interrupted = env.stop.is_set()
-        by_label = {o.host: o for o in outcomes}
-        for host in ctx.hosts:
-            if host.ref.key in earlier.finished:
-                outcome = HostOutcome(host.label, "applied", "finished by the interrupted run")
-            else:
-                outcome = by_label.get(host.label, HostOutcome(host.label, "unchanged"))
-            result.hosts.append((host.ref, outcome))
-        result.items += [ItemResult(c, "done", "by the interrupted run") for c in plan.changes
-                         if change_key(c) in earlier.done]
-        result.after_rollout = _cluster_stage(plan, env, run=result.ok)
-        result.items += result.after_rollout
-        result.interrupted = env.stop.is_set()
+        _roll_out(plan, env, earlier, staged, jobs, result)
     except Exception as exc:  # noqa: BLE001 - a bug after a host changed: still recorded
-        why = str(exc) if isinstance(exc, CargoshipError) else f"{type(exc).__name__}: {exc}"
-        result.warnings.append(f"apply stopped by an unexpected error: {why}")
-        result.interrupted = env.stop.is_set()
-        done = {o.host for _, o in result.hosts}
-        result.hosts += [(h.ref, HostOutcome(h.label, "failed", f"unknown: {why}"))
-                         for h in ctx.hosts if h.label not in done]
-        listed = {id(i.item) for i in result.items}
-        result.items += [ItemResult(c, "failed", f"unknown: {why}") for c in plan.changes
-                         if id(c) not in listed]
+        _record_unexpected(plan, env, result, exc)
     result.notes = [i.detail for i in result.after_rollout if i.status == "done" and i.detail]
     result.seconds = round(time.monotonic() - started, 3)
     write_records(plan, plan_file, env, result)
     _remove_temps(env)
     return result
+
+
+def _held_to_the_plan(plan: Plan, config: Any, options: ConnectOptions, salt: bytes,
+                      writers: list[HostWriter], progress: Callable[[str, str], None],
+                      ) -> tuple[PlanContext, dict[HostKey, HostWriter], Earlier]:
+    """The hosts read again and held to the plan (ApplyRefused if they drifted or no
+    longer pass the preflight): the fresh plan's context, each host's writer, and what an
+    interrupted apply of this plan already did. Nothing is changed yet."""
+    # The drift check reads through the sessions held for the rollout: one connection
+    # per host for the whole apply.
+    held = {h.index: w for h, w in zip(config.hosts, writers, strict=True)}
+    made = make_plan(config, options, salt=salt, applying=plan.plan_id,
+                     held_sessions=lambda h: held[h.index].reader())
+    ctx, fresh = made.ctx, made.plan
+    keyed = {h.ref.key: w for h, w in zip(ctx.hosts, writers, strict=True)}
+    earlier = _earlier_runs(plan, keyed)
+    if fresh.problems:
+        raise ApplyRefused("the hosts no longer pass the preflight: " +
+                           "; ".join(map(str, fresh.problems)))
+    drift = refusal(plan, fresh, finished=earlier.finished, done=earlier.done)
+    if drift:
+        raise ApplyRefused(*drift)
+    progress("drift", "hosts match the plan")
+    return ctx, keyed, earlier
+
+
+def _roll_out(plan: Plan, env: ApplyEnv, earlier: Earlier, staged: list[Change],
+              jobs: dict[str, list[HostJob]], result: ApplyResult) -> None:
+    """The hosts' changes, then the cluster's, each host's outcome into `result` (those
+    an interrupted run finished, as finished by it)."""
+    outcomes, result.items = run_hosts_stage(env, staged, jobs)
+    result.interrupted = env.stop.is_set()
+    by_label = {o.host: o for o in outcomes}
+    for host in env.ctx.hosts:
+        if host.ref.key in earlier.finished:
+            outcome = HostOutcome(host.label, "applied", "finished by the interrupted run")
+        else:
+            outcome = by_label.get(host.label, HostOutcome(host.label, "unchanged"))
+        result.hosts.append((host.ref, outcome))
+    result.items += [ItemResult(c, "done", "by the interrupted run") for c in plan.changes
+                     if change_key(c) in earlier.done]
+    result.after_rollout = _cluster_stage(plan, env, run=result.ok)
+    result.items += result.after_rollout
+    result.interrupted = env.stop.is_set()
+
+
+def _record_unexpected(plan: Plan, env: ApplyEnv, result: ApplyResult,
+                       exc: Exception) -> None:
+    """A bug after a host may have changed: every host and change still gets a record,
+    those not reached as failed for an unknown reason."""
+    why = str(exc) if isinstance(exc, CargoshipError) else f"{type(exc).__name__}: {exc}"
+    result.warnings.append(f"apply stopped by an unexpected error: {why}")
+    result.interrupted = env.stop.is_set()
+    done = {o.host for _, o in result.hosts}
+    result.hosts += [(h.ref, HostOutcome(h.label, "failed", f"unknown: {why}"))
+                     for h in env.ctx.hosts if h.label not in done]
+    listed = {id(i.item) for i in result.items}
+    result.items += [ItemResult(c, "failed", f"unknown: {why}") for c in plan.changes
+                     if id(c) not in listed]
 
 
 def _earlier_runs(plan: Plan, writers: dict[HostKey, HostWriter]) -> Earlier:

@@ -57,6 +57,16 @@ def _soon(call: Callable[[str], T], arg: str) -> Future[T]:
 
 
 @dataclass
+class _Reached:
+    """How far one host's restart got when it failed: what the failure must undo. Kept
+    apart from the steps that set it, so an exception out of them still finds it."""
+
+    cordoned: bool = False  # by us (a node found cordoned is left as it was)
+    stopped: bool = False  # the engine's stop was asked for
+    restart: Restart | None = None  # the host's script, once made or taken from ahead
+
+
+@dataclass
 class HostFlow:
     """The rollout's settings (all of Rollout's constructor, in its order) and what one
     host goes through with them: `_host`, its rollback, its node given back."""
@@ -91,39 +101,10 @@ class HostFlow:
     def _host(self, job: HostJob,
               ahead: tuple[Restart, list[Step], int] | None = None) -> HostOutcome:
         written: list[Written] = []
-        cordoned = stopped = False
-        restart: Restart | None = None
+        reached = _Reached()
         try:
             if job.restart:
-                assert self.ops is not None
-                # One script for the host, preloaded while the hosts before it rolled: it
-                # has staged the new files; now it sets the in-progress marker (before the
-                # cordon, so a run that dies from here on leaves the next plan a host to
-                # recover), and waits while the node drains; the stop then follows the
-                # drain's end without a round trip, sudo or a shell's start between them.
-                restart, steps = ahead[:2] if ahead is not None else (
-                    self._restart(job), self._steps(job))
-                # The node is read while the host sets its marker: the cordon, which must
-                # wait for the marker, is then one request.
-                node = _soon(self.ops.read_node, job.node)
-                restart.prepare(steps, inprogress.mark_script(self.plan_id))
-                read = node.result()
-                node_identity.check(read, job.node, job.label, job.addresses)
-                if job.drain:
-                    cordoned = self.ops.cordon(job.node, owner=self.plan_id, read=read)
-                    self._note(job.label, f"cordoned node {job.node}" if cordoned
-                               else f"node {job.node} was already cordoned")
-                    report = self.ops.drain(job.node, self.drain, cordoned=True,
-                                            then=self._preload)
-                    self._note(job.label, f"drained node {job.node} "
-                                          f"({len(report.evicted)} pod(s) evicted)")
-                else:
-                    self._preload()
-                    self._note(job.label, f"node {job.node} not cordoned or drained, as "
-                                          "the plan says (options.drain.when)")
-                self._gate_before_stop(job)
-                stopped = True  # from the moment we ask: a lost answer may hide a stop
-                restart.run(steps, written, keep=True)
+                self._restart_host(job, ahead, written, reached)
             else:
                 self._write_in_place(job, written)
         except Exception as exc:
@@ -131,32 +112,72 @@ class HostFlow:
             log.debug("%s failed", job.label, exc_info=True)
             exc = as_error(exc)
             if isinstance(exc, quorum.Refused):
-                return self._refused_before_stop(job, exc, cordoned)
-            if not written and (not stopped or isinstance(exc, NothingStopped)):
-                detail = self._uncordon(job, cordoned, f"{exc}; nothing was changed")
+                return self._refused_before_stop(job, exc, reached.cordoned)
+            if not written and (not reached.stopped or isinstance(exc, NothingStopped)):
+                detail = self._uncordon(job, reached.cordoned, f"{exc}; nothing was changed")
                 return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
-            return self._roll_back(job, written, cordoned, exc, restarts=int(stopped))
+            return self._roll_back(job, written, reached.cordoned, exc,
+                                   restarts=int(reached.stopped))
         finally:
-            if restart is not None:
+            if reached.restart is not None:
                 # A drain that failed, or an interrupt: the script sent ahead runs nothing
                 # (a no-op once `run` has let it go).
-                restart.cancel()
+                reached.restart.cancel()
         # The change is in and the host is back: from here on nothing rolls it back.
         if not job.restart:
             return HostOutcome(job.label, "applied")
+        return self._given_back(job, reached)
+
+    def _restart_host(self, job: HostJob, ahead: tuple[Restart, list[Step], int] | None,
+                      written: list[Written], reached: _Reached) -> None:
+        """Marker, cordon and drain, the gate, then the script's stop, swap and start.
+        `reached` says how far it got when it raises: what the failure must undo."""
+        assert self.ops is not None
+        # One script for the host, preloaded while the hosts before it rolled: it has
+        # staged the new files; now it sets the in-progress marker (before the cordon, so a
+        # run that dies from here on leaves the next plan a host to recover), and waits
+        # while the node drains; the stop then follows the drain's end without a round
+        # trip, sudo or a shell's start between them.
+        restart, steps = ahead[:2] if ahead is not None else (
+            self._restart(job), self._steps(job))
+        reached.restart = restart
+        # The node is read while the host sets its marker: the cordon, which must wait for
+        # the marker, is then one request.
+        node = _soon(self.ops.read_node, job.node)
+        restart.prepare(steps, inprogress.mark_script(self.plan_id))
+        read = node.result()
+        node_identity.check(read, job.node, job.label, job.addresses)
+        if job.drain:
+            reached.cordoned = self.ops.cordon(job.node, owner=self.plan_id, read=read)
+            self._note(job.label, f"cordoned node {job.node}" if reached.cordoned
+                       else f"node {job.node} was already cordoned")
+            report = self.ops.drain(job.node, self.drain, cordoned=True, then=self._preload)
+            self._note(job.label, f"drained node {job.node} "
+                                  f"({len(report.evicted)} pod(s) evicted)")
+        else:
+            self._preload()
+            self._note(job.label, f"node {job.node} not cordoned or drained, as the plan "
+                                  "says (options.drain.when)")
+        self._gate_before_stop(job)
+        reached.stopped = True  # from the moment we ask: a lost answer may hide a stop
+        restart.run(steps, written, keep=True)
+
+    def _given_back(self, job: HostJob, reached: _Reached) -> HostOutcome:
+        """A restarted host that is back: its node uncordoned if we cordoned it, its
+        marker cleared. Nothing here rolls the change back."""
         try:
-            if cordoned and not self._uncordon_back(job):
+            if reached.cordoned and not self._uncordon_back(job):
                 return HostOutcome(job.label, "failed", self._clear_mark(
                     job, "the change is applied and the host is back, but the node is left "
-                         "cordoned: uncordon kept failing (see above); no rollback", restart),
-                    restarts=1)
+                         "cordoned: uncordon kept failing (see above); no rollback",
+                    reached.restart), restarts=1)
             # The host is done: failing to clear the marker must not roll it back.
             return HostOutcome(job.label, "applied",
-                               self._clear_mark(job, "", restart).removeprefix("; "),
+                               self._clear_mark(job, "", reached.restart).removeprefix("; "),
                                restarts=1)
         finally:
-            if restart is not None:
-                restart.release()
+            if reached.restart is not None:
+                reached.restart.release()
 
     def _gate_before_stop(self, job: HostJob) -> None:
         """The quorum gate once more, after the drain, right before the engine's stop: a

@@ -62,6 +62,17 @@ QUIET = ("not seen yet", "nothing seen yet", "not asked yet")
 
 
 @dataclass
+class _Watching:
+    """What the wait for readiness keeps between its looks: the API server's /readyz
+    pacing, the last thing the host lacked, the steps already announced."""
+
+    readyz_from: float | None = None  # when /readyz was first what the host lacked
+    readyz_due: float = 0.0
+    seen: str = "nothing yet"
+    announced: set[str] = field(default_factory=set)
+
+
+@dataclass
 class RestartFollower:
     """One host's engine as it restarts: which it is, how long it may take to come back,
     whom to tell, and the loop that waits for it."""
@@ -90,24 +101,14 @@ class RestartFollower:
         each rerun); a keepalive says only that the script lives, not that it gets on."""
         deadline: float | None = None  # from the start on
         go_by = None if start_within is None else self.clock() + start_within
-        readyz_from: float | None = None
-        readyz_due = 0.0
-        seen = "nothing yet"
-        announced: set[str] = set()
+        watching = _Watching()
         while True:
             if deadline is not None:
                 # Once started: what the script wrote is all reported (a wait given up
                 # earlier would leave the rollback without the files still being written).
                 self._check_abort()
-            # Before the start: the script's own lines (alive every second).
-            wait = self.waits.abort_poll
-            if deadline is not None:
-                until = min(deadline, readyz_due) if readyz_from is not None else deadline
-                wait = min(self.waits.abort_poll, max(0.0, until - self.clock()))
-            elif go_by is not None:
-                wait = min(wait, max(0.0, go_by - self.clock()))
             try:
-                message = messages.get(timeout=wait)
+                message = messages.get(timeout=self._poll(deadline, go_by, watching))
             except queue.Empty:
                 message = None
             if isinstance(message, Rerun):
@@ -123,27 +124,48 @@ class RestartFollower:
                                          f"{self.service} within {start_within:g} s, though "
                                          f"it said it was alive: stuck on the host")
                 continue
-            now = self.clock()
-            waiting = waiter.waiting_for(ask_readyz=now >= readyz_due)
-            if waiting.startswith("API server:"):
-                if readyz_from is None:
-                    readyz_from = now
-                if now >= readyz_due:  # it was asked just now: pace the next time
-                    readyz_due = now + pause(now - readyz_from, self.waits.ready_poll_cap)
-            else:
-                readyz_from, readyz_due = None, 0.0
-            if not waiting:
-                self.note("back: new engine, fresh node status"
-                          + (", API server ready" if self.controller and self.readyz else ""))
+            if self._back(waiter, watching, deadline):
                 return
-            if not waiting.endswith(QUIET):  # nothing seen yet is nothing to say
-                seen = waiting
-                step = waiting.split(":", 1)[0]
-                if step not in announced:
-                    announced.add(step)
-                    self.note(f"waiting: {waiting}")
-            if self.clock() >= deadline:
-                raise waiter.not_back(self.ready_timeout, seen)
+
+    def _poll(self, deadline: float | None, go_by: float | None,
+              watching: _Watching) -> float:
+        """How long the next wait for a message may be: the abort poll at most; once
+        started, no later than the deadline or the next /readyz; before, than `go_by`."""
+        wait = self.waits.abort_poll  # before the start: the script's own lines, every second
+        if deadline is not None:
+            until = min(deadline, watching.readyz_due) if watching.readyz_from is not None \
+                else deadline
+            return min(wait, max(0.0, until - self.clock()))
+        if go_by is not None:
+            return min(wait, max(0.0, go_by - self.clock()))
+        return wait
+
+    def _back(self, waiter: Waiter, watching: _Watching, deadline: float) -> bool:
+        """One look, once the engine started: True when the host is back; what it still
+        lacks said once per step; NotBackError past the deadline."""
+        now = self.clock()
+        waiting = waiter.waiting_for(ask_readyz=now >= watching.readyz_due)
+        if waiting.startswith("API server:"):
+            if watching.readyz_from is None:
+                watching.readyz_from = now
+            if now >= watching.readyz_due:  # it was asked just now: pace the next time
+                watching.readyz_due = now + pause(now - watching.readyz_from,
+                                                  self.waits.ready_poll_cap)
+        else:
+            watching.readyz_from, watching.readyz_due = None, 0.0
+        if not waiting:
+            self.note("back: new engine, fresh node status"
+                      + (", API server ready" if self.controller and self.readyz else ""))
+            return True
+        if not waiting.endswith(QUIET):  # nothing seen yet is nothing to say
+            watching.seen = waiting
+            step = waiting.split(":", 1)[0]
+            if step not in watching.announced:
+                watching.announced.add(step)
+                self.note(f"waiting: {waiting}")
+        if self.clock() >= deadline:
+            raise waiter.not_back(self.ready_timeout, watching.seen)
+        return False
 
     def _check_abort(self) -> None:
         if self.abort.is_set():

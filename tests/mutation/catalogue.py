@@ -42,7 +42,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "elif False:", (U + "test_drift.py", U + "test_apply_checks.py"),
         "a file edited after review would be overwritten unseen", unit=True),
     Mutation(
-        "drift: apply refuses when the hosts changed", "executor/apply.py", "_apply_locked",
+        "drift: apply refuses when the hosts changed", "executor/apply.py", "_held_to_the_plan",
         "if drift:", "if False:",
         (E + "test_apply.py::test_refusals_before_any_change",),
         "the drift check would be computed and ignored"),
@@ -182,7 +182,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a rollback would put the old files back under an engine still running the new ones"),
     Mutation(
         "uncordon only nodes cargoship cordoned (after success)", "executor/host_flow.py",
-        "HostFlow._host", "if cordoned and not self._uncordon_back(job):",
+        "HostFlow._given_back", "if reached.cordoned and not self._uncordon_back(job):",
         "if not self._uncordon_back(job):",
         (R + "test_uncordon_only_ours.py",),
         "a node an operator cordoned for maintenance would be put back into service"),
@@ -279,7 +279,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a reviewer would not see a drain with --force or a concurrency of 50", unit=True),
     Mutation(
         "drain choice: a restart the plan says to drain is drained, only that one in place",
-        "executor/host_flow.py", "HostFlow._host", "if job.drain:", "if False:",
+        "executor/host_flow.py", "HostFlow._restart_host", "if job.drain:", "if False:",
         (U + "test_rollback.py", U + "test_rollout_order.py",
          E + "test_drain_forecast.py::test_a_restart_in_place_by_choice_neither_cordons_nor_"
              "drains"),
