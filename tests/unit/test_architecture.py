@@ -1,6 +1,7 @@
 """The layers of ARCHITECTURE.md, held for every module: no import runs back up a layer,
 no import loop (TYPE_CHECKING and function-level imports included), the executor and the
-command line never reach into a phase module, and the planner reads hosts only."""
+command line never reach into a phase module, and the planner reads hosts only; and no
+function or module longer than ARCHITECTURE.md's "Size" allows."""
 
 from __future__ import annotations
 
@@ -148,3 +149,26 @@ def test_no_module_trusts_unknown_host_keys() -> None:
     for path in list((ROOT / "planner").rglob("*.py")) + list((ROOT / "executor").rglob("*.py")):
         text = path.read_text()
         assert "AutoAddPolicy" not in text and "WarningPolicy" not in text, path
+
+
+# A newcomer reads a function whole (issue 26: the CLI and the rollout had functions of
+# 70-100 lines); a module of more than this is several modules.
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 1000
+
+
+def test_no_function_is_longer_than_a_screen() -> None:
+    long = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{module}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_no_module_holds_several() -> None:
+    long = [f"{m} ({n} lines)" for m, p in MODULES.items()
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
