@@ -1,7 +1,8 @@
 """What the commands print with --json: one JSON document on stdout, for scripts.
 
-Each document has a JSON Schema in schemas/ (named in SCHEMAS) and hosts appear in them
-as {"name", "address", "port"} (null for the cluster or the local machine). Errors stay
+Each document has a JSON Schema in schemas/ (the README's table of --json output names
+it); hosts appear in them as {"name", "address", "port"} (null for the cluster or the
+local machine). Errors stay
 one line on stderr; `apply --json` and `validate --json` also say on stdout that they
 refused, so a script reading stdout always gets a document.
 """
@@ -21,15 +22,6 @@ from planner.safetext import json_escaped
 
 if TYPE_CHECKING:  # the executor brings the Kubernetes client: imported only to apply
     from executor.apply_result import ApplyResult
-
-SCHEMAS = {
-    "plan": "plan.schema.json",  # plan --json, show PLAN --json
-    "apply": "apply-output.schema.json",
-    "record": "apply-record.schema.json",  # show PLAN.applied.json --json
-    "history": "history-output.schema.json",
-    "validate": "validate-output.schema.json",
-}
-
 
 def emit(data: Any) -> None:
     # Host text may carry terminal escapes or bidi overrides: escaped, never written raw.

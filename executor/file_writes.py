@@ -37,7 +37,6 @@ from planner.hosts.shell import script
 from .remote import HostWriter
 
 BACKUP_ROOT = "/var/lib/cargoship/backups"
-RECORD_PREFIX = "/var/lib/cargoship/"  # what a backup holds under here is not engine config
 KEEP_BACKUPS = 5
 NOT_REGULAR_EXIT = 3
 

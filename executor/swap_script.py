@@ -208,11 +208,6 @@ class SwapScript:
         return cls(init, service, controller, tuple(steps), stop_timeout, watch_seconds,
                    "sw" + secrets.token_hex(10), place, timing, where)
 
-    def render(self, *, swap: bool = True) -> str:
-        """The whole restart in one go (no marker), or (swap=False) only the watch after
-        it."""
-        return self.head(swap=swap) + (self.begin() if swap else "") + GO
-
     def begin(self, mark: str | None = None) -> str:
         """The host's turn: set the marker (`mark`, a shell command), then `turn`: say so
         and look at the engine as it is before anything happens to it (`before`)."""

@@ -15,22 +15,18 @@ from .facts.os_release import OsRelease
 class Configurer:
     family: str
     ids: frozenset[str]
-    default_init: str
-    firewall: str  # the firewall front end the family ships by default
 
     def describe(self) -> str:
         return f"{self.family} family"
 
 
 CONFIGURERS = (
-    Configurer("debian", frozenset({"debian", "ubuntu", "raspbian", "linuxmint", "pop"}),
-               "systemd", "ufw"),
+    Configurer("debian", frozenset({"debian", "ubuntu", "raspbian", "linuxmint", "pop"})),
     Configurer("rhel", frozenset({"rhel", "centos", "rocky", "almalinux", "ol", "fedora",
-                                  "amzn"}), "systemd", "firewalld"),
+                                  "amzn"})),
     Configurer("suse", frozenset({"sles", "sled", "opensuse", "opensuse-leap",
-                                  "opensuse-tumbleweed", "sle-micro", "suse"}),
-               "systemd", "firewalld"),
-    Configurer("alpine", frozenset({"alpine"}), "openrc", "iptables"),
+                                  "opensuse-tumbleweed", "sle-micro", "suse"})),
+    Configurer("alpine", frozenset({"alpine"})),
 )
 
 

@@ -129,7 +129,6 @@ class Handler(ABC):
     stage: ClassVar[Stage]
     # Can it assess and carry out, at apply time, an item the plan could not assess?
     finishes_unassessed: ClassVar[bool] = False
-    needs_api: ClassVar[bool] = False
 
 
 class HostHandler(Handler):

@@ -34,7 +34,6 @@ class MergeKubeconfig(ClusterHandler):
 class LabelNode(ClusterHandler):
     action = LABEL_NODE
     finishes_unassessed = True
-    needs_api = True
 
     def run(self, items: Sequence[Item], env: ApplyEnv) -> list[ItemResult]:
         results = []
@@ -73,7 +72,6 @@ class UnlabelNode(ClusterHandler):
     """Remove a label cargoship set from a node whose host no longer has that profile."""
 
     action = UNLABEL_NODE
-    needs_api = True
 
     def run(self, items: Sequence[Item], env: ApplyEnv) -> list[ItemResult]:
         results = []

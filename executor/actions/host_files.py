@@ -24,7 +24,6 @@ from .base import ApplyRefused, HostHandler
 class WriteFile(HostHandler):
     action = WRITE_FILE
     restart: ClassVar[bool] = True
-    needs_api = True
 
     def shape(self, job: HostJob, change: Change, wanted: dict[str, DesiredFile]) -> None:
         desired = wanted.get(change.target)
@@ -42,13 +41,11 @@ class WriteFile(HostHandler):
 class WriteFileInPlace(WriteFile):
     action = WRITE_FILE_IN_PLACE
     restart = False
-    needs_api = False
 
 
 class DeleteFile(HostHandler):
     action = DELETE_FILE
     restart: ClassVar[bool] = True
-    needs_api = True
 
     def shape(self, job: HostJob, change: Change, wanted: dict[str, DesiredFile]) -> None:
         job.deletes.append(change.target)
@@ -59,14 +56,12 @@ class DeleteFile(HostHandler):
 class DeleteFileInPlace(DeleteFile):
     action = DELETE_FILE_IN_PLACE
     restart = False
-    needs_api = False
 
 
 class RestoreBackup(HostHandler):
     """Put back the files from before an apply killed while rolling back, then restart."""
 
     action = RESTORE_BACKUP
-    needs_api = True
 
     def shape(self, job: HostJob, change: Change, wanted: dict[str, DesiredFile]) -> None:
         if not BACKUP_DIR.fullmatch(change.target):
@@ -80,7 +75,6 @@ class Recover(HostHandler):
     """Nothing to write: drain, restart and uncordon is the whole job."""
 
     action = RECOVER
-    needs_api = True
 
     def shape(self, job: HostJob, change: Change, wanted: dict[str, DesiredFile]) -> None:
         job.restart = job.drain = True

@@ -37,6 +37,7 @@ from executor.swap_steps import write_step
 from planner.hosts.ssh import ABANDONED, CommandResult
 from tests.e2e.test_files import PLAN, REGISTRIES, writer
 from tests.lab import HostSpec, Lab
+from tests.whole_script import whole
 
 
 def run_until(host: HostWriter, script: SwapScript, done: Callable[[list[Event]], bool],
@@ -49,7 +50,7 @@ def run_until(host: HostWriter, script: SwapScript, done: Callable[[list[Event]]
         seen.extend(reader.feed(data))
         return not done(seen)
 
-    return host.stream_root(script.render(swap=swap), feed, timeout), seen
+    return host.stream_root(whole(script, swap=swap), feed, timeout), seen
 
 
 def running_new(before: EngineState | None) -> Callable[[list[Event]], bool]:
@@ -90,7 +91,7 @@ def timed_events(host: HostWriter, script: SwapScript,
         arrived.extend((time.monotonic(), e) for e in reader.feed(data))
         return not done([e for _, e in arrived])
 
-    host.stream_root(script.render(), feed, 60)
+    host.stream_root(whole(script), feed, 60)
     return arrived
 
 
@@ -379,7 +380,7 @@ def test_the_files_change_under_the_swap_lock(lab_factory) -> None:
                 return False
         return True
 
-    host.stream_root(script.render(), feed, 60)
+    host.stream_root(whole(script), feed, 60)
     assert free == {"stopping": False, "started": True}
     assert lab.exec("wrk-1", "stat -c %a /run/cargoship/swap.lock").stdout.strip() == "600"
     pid = engine_pid(lab, "wrk-1")

@@ -33,6 +33,7 @@ from tests.reliability.scenario import (
     start_apply,
     wait_for_line,
 )
+from tests.whole_script import whole
 
 pytestmark = pytest.mark.reliability("trust: locks no local user can hold or forge")
 
@@ -248,7 +249,7 @@ def test_a_swap_lock_held_too_long_is_a_clear_error_and_stops_nothing(lab_factor
     host = writer(lab, "wrk-1")
     try:
         started = time.monotonic()
-        result = host.stream_root(script.render(), feed, 60)
+        result = host.stream_root(whole(script), feed, 60)
         took = time.monotonic() - started
     finally:
         lab.exec("wrk-1", "rm -f /tmp/hold")

@@ -23,6 +23,7 @@ from executor.swap_runner import Gate
 from executor.swap_script import HELD_GO, STOP_SLOW_TICK, STOP_TICK, SwapScript, stop_ticks
 from executor.swap_steps import remove_step, write_step
 from planner.errors import CommandError, CommandTimeout, ConnectionLost
+from tests.whole_script import whole
 
 T = "swtoken"
 PLAN = "0123456789abcdef0123456789abcdef"
@@ -59,7 +60,7 @@ def test_script_puts_content_in_base64_and_only_the_watch_when_asked() -> None:
              remove_step("/etc/y.yaml", plan_id=PLAN)]
     script = SwapScript.of("runit", "rke2-agent", False, steps, stop_timeout=10,
                            watch_seconds=20)
-    full, watch = script.render(), script.render(swap=False)
+    full, watch = whole(script), whole(script, swap=False)
     # base64 in the generated block
     assert "pw-1" not in full and "\nCONTENT_0=cGFzc3dvcmQ6IHB3LTEK\n" in full
     assert "\nSWAP=1\n" in full and "\nSTEPS=2\n" in full
