@@ -58,8 +58,9 @@ def _soon(call: Callable[[str], T], arg: str) -> Future[T]:
 
 @dataclass
 class _Reached:
-    """How far one host's restart got when it failed: what the failure must undo. Kept
-    apart from the steps that set it, so an exception out of them still finds it."""
+    """How far one host's restart got: what a failure must undo, and what success gives
+    back (the cordon). Kept apart from the steps that fill it in, so an exception out of
+    one of them still finds it."""
 
     cordoned: bool = False  # by us (a node found cordoned is left as it was)
     stopped: bool = False  # the engine's stop was asked for
