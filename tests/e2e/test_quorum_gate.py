@@ -85,6 +85,27 @@ def test_a_member_down_before_the_plan_is_a_problem_and_apply_refuses(
     assert all(NEW_MIRROR not in registries(lab, h) for h in CONTROLLERS)
 
 
+def test_each_controller_reads_its_member_in_one_curl(lab_factory) -> None:
+    """The gate's look reads a member's status, member list and /health through one curl,
+    one TLS handshake on the controller where there were three, and its API server's
+    /readyz in a second (planner/facts/sh/etcd_look.sh); what it decides is unchanged."""
+    lab = etcd_lab(lab_factory)
+    counting = ("#!/bin/sh\nprintf '%s\\n' \"$*\" >> /run/curl-calls\n"
+                "exec /usr/bin/curl \"$@\"\n")
+    for host in CONTROLLERS:
+        lab.exec(host, "cat > /usr/local/bin/curl && chmod 755 /usr/local/bin/curl",
+                 input=counting)
+    planned = cargoship("plan", "-c", lab.dir / "cluster.yaml", "--verbose")
+    assert "etcd: 3 members healthy, leader on ctl-" in planned.stdout, planned.stdout
+    for host in CONTROLLERS:
+        calls = lab.exec(host, "cat /run/curl-calls").stdout.splitlines()
+        member = [c for c in calls if "127.0.0.1:2379" in c]
+        assert len(calls) == 2 and len(member) == 1, (host, calls)
+        assert [u for u in ("/v3/maintenance/status", "/v3/cluster/member/list", "/health")
+                if u in member[0]] == ["/v3/maintenance/status", "/v3/cluster/member/list",
+                                       "/health"], member
+
+
 def test_a_member_paused_during_the_rollout_stops_it_before_the_next_controller(
         lab_factory, tmp_path: Path) -> None:
     lab = etcd_lab(lab_factory)
