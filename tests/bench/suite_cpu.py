@@ -71,16 +71,23 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Back to the parent cgroup, and this one removed if nothing is left in it."""
+    """Every process still in this cgroup back to the parent, and this one removed: the
+    tests are over, and the worker's zygote (tests/e2e/cli.py) ends only after this, as
+    the worker does, so the directory was left behind at every run."""
     group = config.stash.get(_GROUP, None)
     if group is None:
         return
     del config.stash[_GROUP]
+    parent = group.path.parent / "cgroup.procs"
     try:
-        (group.path.parent / "cgroup.procs").write_text(str(os.getpid()))
+        for pid in (group.path / "cgroup.procs").read_text().split():
+            try:
+                parent.write_text(pid)
+            except OSError:
+                pass  # gone meanwhile
         group.path.rmdir()
     except OSError:
-        pass  # a process of the run still in it: the directory stays (rmdir it once empty)
+        pass  # a process started meanwhile: the directory stays (rmdir it once empty)
 
 
 @pytest.hookimpl(hookwrapper=True)
