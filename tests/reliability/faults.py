@@ -65,19 +65,18 @@ def fired(lab: Lab, host: str) -> bool:
     return lab.exec(host, f"test -s {ARM}.fired", check=False).returncode == 0
 
 
+_IN = "  chain in { type filter hook input priority -10; policy drop; iif lo accept; }\n"
+_OUT = "  chain out { type filter hook output priority -10; policy drop; oif lo accept; }\n"
+
+
 def cut_traffic(lab: Lab, host: str) -> None:
     """The host drops off the network now (its processes keep running)."""
-    lab.exec(host, "nft -f -", input="table inet labfault {\n"
-             "  chain in { type filter hook input priority -10; policy drop; iif lo accept; }\n"
-             "  chain out { type filter hook output priority -10; policy drop; oif lo accept; }\n"
-             "}\n")
+    lab.exec(host, "nft -f -", input="table inet labfault {\n" + _IN + _OUT + "}\n")
 
 
 def cut_inbound(lab: Lab, host: str) -> None:
     """Nothing reaches the host any more; what it sends still goes out (a one-way loss)."""
-    lab.exec(host, "nft -f -", input="table inet labfault {\n"
-             "  chain in { type filter hook input priority -10; policy drop; iif lo accept; }\n"
-             "}\n")
+    lab.exec(host, "nft -f -", input="table inet labfault {\n" + _IN + "}\n")
 
 
 def restore_traffic(lab: Lab, host: str) -> None:

@@ -39,7 +39,7 @@ cs_member() {
     esac
     body=${out%%"$MARK"*}; out=${out#*"$MARK"}
     if [ "${#body}" -gt "$PART_BYTES" ]; then
-      printf '== %s %s\n' "$name" "too long"; return
+      printf '== %s too long\n' "$name"; return
     fi
     case $out in
       *"$MARK"*) printf '== %s %s cs-rc=0\n' "$name" "$body" ;;
