@@ -287,15 +287,20 @@ swap() {
   trap - PIPE EXIT  # its pid may be another process's by the script's end
 }
 
-# After `started`, the engine is probed (every START_TICK until it runs, then every
-# RUN_TICK) and a probe printed only when it changed, until WATCH_SECONDS or until the
+# After `started`, the engine is probed and a probe printed only when it changed: until it
+# runs, after a twentieth of the time waited so far, between START_TICK and RUN_TICK (as
+# executor/polling.py paces the executor's own looks), then every RUN_TICK. A start the
+# lab's engines make in 2 s is still seen within a tenth of a second; a real one of
+# 30-120 s costs 110-290 looks, not the 600-2400 of a fixed START_TICK, each of them
+# programs run (systemctl asking PID 1) on a host busy starting its engine. Until
+# WATCH_SECONDS or the
 # executor stops reading (a line then fails to write). The start is asked for again when
 # the service stays plainly down for NUDGE_AFTER: a start the init system lost (the stop
 # waits until runit has taken it, see stop_look, so runit's own skip is not one of them).
 watch() {
   end=$(( $(date +%s) + WATCH_SECONDS ))
   # Times in hundredths of a second, so the shell's integer arithmetic can count them.
-  last=; quiet=0; down=0; clock=0; tick=$START_TICK
+  last=; quiet=0; down=0; clock=0; tick=$START_TICK; waited=0
   key=x; age=0
   while :; do
     watch_look
@@ -304,7 +309,12 @@ watch() {
       say "$T state" && say "$p" && say "$T end" || exit 0
       last=$p; quiet=0
     fi
-    if running "$p"; then tick=$RUN_TICK; fi
+    if running "$p"; then tick=$RUN_TICK
+    elif [ "$tick" -lt "$RUN_TICK" ]; then
+      tick=$((waited / 20))
+      if [ "$tick" -lt "$START_TICK" ]; then tick=$START_TICK; fi
+      if [ "$tick" -gt "$RUN_TICK" ]; then tick=$RUN_TICK; fi
+    fi
     case "$p" in
       *"want up"*) down=0;;
       *) if plainly_down "$p"; then down=$((down + tick)); else down=0; fi;;
@@ -316,6 +326,7 @@ watch() {
     # engine starts every program the host runs slows it down.
     clock=$((clock + tick))
     if [ $clock -ge "$CLOCK_EVERY" ]; then clock=0; if [ "$(date +%s)" -ge "$end" ]; then say "$T deadline"; exit 0; fi; fi
+    waited=$((waited + tick))
     sleep "$((tick / 100)).$((tick / 10 % 10))$((tick % 10))"
   done
 }

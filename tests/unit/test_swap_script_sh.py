@@ -10,6 +10,7 @@ deadline of 0 s. tests/e2e/test_service.py stays the proof under a real supervis
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -318,6 +319,38 @@ def test_a_start_that_never_becomes_active_is_watched_until_the_deadline(host: H
     assert "running" not in states(done.events)
     assert host.asked("start") == 1  # starting is not down: no nudge
     assert done.seconds < 20  # not the 60 s watch sat out (a loaded machine takes its time)
+
+
+def test_a_slow_start_is_looked_at_less_often_the_longer_it_takes(tmp_path: Path) -> None:
+    """Until the engine runs, each look comes a twentieth of the time waited so far after
+    the last one, between the start tick and the run tick: a real start (30-120 s) costs
+    a few hundred looks, not thousands. `sleep` is a stub that notes its argument."""
+    host = make_host(tmp_path, "systemd")
+    real_sleep = shutil.which("sleep")
+    assert real_sleep is not None
+    sleep = host.root / "bin" / "sleep"
+    sleep.write_text(f"#!/bin/sh\necho \"sleep $*\" >> {host.root / 'stub' / 'calls'}\n"
+                     f"exec {real_sleep} \"$@\"\n")
+    sleep.chmod(0o755)
+    host.states(STOPPED["systemd"], when="on-stop")
+    starting = 70  # looks: each `systemctl is-active` answers the next state
+    host.states(*[STARTING["systemd"].format(pid=15)] * starting,
+                RUNNING["systemd"].format(pid=15), when="on-start")
+    timing = replace(QUICK, start_tick=0.01, run_tick=0.05, nudge_after=60)
+    done = run(host, watch_seconds=60, until=lambda ev: "running" in states(ev),
+               timing=timing)
+    assert states(done.events)[-1] == "running", done.stderr
+    calls = host.calls()
+    after_start = calls[calls.index(f"systemctl start --no-block {SERVICE}") + 1:]
+    # In hundredths, as the script counts; `sleep 1` is the keepalive's, ended at the start.
+    ticks = [round(float(c.split()[1]) * 100) for c in after_start
+             if c.startswith("sleep ") and c != "sleep 1"][:starting]
+    expected, waited = [], 0
+    for _ in range(starting):
+        expected.append(max(1, min(5, waited // 20)))
+        waited += expected[-1]
+    assert ticks == expected
+    assert expected[0] == 1 and expected[-1] == 5  # from the start tick up to the run tick
 
 
 def test_only_a_controller_is_probed_right_before_its_start(host: Host) -> None:
