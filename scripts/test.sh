@@ -22,8 +22,9 @@ find planner executor -name '*.sh' -path '*/sh/*' -print0 | xargs -0 shellcheck 
 # worker, in order. CARGOSHIP_TEST_WORKERS=0 runs everything in this process. Six on 2
 # cores keep both busy (870 CPU-s of 909 in a 456 s run); eight gained nothing that held
 # (tests/bench/FINDINGS.md, "The suite is CPU-bound now" and "Eight workers instead of six").
+# The longest files first (tests/conftest.py, tests/file_weights.json), in that order.
 .venv/bin/python -m pytest -q --basetemp="$RUN_TMP/pytest" \
-  -n "${CARGOSHIP_TEST_WORKERS:-6}" --dist loadfile --durations=15 "$@"
+  -n "${CARGOSHIP_TEST_WORKERS:-6}" --dist loadfile --no-loadscope-reorder --durations=15 "$@"
 # Every safety rule with a pure decision, broken one at a time: tests/unit must notice
 # (README "Mutation suite"). The tests above passing is its baseline.
 .venv/bin/python -m tests.mutation --quick --no-baseline

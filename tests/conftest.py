@@ -30,6 +30,25 @@ settings.register_profile("ci", derandomize=True, **_UNTIMED)
 settings.load_profile("ci" if os.environ.get("CI") else "untimed")
 
 
+_WEIGHTS = Path(__file__).parent / "file_weights.json"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The test files longest first (tests/file_weights.json, each file's wall seconds in
+    a whole run), each file's tests in their own order. The workers take files in this
+    order (scripts/test.sh: --no-loadscope-reorder; xdist's own order, most tests first,
+    left the few long lab files for last, and the run waited on one of them alone). A file
+    not weighed yet goes first: it may be long."""
+    try:
+        weights: dict[str, float] = json.loads(_WEIGHTS.read_text())
+    except (OSError, ValueError):
+        return
+    unknown = max(weights.values(), default=0.0) + 1
+    position = {item: index for index, item in enumerate(items)}
+    items.sort(key=lambda item: (-weights.get(item.nodeid.split("::")[0], unknown),
+                                 position[item]))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """engine-config-sync --confirm keeps its plans in $XDG_STATE_HOME: a test's, never the

@@ -1,7 +1,7 @@
 """Where the test suite's CPU goes, test by test, as a pytest plugin; then a table of it.
 
     python -m pytest -p tests.bench.suite_cpu -n 6 --dist loadfile   # as root
-    python -m tests.bench.suite_cpu /tmp/suite-cpu.jsonl [--most 40]
+    python -m tests.bench.suite_cpu /tmp/suite-cpu.jsonl [--most 40] [--weights]
 
 The suite is bound by CPU on 2 cores (tests/bench/FINDINGS.md), and most of a test's CPU
 is spent outside pytest's process: its lab hosts' sshd, engines, API servers and etcd
@@ -11,6 +11,9 @@ every process it starts inherits, lab hosts included, and the plugin writes the 
 CPU before and after each test (setup and teardown included) to CGROUP_CPU_LOG (default
 /tmp/suite-cpu.jsonl), a JSON line a test. Where no cgroup can be made (not root, no
 cpuacct) it says so once and measures nothing.
+
+`--weights` also writes each file's wall seconds to tests/file_weights.json, the order in
+which the suite hands its files to the workers (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -124,14 +127,32 @@ def report(path: Path, most: int) -> list[str]:
     return lines
 
 
+WEIGHTS = Path(__file__).resolve().parents[1] / "file_weights.json"
+
+
+def weights(path: Path) -> dict[str, float]:
+    """Each test file's wall seconds in the run logged at `path`, the longest first."""
+    walls: dict[str, float] = defaultdict(float)
+    for line in path.read_text().splitlines():
+        if line.strip():
+            test = json.loads(line)
+            walls[test["test"].split("::")[0]] += test["wall"]
+    return {name: round(wall, 1) for name, wall in sorted(walls.items(), key=lambda kv: -kv[1])}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.suite_cpu",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("log", type=Path, nargs="?", default=Path(DEFAULT_LOG))
     parser.add_argument("--most", type=int, default=30, help="rows in each table")
+    parser.add_argument("--weights", action="store_true",
+                        help=f"also write each file's wall seconds to {WEIGHTS}")
     args = parser.parse_args(argv)
     try:
         print("\n".join(report(args.log, args.most)))
+        if args.weights:
+            WEIGHTS.write_text(json.dumps(weights(args.log), indent=0) + "\n")
+            print(f"\nwrote {WEIGHTS}")
     except (OSError, ValueError, KeyError) as exc:
         parser.error(f"{args.log}: {exc}")
     return 0
