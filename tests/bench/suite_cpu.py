@@ -25,6 +25,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,10 +101,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
     if group is None:
         yield
         return
-    cpu, wall = group.seconds(), time.monotonic()
+    cpu, wall, start = group.seconds(), time.monotonic(), time.time()
     yield
     line = {"test": item.nodeid, "cpu": round(group.seconds() - cpu, 3),
-            "wall": round(time.monotonic() - wall, 2)}
+            "wall": round(time.monotonic() - wall, 2), "start": round(start, 2),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
     with open(os.environ.get(LOG_ENV, DEFAULT_LOG), "a") as log:
         log.write(json.dumps(line) + "\n")
 
@@ -117,8 +119,9 @@ def report(path: Path, most: int) -> list[str]:
         row[1] += test["wall"]
         row[2] += 1
     total = sum(t["cpu"] for t in tests)
-    lines = [f"{len(tests)} tests, {total:.0f} CPU-s in all (the workers' process trees)",
-             f"{'CPU s':>8} {'wall s':>8} {'tests':>5} {'share':>6}  file"]
+    lines = [f"{len(tests)} tests, {total:.0f} CPU-s in all (the workers' process trees)"]
+    lines += _tail(tests)
+    lines.append(f"{'CPU s':>8} {'wall s':>8} {'tests':>5} {'share':>6}  file")
     for name, (cpu, wall, count) in sorted(files.items(), key=lambda kv: -kv[1][0])[:most]:
         lines.append(f"{cpu:8.1f} {wall:8.1f} {count:5d} {cpu / total:6.1%}  {name}")
     lines.append(f"\n{'CPU s':>8} {'wall s':>8}  test")
@@ -138,6 +141,22 @@ def weights(path: Path) -> dict[str, float]:
             test = json.loads(line)
             walls[test["test"].split("::")[0]] += test["wall"]
     return {name: round(wall, 1) for name, wall in sorted(walls.items(), key=lambda kv: -kv[1])}
+
+
+def _tail(tests: list[dict[str, Any]]) -> list[str]:
+    """How long the run went on after the first worker ran out of files: the time some
+    workers sat idle while others still ran theirs."""
+    ends: dict[str, float] = {}
+    for test in tests:
+        if "start" in test:
+            end = test["start"] + test["wall"]
+            ends[test["worker"]] = max(end, ends.get(test["worker"], end))
+    if len(ends) < 2:
+        return []
+    first = min(test["start"] for test in tests if "start" in test)
+    done, last = min(ends.values()), max(ends.values())
+    return [f"run {last - first:.0f} s; the first of {len(ends)} workers done after "
+            f"{done - first:.0f} s, {last - done:.0f} s before the last"]
 
 
 def main(argv: list[str] | None = None) -> int:
