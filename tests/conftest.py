@@ -33,12 +33,17 @@ settings.load_profile("ci" if os.environ.get("CI") else "untimed")
 _WEIGHTS = Path(__file__).parent / "file_weights.json"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The test files longest first (tests/file_weights.json, each file's wall seconds in
-    a whole run), each file's tests in their own order. The workers take files in this
-    order (scripts/test.sh: --no-loadscope-reorder; xdist's own order, most tests first,
-    left the few long lab files for last, and the run waited on one of them alone). A file
-    not weighed yet goes first: it may be long."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Where xdist hands out the files (in its workers): the longest first
+    (tests/file_weights.json, each file's wall seconds in a whole run), each file's tests
+    in their own order, and the workers take them in this order (scripts/test.sh:
+    --no-loadscope-reorder; xdist's own order, most tests first, left the few long lab
+    files for last, and the run waited on one of them alone). A file not weighed yet goes
+    first: it may be long. Anywhere else the files run in the order they were named: the
+    mutation suite names the quickest to fail first (with a mutant alive, a slower one
+    may take minutes to fail)."""
+    if not hasattr(config, "workerinput"):
+        return
     try:
         weights: dict[str, float] = json.loads(_WEIGHTS.read_text())
     except (OSError, ValueError):
