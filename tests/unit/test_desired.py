@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -14,6 +11,7 @@ from planner.config.secrets import Secret
 from planner.desired.compare import compare
 from planner.desired.engine_files import desired_files
 from planner.facts.file_reads import LiveFile
+from tests.cpu_deadline import deadline
 
 SALT = b"salt"
 
@@ -132,27 +130,13 @@ def test_alias_bomb_in_a_live_file_is_refused_quickly() -> None:
         f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n"
         for i in range(8))
     assert len(bomb) < 600
-    with cpu_bound(5):
+    # Bounded: with the refusal gone, the bomb was expanded for minutes (and gigabytes)
+    # before any assertion could say so, and the mutation suite waited out its timeout.
+    with deadline(5, "comparing a live alias bomb"):
         change = compare(wanted, LiveFile(wanted.path, True, bomb.encode(), 0o600, "0:0"),
                          SALT)
     assert change is not None and "refused" in change.diff and "x, x" not in change.diff
 
-
-@contextlib.contextmanager
-def cpu_bound(seconds: float) -> Iterator[None]:
-    """Fails the test once this process has spent `seconds` of CPU inside: without the
-    bound, a bomb no longer refused is expanded for minutes (and gigabytes) before any
-    assertion can say so, and the mutation suite waited out its timeout."""
-    def over(signum: int, frame: object) -> None:
-        raise AssertionError(f"still running after {seconds:g} s of CPU")
-
-    previous = signal.signal(signal.SIGPROF, over)
-    signal.setitimer(signal.ITIMER_PROF, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, previous)
 
 
 def test_credential_like_keys_in_any_file_are_masked() -> None:

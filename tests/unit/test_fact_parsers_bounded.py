@@ -17,15 +17,12 @@ import base64
 import itertools
 import json
 import shutil
-import signal
 import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import pytest
@@ -52,33 +49,13 @@ from planner.facts.os_release import INIT_SYSTEM, KERNEL, OS_RELEASE
 from planner.facts.system import CLOCK, PRIVILEGE
 from planner.history import RECORDS
 from planner.hosts.batch import Fact, FactParseError, Output
+from tests.cpu_deadline import deadline
 
 GUARD = 2.0  # seconds a single parse may run before it counts as a hang
 FIXTURES = Path(__file__).parent / "fixtures"
 FIREWALL = FIXTURES / "firewall"
 RKE2 = LAYOUTS["rke2"]
 ALL_PORTS = engine_ports("rke2", "controller")
-
-
-class Overran(Exception):  # what the guard raises: never a parse error
-    pass
-
-
-@contextmanager
-def deadline(seconds: float, what: str) -> Iterator[None]:
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise Overran(f"{what}: still running after {seconds} s (a hang)")
-
-    # CPU time, not wall time: on a loaded 2-core machine (lab hosts, other test workers)
-    # a parse of milliseconds waited seconds for a core and tripped a wall-clock guard. A
-    # hang burns CPU, so a CPU-time guard still catches it, whatever the load.
-    previous = signal.signal(signal.SIGPROF, interrupt)
-    signal.setitimer(signal.ITIMER_PROF, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, previous)
 
 
 def b64(data: str | bytes) -> str:
