@@ -287,16 +287,16 @@ swap() {
   trap - PIPE EXIT  # its pid may be another process's by the script's end
 }
 
-# After `started`, the engine is probed and a probe printed only when it changed: until it
-# runs, after a twentieth of the time waited so far, between START_TICK and RUN_TICK (as
-# executor/polling.py paces the executor's own looks), then every RUN_TICK. A start the
-# lab's engines make in 2 s is still seen within a tenth of a second; a real one of
-# 30-120 s costs 110-290 looks, not the 600-2400 of a fixed START_TICK, each of them
-# programs run (systemctl asking PID 1) on a host busy starting its engine. Until
-# WATCH_SECONDS or the
-# executor stops reading (a line then fails to write). The start is asked for again when
-# the service stays plainly down for NUDGE_AFTER: a start the init system lost (the stop
-# waits until runit has taken it, see stop_look, so runit's own skip is not one of them).
+# After `started`, the engine is probed, and a probe printed only when it changed, until
+# WATCH_SECONDS or until the executor stops reading (a line then fails to write). Until
+# the engine runs, each look comes a twentieth of the time waited so far after the last,
+# between START_TICK and RUN_TICK (executor/polling.py paces the executor's own looks so),
+# then every RUN_TICK: a start the lab's engines make in 2 s is still seen within a tenth
+# of a second, and a real one of 30-120 s costs 110-290 looks, not the 600-2400 of a fixed
+# START_TICK, each of them programs run (systemctl asking PID 1) on a host busy starting
+# its engine. The start is asked for again when the service stays plainly down for
+# NUDGE_AFTER: a start the init system lost (the stop waits until runit has taken it, see
+# stop_look, so runit's own skip is not one of them).
 watch() {
   end=$(( $(date +%s) + WATCH_SECONDS ))
   # Times in hundredths of a second, so the shell's integer arithmetic can count them.

@@ -98,9 +98,9 @@ def test_relocated_config_data_dir_registries_and_env_node_name(lab_factory,
                       "K3S_CONFIG_FILE=\"/etc/k3s-alt/c.yaml\"\\n' > "
                       "/etc/systemd/system/k3s-agent.service.env && printf "
                       "'private-registry: /etc/k3s-alt/reg.yaml\\n' > /etc/k3s-alt/c.yaml.d/1.yml"
-                      " && sv restart /etc/service/k3s-agent")
+                      " && sv -w 25 restart /etc/service/k3s-agent")
     lab.exec("ctl-1", "sed -i 's|k3s server|k3s server --data-dir /var/lib/k3s-alt|' "
-                      "/etc/service/k3s/run && sv restart /etc/service/k3s")
+                      "/etc/service/k3s/run && sv -w 25 restart /etc/service/k3s")
     # A new data dir is a new etcd store (server/db/etcd under it): every node is gone
     # from the API until its kubelet posts its status again (every 10 s) and, refused,
     # registers anew, as on a real k3s server.

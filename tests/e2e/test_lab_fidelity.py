@@ -147,7 +147,7 @@ def test_node_names_and_config_files_as_the_engines_read_them(lab_factory) -> No
                       "printf 'node-label+: [b=2]\\nnode-name: edge-7\\n' > "
                       "/etc/rancher/rke2/config.yaml.d/10-one.yaml && "
                       "printf 'node-label+: c=3\\n' > /etc/rancher/rke2/config.yaml.d/20-two.yaml "
-                      "&& sv restart /etc/service/rke2-agent")
+                      "&& sv -w 25 restart /etc/service/rke2-agent")
     poll(lambda: "edge-7" in lab.ready_nodes())
     labels = lab.api("GET", "/api/v1/nodes/edge-7")["metadata"]["labels"]
     assert {k: labels.get(k) for k in "abc"} == {"a": "1", "b": "2", "c": "3"}
@@ -155,7 +155,7 @@ def test_node_names_and_config_files_as_the_engines_read_them(lab_factory) -> No
     # A later plain key replaces what `+` built; with-node-id adds a stable suffix.
     lab.exec("Wrk-A", "printf 'node-label: [z=9]\\nwith-node-id: true\\n' > "
                       "/etc/rancher/rke2/config.yaml.d/30-three.yaml && "
-                      "sv restart /etc/service/rke2-agent")
+                      "sv -w 25 restart /etc/service/rke2-agent")
     poll(lambda: any(n.startswith("edge-7-") for n in lab.ready_nodes()))
     name = next(n for n in lab.ready_nodes() if n.startswith("edge-7-"))
     labels = lab.api("GET", f"/api/v1/nodes/{name}")["metadata"]["labels"]

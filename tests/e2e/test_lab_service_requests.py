@@ -36,7 +36,7 @@ def test_requests_and_respawns_are_told_apart(lab_factory) -> None:
     lab.exec("wrk-1", f"kill -9 $(cat {service}/supervise/pid)")
     poll(lambda: ready_since(lab, "wrk-1", since) == 2)
     # Asked in one request: runit's restart (TERM, then up).
-    lab.exec("wrk-1", f"sv restart {service}")
+    lab.exec("wrk-1", f"sv -w 25 restart {service}")
     poll(lambda: ready_since(lab, "wrk-1", since) == 3)
     assert [command for _, command in lab.service_requests("wrk-1", since)] == [
         "down", "up", "restart"]

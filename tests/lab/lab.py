@@ -407,7 +407,11 @@ class Lab:
         9 of 30 for sshd). runsv starts the new process only once the old one has exited."""
         pid_file = f"/etc/service/{service}/supervise/pid"
         old = self.exec(host, ["cat", pid_file]).stdout.strip()
-        self.exec(host, ["sv", "restart", f"/etc/service/{service}"])
+        # -w: sv waits for the new process's check (the engine's READY) up to this deadline,
+        # not its default 7 s, which a start on a loaded machine can outlast (sv then
+        # exits 1: runit's sv.c counts a timeout as a failure).
+        self.exec(host, ["sv", "-w", f"{timeout:.0f}", "restart", f"/etc/service/{service}"],
+                  timeout=timeout + 10)
 
         def new_and_ready() -> bool:
             pid = self.exec(host, ["cat", pid_file], check=False).stdout.strip()
