@@ -138,7 +138,6 @@ def test_alias_bomb_in_a_live_file_is_refused_quickly() -> None:
     assert change is not None and "refused" in change.diff and "x, x" not in change.diff
 
 
-
 def test_credential_like_keys_in_any_file_are_masked() -> None:
     cfg = config(charts={"c": {"values": {"auth": {"apiToken": "tok-1", "clientSecret": "s-1",
                                                    "plain": "visible"}}}})
