@@ -49,9 +49,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     except (OSError, ValueError):
         return
     unknown = max(weights.values(), default=0.0) + 1
-    position = {item: index for index, item in enumerate(items)}
-    items.sort(key=lambda item: (-weights.get(item.nodeid.split("::")[0], unknown),
-                                 position[item]))
+    # A stable sort: each file's tests stay in their order.
+    items.sort(key=lambda item: -weights.get(item.nodeid.split("::")[0], unknown))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -110,8 +110,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
         log.write(json.dumps(line) + "\n")
 
 
+def _logged(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def report(path: Path, most: int) -> list[str]:
-    tests = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    tests = _logged(path)
     files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
     for test in tests:
         row = files[test["test"].split("::")[0]]
@@ -136,10 +140,8 @@ WEIGHTS = Path(__file__).resolve().parents[1] / "file_weights.json"
 def weights(path: Path) -> dict[str, float]:
     """Each test file's wall seconds in the run logged at `path`, the longest first."""
     walls: dict[str, float] = defaultdict(float)
-    for line in path.read_text().splitlines():
-        if line.strip():
-            test = json.loads(line)
-            walls[test["test"].split("::")[0]] += test["wall"]
+    for test in _logged(path):
+        walls[test["test"].split("::")[0]] += test["wall"]
     return {name: round(wall, 1) for name, wall in sorted(walls.items(), key=lambda kv: -kv[1])}
 
 
