@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+
+from tests.polling import poller
 
 SERVER = Path(__file__).resolve().parent / "lab" / "kubeapi.py"
 TOKEN = "lab-token"
@@ -61,11 +62,7 @@ def free_port() -> int:
         return port
 
 
-def poll(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.02)
+poll = poller(timeout=10, every=0.02)
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ deploy controller prunes as k3s's does (tests/lab/deploy.py)."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from tests.e2e.cli import cargoship, edit_config
 from tests.lab import HostSpec
+from tests.polling import poller
 
 MANIFEST = "/var/lib/rancher/rke2/server/manifests/cargoship-rke2-ingress-nginx.yaml"
 CONFIG = "/apis/helm.cattle.io/v1/namespaces/kube-system/helmchartconfigs"
@@ -26,11 +26,7 @@ def plan_apply(lab, tmp_path: Path, name: str) -> dict:  # type: ignore[no-untyp
     return dict(json.loads(cargoship("show", plan_file, "--json").stdout))
 
 
-def poll(check, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.1)
+poll = poller(timeout=20, every=0.1)
 
 
 def test_a_removed_chart_is_emptied_pruned_then_deleted(lab_factory, tmp_path: Path) -> None:

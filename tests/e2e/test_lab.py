@@ -13,6 +13,7 @@ import paramiko
 import pytest
 
 from tests.lab import HostSpec, Lab
+from tests.polling import poller
 
 LAB = [sys.executable, "-m", "tests.lab"]
 
@@ -32,11 +33,7 @@ def ssh(lab: Lab, host: str, command: str, user: str = "root") -> tuple[int, str
         client.close()
 
 
-def poll(check, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.05)
+poll = poller(timeout=20)
 
 
 def test_cli_contract_up_exec_ls_down(tmp_path: Path) -> None:

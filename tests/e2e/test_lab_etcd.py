@@ -13,22 +13,18 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 
 import pytest
 
 from tests.lab import FAST_NODES, HostSpec, Lab
 from tests.lab.etcd import ELECTION_TIMEOUT
+from tests.polling import poller
 
 TIMING = FAST_NODES  # nodes watched changing within seconds
 CONTROLLERS = [HostSpec(f"ctl-{i}", "controller") for i in (1, 2, 3)]
 
 
-def poll(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.05)
+poll = poller(timeout=20)
 
 
 def _admin(lab: Lab) -> ssl.SSLContext:

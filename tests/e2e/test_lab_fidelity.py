@@ -12,19 +12,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 from tests.lab import FAST_NODES, HostSpec, Lab, Timing, pki
+from tests.polling import poller
 
 TIMING = FAST_NODES  # nodes watched changing within seconds
 
 
-def poll(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.05)
+poll = poller(timeout=20)
 
 
 def readyz(lab: Lab, host: str) -> bool:

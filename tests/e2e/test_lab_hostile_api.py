@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.lab import HostSpec, Lab
+from tests.polling import poller
 
 LAB = [sys.executable, "-m", "tests.lab"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,11 +120,7 @@ class Raw:
         self.sock.close()
 
 
-def poll(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.05)
+poll = poller(timeout=10)
 
 
 def ready(node: dict[str, Any]) -> dict[str, str]:

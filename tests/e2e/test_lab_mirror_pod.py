@@ -5,23 +5,18 @@ the kubelet keep them (tests/lab/engine_mirror.py cites the sources); and the
 
 from __future__ import annotations
 
-import time
 import urllib.error
-from collections.abc import Callable
 from typing import Any
 
 from tests.lab import FAST_NODES, HostSpec, Lab
+from tests.polling import poller
 
 TIMING = FAST_NODES  # nodes watched changing within seconds
 MANIFEST = "/var/lib/rancher/rke2/agent/pod-manifests/kube-apiserver.yaml"
 FAULT = "/var/lib/rancher/rke2/lab-fault"
 
 
-def poll(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.05)
+poll = poller(timeout=20)
 
 
 def mirror(lab: Lab, host: str) -> tuple[str, str, int]:

@@ -5,16 +5,11 @@ rollback need to see that cargoship restarted the engine, not runit after a cras
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from tests.lab import HostSpec, Lab
+from tests.polling import poller
 
-
-def poll(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.05)
+poll = poller(timeout=30)
 
 
 def ready_since(lab: Lab, host: str, since: float) -> int:

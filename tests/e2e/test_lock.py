@@ -26,6 +26,7 @@ from planner.config.model import SshConfig
 from planner.facts.lock_holder import LOCK, LOCK_PATH
 from planner.hosts.ssh import ConnectOptions, open_session
 from tests.lab import HostSpec, Lab
+from tests.polling import poller
 
 HOSTS = ["ctl-1", "ctl-2", "wrk-1"]
 ALICE_HOST = "wrk-2"
@@ -87,11 +88,7 @@ def age_lock(lab: Lab, name: str, when: str) -> None:
     lab.exec(name, f"touch -d {when!r} {LOCK_PATH}")
 
 
-def poll(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.05)
+poll = poller(timeout=20)
 
 
 def test_acquire_creates_the_lock_file(lab: Lab, connect: Callable[[str], HostWriter]) -> None:

@@ -17,6 +17,7 @@ from tests.bench.availability import Probe
 from tests.e2e.cli import cargoship, cargoship_argv, edit_config
 from tests.lab import FAST_NODES, HostSpec, Lab
 from tests.lab.etcd import ELECTION_TIMEOUT
+from tests.polling import poller
 
 CONTROLLERS = ["ctl-1", "ctl-2", "ctl-3"]
 TIMING = FAST_NODES  # nodes watched changing within seconds
@@ -47,11 +48,7 @@ def engine_pid(lab: Lab, host: str) -> int:
     return int(json.loads(marker.read_text())["pid"])
 
 
-def poll(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        time.sleep(0.05)
+poll = poller(timeout=30)
 
 
 def test_a_member_down_before_the_plan_is_a_problem_and_apply_refuses(

@@ -23,6 +23,7 @@ from executor.host_lock import WAIT_TIMEOUT
 from executor.swap_output import OutputReader, Stopped
 from executor.swap_script import SwapScript
 from executor.swap_steps import write_step
+from tests import polling
 from tests.e2e.cli import cargoship
 from tests.e2e.test_files import writer
 from tests.lab import HostSpec, Lab
@@ -58,10 +59,7 @@ def scripts_left(lab: Lab, host: str) -> list[str]:
 
 
 def until(what: str, check: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting: {what}"
-        time.sleep(0.05)
+    polling.until(check, timeout, what=what)
 
 
 def hold_steady(lab: Lab, host: str, pid: str, seconds: float) -> None:
