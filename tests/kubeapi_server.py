@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.polling import poller
+from tests.waiting import poller
 
 SERVER = Path(__file__).resolve().parent / "lab" / "kubeapi.py"
 TOKEN = "lab-token"

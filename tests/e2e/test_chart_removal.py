@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.e2e.cli import cargoship, edit_config
 from tests.lab import HostSpec
-from tests.polling import poller
+from tests.waiting import poller
 
 MANIFEST = "/var/lib/rancher/rke2/server/manifests/cargoship-rke2-ingress-nginx.yaml"
 CONFIG = "/apis/helm.cattle.io/v1/namespaces/kube-system/helmchartconfigs"

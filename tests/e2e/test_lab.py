@@ -13,7 +13,7 @@ import paramiko
 import pytest
 
 from tests.lab import HostSpec, Lab
-from tests.polling import poller
+from tests.waiting import poller
 
 LAB = [sys.executable, "-m", "tests.lab"]
 

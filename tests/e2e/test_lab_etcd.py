@@ -18,7 +18,7 @@ import pytest
 
 from tests.lab import FAST_NODES, HostSpec, Lab
 from tests.lab.etcd import ELECTION_TIMEOUT
-from tests.polling import poller
+from tests.waiting import poller
 
 TIMING = FAST_NODES  # nodes watched changing within seconds
 CONTROLLERS = [HostSpec(f"ctl-{i}", "controller") for i in (1, 2, 3)]

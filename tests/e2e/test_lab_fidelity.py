@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.lab import FAST_NODES, HostSpec, Lab, Timing, pki
-from tests.polling import poller
+from tests.waiting import poller
 
 TIMING = FAST_NODES  # nodes watched changing within seconds
 

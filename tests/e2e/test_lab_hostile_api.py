@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.lab import HostSpec, Lab
-from tests.polling import poller
+from tests.waiting import poller
 
 LAB = [sys.executable, "-m", "tests.lab"]
 ROOT = Path(__file__).resolve().parents[2]

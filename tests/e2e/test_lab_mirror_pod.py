@@ -9,7 +9,7 @@ import urllib.error
 from typing import Any
 
 from tests.lab import FAST_NODES, HostSpec, Lab
-from tests.polling import poller
+from tests.waiting import poller
 
 TIMING = FAST_NODES  # nodes watched changing within seconds
 MANIFEST = "/var/lib/rancher/rke2/agent/pod-manifests/kube-apiserver.yaml"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from tests.lab import HostSpec, Lab
-from tests.polling import poller
+from tests.waiting import poller
 
 poll = poller(timeout=30)
 

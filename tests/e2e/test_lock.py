@@ -26,7 +26,7 @@ from planner.config.model import SshConfig
 from planner.facts.lock_holder import LOCK, LOCK_PATH
 from planner.hosts.ssh import ConnectOptions, open_session
 from tests.lab import HostSpec, Lab
-from tests.polling import poller
+from tests.waiting import poller
 
 HOSTS = ["ctl-1", "ctl-2", "wrk-1"]
 ALICE_HOST = "wrk-2"

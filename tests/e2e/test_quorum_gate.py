@@ -17,7 +17,7 @@ from tests.bench.availability import Probe
 from tests.e2e.cli import cargoship, cargoship_argv, edit_config
 from tests.lab import FAST_NODES, HostSpec, Lab
 from tests.lab.etcd import ELECTION_TIMEOUT
-from tests.polling import poller
+from tests.waiting import poller
 
 CONTROLLERS = ["ctl-1", "ctl-2", "ctl-3"]
 TIMING = FAST_NODES  # nodes watched changing within seconds

@@ -23,7 +23,7 @@ from executor.host_lock import WAIT_TIMEOUT
 from executor.swap_output import OutputReader, Stopped
 from executor.swap_script import SwapScript
 from executor.swap_steps import write_step
-from tests import polling
+from tests import waiting
 from tests.e2e.cli import cargoship
 from tests.e2e.test_files import writer
 from tests.lab import HostSpec, Lab
@@ -59,7 +59,7 @@ def scripts_left(lab: Lab, host: str) -> list[str]:
 
 
 def until(what: str, check: Callable[[], bool], timeout: float = 10) -> None:
-    polling.until(check, timeout, what=what)
+    waiting.until(check, timeout, what=what)
 
 
 def hold_steady(lab: Lab, host: str, pid: str, seconds: float) -> None:

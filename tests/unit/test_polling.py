@@ -1,33 +1,20 @@
-"""The tests' one way of waiting (tests/polling.py): it returns as soon as the check is
-true, and a check that never is fails the test at the deadline, saying what it waited for."""
+"""executor.polling: soon at first, never more often than the floor, never less than the cap."""
 
 from __future__ import annotations
 
-import pytest
-
-from tests.polling import poller, until
+from executor.polling import FLOOR, pause
 
 
-def test_a_true_check_returns_at_once() -> None:
-    calls: list[int] = []
-    until(lambda: calls.append(1) is None, timeout=0.0, every=10.0)
-    assert calls == [1]
+def test_pause_grows_with_the_wait_between_floor_and_cap() -> None:
+    assert pause(0.0, cap=2.0) == FLOOR
+    assert pause(4.0, cap=2.0) == 0.2  # a twentieth of the time waited
+    assert pause(600.0, cap=2.0) == 2.0
+    assert pause(0.0, cap=0.05) == 0.05  # a cap below the floor wins
 
 
-def test_a_check_that_turns_true_is_seen_at_the_next_look() -> None:
-    looks = iter([False, False, True])
-    until(lambda: next(looks), timeout=5.0, every=0.001)
-    assert next(looks, "done") == "done"
-
-
-def test_a_check_never_true_fails_at_the_deadline_saying_what() -> None:
-    with pytest.raises(AssertionError, match=r"^the lock not reached within 0\.05 s$"):
-        until(lambda: False, timeout=0.05, every=0.01, what="the lock")
-
-
-def test_a_files_poll_keeps_its_default_deadline_and_takes_another() -> None:
-    poll = poller(timeout=0.03, every=0.01)
-    with pytest.raises(AssertionError, match=r"within 0\.03 s"):
-        poll(lambda: False)
-    with pytest.raises(AssertionError, match=r"within 0\.02 s"):
-        poll(lambda: False, timeout=0.02)
+def test_a_one_second_event_is_seen_within_a_tenth_of_a_second() -> None:
+    waited, checks = 0.0, []
+    while waited < 1.0:
+        waited += pause(waited, cap=2.0)
+        checks.append(waited)
+    assert checks[-1] - 1.0 <= 0.1
