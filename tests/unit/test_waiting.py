@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests import waiting
 from tests.waiting import poller, until
 
 
-def test_a_true_check_returns_at_once() -> None:
+def test_a_true_check_returns_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_sleep(seconds: float) -> None:
+        raise AssertionError(f"slept {seconds} s before a check that was already true")
+
+    monkeypatch.setattr(waiting.time, "sleep", no_sleep)
     calls: list[int] = []
     until(lambda: calls.append(1) is None, timeout=0.0, every=10.0)
     assert calls == [1]
