@@ -172,3 +172,41 @@ def test_no_module_holds_several() -> None:
     long = [f"{m} ({n} lines)" for m, p in MODULES.items()
             if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
     assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+# Names a module may share with another, each the same kind of thing in its own package
+# (ARCHITECTURE.md, "Names"). Any other repeat is two things a reader can mistake for one:
+# issue 26 found three files.py, three lock.py and handshake.py beside handshakes.py.
+SHARED_NAMES = {
+    "__init__": "a package",
+    "model": "a package's typed data: config.model, plan.model, facts.firewall.model",
+    "errors": "a top package's exception tree: planner.errors, executor.errors",
+    "base": "a package's protocol: phases.base (Phase), actions.base (Action)",
+    "connect": "the Connect phase (planner.phases) and apply's write sessions (executor)",
+}
+
+
+def _stems() -> dict[str, list[str]]:
+    """Every module and shell file by name, but a script in a `sh/` folder beside the
+    module of its name (facts/sh/engine_config.sh is facts/engine_config.py's command)."""
+    stems: dict[str, list[str]] = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*"):
+            if path.suffix not in (".py", ".sh") or "__pycache__" in path.parts:
+                continue
+            if path.suffix == ".sh" and path.parent.name == "sh" \
+                    and (path.parent.parent / f"{path.stem}.py").exists():
+                continue
+            stems.setdefault(path.stem, []).append(str(path.relative_to(ROOT)))
+    return stems
+
+
+def test_module_names_say_which_is_which() -> None:
+    stems = _stems()
+    repeated = sorted(f"{stem}: {', '.join(sorted(paths))}" for stem, paths in stems.items()
+                      if len(paths) > 1 and stem not in SHARED_NAMES)
+    plural = sorted(f"{stem} and {stem}s" for stem in stems if f"{stem}s" in stems)
+    assert not repeated, f"module names used twice (or add to SHARED_NAMES): {repeated}"
+    assert not plural, f"names a letter apart: {plural}"
+    unused = sorted(s for s in SHARED_NAMES if len(stems.get(s, [])) < 2)
+    assert not unused, f"SHARED_NAMES no longer shared: {unused}"
