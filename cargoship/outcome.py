@@ -73,7 +73,8 @@ def apply_outcome_lines(result: Any, seconds: float) -> list[str]:
                 left = "its config as it was (nothing to change there)"
             elif outcome.status in LEFT_WITH:
                 left = LEFT_WITH[outcome.status]
-            else:  # failed: the rollout's detail says what is where
-                left = outcome.detail or "unknown: check the host"
+            else:  # failed: what is where, or else the rollout's whole detail
+                left = getattr(outcome, "left", "") or outcome.detail \
+                    or "unknown: check the host"
             lines.append(f"  {ref}: {left}")
     return [printable(line) for line in lines]

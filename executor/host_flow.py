@@ -268,6 +268,8 @@ class HostFlow:
     def _roll_back(self, job: HostJob, written: list[Written], cordoned: bool,
                    cause: Exception, restarts: int = 0) -> HostOutcome:
         self._note(job.label, f"FAILED: {cause}; rolling back")
+        undo: Restart | None = None
+        restored = 0
         try:
             if job.restart and written:
                 # A run killed from here on must not leave the failed files looking done.
@@ -277,30 +279,46 @@ class HostFlow:
                 # The engine may be up with the new config (running, never Ready): it reads
                 # its files only at start, so it goes down before the old ones come back.
                 restarts += 1
-                self._restart(job, rollback=True).run(
-                    [restore_step(item) for item in reversed(written)], [])
+                undo = self._restart(job, rollback=True)
+                undo.run([restore_step(item) for item in reversed(written)], [])
             else:
                 for item in reversed(written):
                     restore_file(job.writer, item)
+                    restored += 1
                     self._note(job.label, f"restored {item.path}")
         except Exception as exc:  # noqa: BLE001 - any failure: say what is left
             exc = as_error(exc)
-            # Say what a person must look at: where the old files are, the engine, the node.
-            left = [f"backups of the previous files are in "
-                    f"{BACKUP_ROOT}/{self.plan_id} on the host"] if written else []
-            if job.restart:
-                left.append("the engine was stopped by cargoship and may still be stopped")
-            left.append("the node is left cordoned" if cordoned
-                        else "the node was not cordoned by cargoship")
+            self._note(job.label, f"ROLLBACK FAILED: {exc}")
+            if undo is not None:
+                restored = undo.steps_done
+            left = self._left_unrolled(job, len(written), restored, undo, cordoned)
             return HostOutcome(job.label, "failed",
-                               f"{cause}; ROLLBACK FAILED: {exc}; " + "; ".join(left), restarts,
-                               getattr(cause, "log", ()))
-        restored = f"{cause}; previous files restored and the engine is running again"
-        detail = self._uncordon(job, cordoned, restored)
-        if detail == restored:
+                               f"{cause}; ROLLBACK FAILED: {exc}; {left}", restarts,
+                               getattr(cause, "log", ()), left=left)
+        restored_msg = f"{cause}; previous files restored and the engine is running again"
+        detail = self._uncordon(job, cordoned, restored_msg)
+        if detail == restored_msg:
             detail = self._clear_mark(job, detail)
-        return HostOutcome(job.label, "rolled back" if detail == restored else "failed",
+        return HostOutcome(job.label, "rolled back" if detail == restored_msg else "failed",
                            detail, restarts, getattr(cause, "log", ()))
+
+    def _left_unrolled(self, job: HostJob, written: int, restored: int,
+                       undo: Restart | None, cordoned: bool) -> str:
+        """What a person must look at after a failed rollback: where the previous files
+        are, the engine, the node; said from how far the rollback got on the host."""
+        backups = f"{BACKUP_ROOT}/{self.plan_id} on the host"
+        left = []
+        if written and restored >= written:
+            left.append(f"the previous files are back in place (backups also in {backups})")
+        elif written:
+            left.append(f"backups of the previous files are in {backups}")
+        if undo is not None and undo.engine_started:
+            left.append("the engine was started again but is not back")
+        elif job.restart:
+            left.append("the engine was stopped by cargoship and may still be stopped")
+        left.append("the node is left cordoned" if cordoned
+                    else "the node was not cordoned by cargoship")
+        return "; ".join(left)
 
     def _clear_mark(self, job: HostJob, detail: str, restart: Restart | None = None) -> str:
         """The host is whole again; if the marker can't go, the next plan will offer to

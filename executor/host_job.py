@@ -56,3 +56,6 @@ class HostOutcome:
     restarts: int = 0  # engine starts asked for on the host: the change's and a rollback's
     # The host's log lines since the restart that failed (shown under the detail, indented).
     log: tuple[str, ...] = ()
+    # What the host is left with, when its detail says more than that (a failed rollback):
+    # the end of an apply lists it for every host.
+    left: str = ""

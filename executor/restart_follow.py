@@ -93,6 +93,10 @@ class RestartFollower:
     # A fresh read of the node (a quorum read, through whichever controller's API server
     # answers), taken every waits.fresh_node_every besides the watch; None: the watch only.
     fresh_node: Callable[[], Any] | None = None
+    # How far the host got, for whoever must say what a failure left there: how many of
+    # the steps it reported done (they run in order), and whether it started the engine.
+    steps_done: int = field(default=0, init=False)
+    engine_started: bool = field(default=False, init=False)
 
     def _follow(self, waiter: Waiter, messages: queue.Queue[Message], steps: list[Step],
                 written: list[Written], start_watch: Callable[[float], None],
@@ -181,6 +185,7 @@ class RestartFollower:
             self.note(f"stopped {self.service}")
         elif isinstance(message, StepDone) and message.index < len(steps):
             step = steps[message.index]
+            self.steps_done = max(self.steps_done, message.index + 1)  # in order; a rerun's again
             item = step.written(message.result)
             if item is not None:
                 written.append(item)
@@ -188,6 +193,7 @@ class RestartFollower:
                       if step.verb == "restored" and message.result.isdigit()
                       else f"{step.verb} {step.path}")
         elif isinstance(message, Started):
+            self.engine_started = True
             self.note(f"started {self.service}, waiting until it is freshly back")
             return not started
         elif isinstance(message, NodeVersion):

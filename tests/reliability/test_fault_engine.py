@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -74,7 +75,17 @@ def test_engine_failing_with_any_config_stops_and_leaves_the_node_cordoned(
     assert result.returncode == 1, result.stdout + result.stderr
     line = outcome(result.stdout, "wrk-1")
     assert "ROLLBACK FAILED" in line and "the node is left cordoned" in line
-    assert "may still be stopped" in line
+    # The rollback restored the file and started the engine on it: said so, and the end's
+    # list of what each host is left with says that alone, not the failure's story again.
+    left = ("the previous files are back in place (backups also in /var/lib/cargoship/"
+            f"backups/{s.plan_id(plan)} on the host); the engine was started again but is "
+            "not back; the node is left cordoned")
+    assert line.endswith(left) and "may still be stopped" not in line, line
+    assert re.search(rf"^  wrk-1 \([0-9.]+\): {re.escape(left)}$",
+                     result.stdout.split("Each host is left with:", 1)[1], re.M), result.stdout
+    # And as it happened, in the progress above the outcome.
+    assert re.search(r"\[wrk-1 \([0-9.]+\)\] ROLLBACK FAILED: rke2-agent is crash-looping",
+                     result.stdout.split(line, 1)[0]), result.stdout
     # The rollback did ask for the engine's stop and start on the old files (the start
     # failed as well): it gave up on a restart it made, not on a crash loop it waited out.
     assert requested(s.lab, "wrk-1", since) == ["down", "up", "down", "up"], \

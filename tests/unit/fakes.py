@@ -141,7 +141,9 @@ class FakeRestart:
     """One host's restart script (executor.restart.Restart) whose host does what the
     test said: "back" (the engine came back fresh), "not back" (stopped, files written,
     never back: the rollout rolls back), "refused" (ended before the stop, nothing
-    stopped), or "rollback fails" (as "not back", and its rollback's restart fails too).
+    stopped), "rollback fails" (as "not back", and its rollback's restart fails too,
+    before the host restored anything), or "rollback not back" (as "not back", and its
+    rollback restores every file and starts the engine, which does not come back).
     A rollback's restart is a FakeRestart of its own, recorded in `rollbacks`."""
 
     def __init__(self, outcome: str, *, rollback: bool = False) -> None:
@@ -149,6 +151,8 @@ class FakeRestart:
         self.rollback = rollback
         self.preloaded = self.prepared = self.cancelled = self.released = False
         self.ran: list[list[Step]] = []
+        self.steps_done = 0
+        self.engine_started = False
 
     def preload(self, steps: list[Step]) -> None:
         self.preloaded = True
@@ -161,12 +165,15 @@ class FakeRestart:
         if self.rollback:
             if self.outcome == "rollback fails":
                 raise CargoshipError("the host said nothing for 15 s: connection lost")
+            if self.outcome == "rollback not back":
+                self.steps_done, self.engine_started = len(steps), True
+                raise CargoshipError("rke2-server is crash-looping")
             return
         if self.outcome == "refused":
             raise NothingStopped("wrk", "the host lock is not this apply's; nothing was "
                                         "stopped")
         written.append(Written("/etc/engine/config.yaml", "/backup/config.yaml"))
-        if self.outcome in ("not back", "rollback fails"):
+        if self.outcome in ("not back", "rollback fails", "rollback not back"):
             raise CargoshipError("the engine did not come back within 8 s")
 
     def cancel(self, wait: float | None = None) -> None:

@@ -60,7 +60,29 @@ def test_a_failed_rollback_says_what_is_left_and_keeps_the_node_cordoned() -> No
     assert "backups of the previous files are in" in out[0].detail
     assert "the engine was stopped by cargoship and may still be stopped" in out[0].detail
     assert out[0].detail.endswith("the node is left cordoned")
+    # Nothing was restored before the rollback failed: where the old files are kept.
+    assert out[0].left == ("backups of the previous files are in /var/lib/cargoship/backups/"
+                           "plan-1 on the host; the engine was stopped by cargoship and may "
+                           "still be stopped; the node is left cordoned")
+    assert out[0].detail.endswith(out[0].left)
     assert rollout.ops.uncordoned() == []  # type: ignore[union-attr]
+    # Said as it happens, not only in the outcome at the end.
+    assert ("c1", "ROLLBACK FAILED: the host said nothing for 15 s: connection lost") \
+        in rollout.notes
+
+
+def test_a_rollback_that_restored_and_started_but_is_not_back_says_so() -> None:
+    # The old files are back and the engine was started on them: "may still be stopped"
+    # would send a person to look for a stop cargoship did not leave.
+    rollout = FakeRollout({"c1": "rollback not back"})
+    out = rollout.run(restarting("c1", controller=True), [], 1)
+    assert out[0].status == "failed"
+    assert out[0].left == ("the previous files are back in place (backups also in "
+                           "/var/lib/cargoship/backups/plan-1 on the host); the engine was "
+                           "started again but is not back; the node is left cordoned")
+    assert out[0].detail.endswith("; ROLLBACK FAILED: rke2-server is crash-looping; "
+                                  + out[0].left)
+    assert "may still be stopped" not in out[0].detail
 
 
 def test_a_node_the_operator_cordoned_is_never_uncordoned() -> None:
