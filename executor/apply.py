@@ -119,7 +119,8 @@ def _connect_lock_apply(plan: Plan, plan_file: Path, config: Any, options: Conne
     writers = [c for c in connected if isinstance(c, HostWriter)]
     try:
         if failures:
-            raise ApplyRefused("cannot reach every host of the plan: " + "; ".join(failures))
+            raise ApplyRefused("cannot reach every host of the plan: " + "; ".join(failures)
+                               + "; nothing was changed on any host")
         lock = LockSet(writers, new_lock_info(plan.plan_id), wait_timeout=lock_timeout,
                        config_file=str(plan_file), on_wait=on_lock_wait)
         with lock:  # acquires every host's lock; releases them on any exit

@@ -35,6 +35,8 @@ def test_a_host_gone_since_the_plan_stops_the_apply_before_any_change(
         result = s.apply(plan)
         assert result.returncode == 1
         assert "cannot reach every host of the plan" in result.stderr
+        assert result.stderr.rstrip().endswith("; nothing was changed on any host"), \
+            result.stderr
         assert "wrk-2" in result.stderr or s.lab.host("wrk-2").address in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
     finally:
