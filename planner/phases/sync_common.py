@@ -280,16 +280,18 @@ def _rancher_owned(settings: EngineSettings) -> str | None:
 
 def _plan_restore(ctx: PlanContext, phase: str, host: HostState,
                   interrupted: Interrupted) -> set[Resource]:
-    """A run was killed while rolling back a failed change: the files in place may be the
-    ones that failed, so restarting on them (recover) would fail again. Restore the files
+    """A run stopped while rolling back a failed change (killed, or its rollback failed:
+    the marker cannot tell which): the files in place may be the ones that failed, so
+    restarting on them (recover) would fail again. Restore the files
     from before that apply first; the desired files, compared as usual, are written after
     it in the same job (if the config still holds the failed change, nothing is)."""
     assert interrupted.backups is not None
     ctx.record_read(host, MARKER, f"plan {interrupted.plan_id}, {interrupted.step}")
     ctx.change(PlannedChange(
         phase, host.config.index, RESTORE_BACKUP, interrupted.backups, None, None,
-        f"an apply of plan {interrupted.plan_id} was killed on this host while rolling back a "
-        f"failed change (since {interrupted.since}): the files in place may be the ones that "
+        f"an apply of plan {interrupted.plan_id} stopped on this host while rolling back a "
+        f"failed change (killed, or its rollback failed; since {interrupted.since}): the "
+        f"files in place may be the ones that "
         f"failed; would drain, stop the engine, restore the files backed up in "
         f"{interrupted.backups} (those from before that apply), start it and uncordon\n"))
     index = host.config.index

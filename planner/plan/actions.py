@@ -59,7 +59,8 @@ ACTIONS: dict[str, ActionSpec] = {a.name: a for a in (
                "finish a host an interrupted apply left (target: its in-progress marker): "
                "drain, restart the engine, uncordon"),
     ActionSpec(RESTORE_BACKUP, "host", True, True, (),
-               "undo what an apply killed while rolling back left (target: its backup "
+               "undo what an apply that stopped while rolling back left (killed, or its "
+               "rollback failed; target: its backup "
                "directory): drain, stop the engine, put back the files from before that "
                "apply, start, wait Ready, uncordon"),
     ActionSpec(MERGE_KUBECONFIG, "cluster", False, False, ("context",),

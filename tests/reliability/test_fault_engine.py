@@ -102,9 +102,13 @@ def test_engine_failing_with_any_config_stops_and_leaves_the_node_cordoned(
     # on whatever files the rollback left), then the desired file written.
     s.lab.exec("wrk-1", f"rm -f {FAULT}")
     second = s.plan("second.json")
-    actions = {(c["host"]["name"], c["action"]) for c in
-               json.loads(second.read_text())["changes"]}
+    changes = json.loads(second.read_text())["changes"]
+    actions = {(c["host"]["name"], c["action"]) for c in changes}
     assert {("wrk-1", "restore-backup"), ("wrk-1", "write-file")} <= actions, actions
+    # The apply ended (its rollback failed); nothing killed it, and the plan does not say so.
+    [why] = [c["diff"] for c in changes if c["action"] == "restore-backup"]
+    assert f"an apply of plan {s.plan_id(plan)} stopped on this host while rolling back a " \
+           "failed change (killed, or its rollback failed; since " in why, why
     done = s.apply(second)
     assert done.returncode == 0, done.stdout + done.stderr
     verdict = check(s.lab, s.managed, config=s.config, work=tmp_path,
