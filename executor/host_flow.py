@@ -171,7 +171,9 @@ class HostFlow:
                 return HostOutcome(job.label, "failed", self._clear_mark(
                     job, "the change is applied and the host is back, but the node is left "
                          "cordoned: uncordon kept failing (see above); no rollback",
-                    reached.restart), restarts=1)
+                    reached.restart), restarts=1,
+                    left="the new config, engine running; the node is left cordoned "
+                         "(uncordon kept failing)")
             # The host is done: failing to clear the marker must not roll it back.
             return HostOutcome(job.label, "applied",
                                self._clear_mark(job, "", reached.restart).removeprefix("; "),
@@ -297,10 +299,12 @@ class HostFlow:
                                getattr(cause, "log", ()), left=left)
         restored_msg = f"{cause}; previous files restored and the engine is running again"
         detail = self._uncordon(job, cordoned, restored_msg)
-        if detail == restored_msg:
-            detail = self._clear_mark(job, detail)
-        return HostOutcome(job.label, "rolled back" if detail == restored_msg else "failed",
-                           detail, restarts, getattr(cause, "log", ()))
+        if detail != restored_msg:  # rolled back, but the node could not be given back
+            return HostOutcome(job.label, "failed", detail, restarts, getattr(cause, "log", ()),
+                               left="its previous config (rolled back), engine running; the "
+                                    "node is left cordoned (uncordon failed)")
+        return HostOutcome(job.label, "rolled back", self._clear_mark(job, detail), restarts,
+                           getattr(cause, "log", ()))
 
     def _left_unrolled(self, job: HostJob, written: int, restored: int,
                        undo: Restart | None, cordoned: bool) -> str:

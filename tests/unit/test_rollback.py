@@ -125,6 +125,19 @@ def test_an_uncordon_that_fails_after_the_host_came_back_never_rolls_it_back() -
     assert out.status == "failed" and "the change is applied and the host is back" in \
         out.detail and "no rollback" in out.detail
     assert len(rollout.restarts["w1"]) == 1 and out.restarts == 1
+    assert out.left == ("the new config, engine running; the node is left cordoned "
+                        "(uncordon kept failing)")
+
+
+def test_a_rollback_whose_node_cannot_be_given_back_says_what_is_left() -> None:
+    ops = FakeNodeOps(uncordon_fails={"w1"})
+    rollout = FakeRollout({"w1": "not back"}, ops)
+    [out] = rollout.run([], restarting("w1"), 1)
+    assert out.status == "failed"
+    assert "previous files restored and the engine is running again; UNCORDON FAILED, the " \
+           "node is left cordoned" in out.detail
+    assert out.left == ("its previous config (rolled back), engine running; the node is "
+                        "left cordoned (uncordon failed)")
 
 
 CONFIG = """\
