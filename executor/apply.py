@@ -188,6 +188,9 @@ def _apply_locked(plan: Plan, plan_file: Path, config: Any, options: ConnectOpti
     return result
 
 
+MAX_PROBLEMS = 10  # a refusal's list: the rest are a plan away
+
+
 def _held_to_the_plan(plan: Plan, config: Any, options: ConnectOptions, salt: bytes,
                       writers: list[HostWriter], progress: Callable[[str, str], None],
                       ) -> tuple[PlanContext, dict[HostKey, HostWriter], Earlier]:
@@ -203,8 +206,14 @@ def _held_to_the_plan(plan: Plan, config: Any, options: ConnectOptions, salt: by
     keyed = {h.ref.key: w for h, w in zip(ctx.hosts, writers, strict=True)}
     earlier = _earlier_runs(plan, keyed)
     if fresh.problems:
-        raise ApplyRefused("the hosts no longer pass the preflight: " +
-                           "; ".join(map(str, fresh.problems)))
+        # As the drift refusal reads: the headline, then each problem on a line of its own.
+        problems = [str(p) for p in fresh.problems]
+        if len(problems) > MAX_PROBLEMS:
+            problems = [*problems[:MAX_PROBLEMS - 1],
+                        f"and {len(problems) - MAX_PROBLEMS + 1} more: cargoship plan lists "
+                        "them all"]
+        raise ApplyRefused(f"the hosts no longer pass the preflight ({len(fresh.problems)} "
+                           "problem(s)); nothing was changed on any host", problems)
     drift = refusal(plan, fresh, finished=earlier.finished, done=earlier.done)
     if drift:
         raise ApplyRefused(*drift)
