@@ -115,6 +115,7 @@ def refusal(gate: Gate, label: str, note: Callable[[str, str], None],
     if not verdict.problems:
         note(label, f"quorum gate passed{when}: {verdict.summary}")
         return None
+    note(label, f"quorum gate refused{when}: {verdict.message()}")  # as it happens
     return (f"the etcd quorum gate refused to stop {label}: {verdict.message()}; fix that "
             "(the hosts already done keep their changes), then plan and apply again")
 

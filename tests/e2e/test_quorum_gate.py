@@ -143,6 +143,9 @@ def test_a_member_paused_during_the_rollout_stops_it_before_the_next_controller(
     assert "fix that (the hosts already done keep their changes)" in out
     # Refused before its cordon: a cluster already short of a member is not drained.
     assert "its node was drained" not in out, out
+    # As it happened, in the progress: not only in the outcome at the end.
+    assert re.search(rf"\[ctl-2 \({re.escape(lab.host('ctl-2').address)}\)\] quorum gate "
+                     r"refused before the cordon: .*etcd member does not answer", out), out
     assert NEW_MIRROR in registries(lab, "ctl-1")
     assert all(NEW_MIRROR not in registries(lab, h) for h in ("ctl-2", "ctl-3"))
     assert [n for w, n in lab.events("ctl-2") if w >= since] == []

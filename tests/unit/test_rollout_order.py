@@ -20,7 +20,9 @@ DEFAULT_WORKERS = Options().worker_concurrency  # concurrency.workers when the c
 
 class Recording(Rollout):
     def __init__(self, fail: set[str] = frozenset(), **kw) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(None, "p", DrainOptions(), 1.0, lambda h, w: None, **kw)
+        self.notes: list[tuple[str, str]] = []  # the progress lines, (host, what)
+        super().__init__(None, "p", DrainOptions(), 1.0,
+                         lambda h, w: self.notes.append((h, w)), **kw)
         self.fail, self.started, self.active, self.peak = fail, [], 0, 0
         self.in_flight: list[HostJob] = []
         # Every moment a host began: the hosts in flight then, itself included.
@@ -174,6 +176,9 @@ def test_the_quorum_gate_stops_the_rollout_before_the_controller_it_refuses() ->
     assert out[1].detail.startswith("the etcd quorum gate refused to stop c2: c3: etcd member "
                                     "does not answer; fix that")
     assert out[2].detail == "the etcd quorum gate stopped the rollout"
+    # Said as it happens too, not only in the outcome at the end.
+    assert ("c2", "quorum gate refused before the cordon: c3: etcd member does not answer") \
+        in rollout.notes, rollout.notes
 
 
 def test_a_member_not_caught_up_after_its_restart_fails_its_host_and_stops() -> None:
