@@ -99,13 +99,14 @@ def collect(ctx: PlanContext, check: SignatureCheck | None = None) -> list[PlanH
         any(r.get("outcome") == "in progress" for _, r, _ in copies.values()))
         for plan_id, copies in held.items()}
     history_verify.shared_digests(verdicts)
-    entries = [_entry(plan_id, copies, verdicts[plan_id], check)
+    entries = [_entry(plan_id, copies, verdicts[plan_id], check, read)
                for plan_id, copies in held.items()]
     return _states(sorted(entries, key=lambda h: h.applied_at, reverse=True))
 
 
 def _entry(plan_id: str, copies: dict[str, tuple[HostRef, dict[str, Any], Any]],
-           verdict: history_verify.Verdict, check: SignatureCheck | None) -> PlanHistory:
+           verdict: history_verify.Verdict, check: SignatureCheck | None,
+           read: set[str]) -> PlanHistory:
     record = verdict.record
     entry = PlanHistory(plan_id, str(record.get("applied_at", "?")),
                         str(record.get("applied_by", "?")),
@@ -119,6 +120,7 @@ def _entry(plan_id: str, copies: dict[str, tuple[HostRef, dict[str, Any], Any]],
         if key in verdict.dissent:
             status += " (this host's record disagrees with the others: unverified)"
         entry.outcomes[ref] = status
+    entry.outcomes.update(_not_held(record, copies, read))
     entry.interrupted = record.get("interrupted") is True
     entry.in_progress = record.get("outcome") == "in progress"
     changes = record.get("changes")
@@ -130,6 +132,29 @@ def _entry(plan_id: str, copies: dict[str, tuple[HostRef, dict[str, Any], Any]],
     entry.signatures = len(signatures) if isinstance(signatures, list) else 0
     entry.verified, entry.unverified_because = verdict.verified, verdict.why
     return entry
+
+
+def _not_held(record: dict[str, Any], copies: dict[str, Any],
+              read: set[str]) -> dict[HostRef, str]:
+    """The plan's hosts whose own record was not read (unreachable now, or none on the
+    host), with the status the records that were read give them: a host that drops out of
+    the list would read as never having been part of the plan."""
+    found: dict[HostRef, str] = {}
+    hosts = record.get("hosts")
+    for item in hosts if isinstance(hosts, list) else []:
+        named = item.get("host") if isinstance(item, dict) else None
+        if not isinstance(named, dict):
+            continue
+        address, port, name = named.get("address"), named.get("port"), named.get("name")
+        if not isinstance(address, str) or not isinstance(port, int) or isinstance(port, bool):
+            continue
+        key = f"{address}:{port}"
+        if key in copies:
+            continue
+        why = "not read now" if key not in read else "its own record of this plan is missing"
+        found[HostRef(str(name or address), address, port)] = \
+            f"{item.get('status', 'unknown')} (as the other hosts' records say; {why})"
+    return found
 
 
 def _states(ordered: list[PlanHistory]) -> list[PlanHistory]:

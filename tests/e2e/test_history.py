@@ -51,6 +51,18 @@ def test_history_lists_plans_current_and_superseded(lab_factory, tmp_path: Path)
     drifted = cargoship("history", "-c", lab.dir / "cluster.yaml")
     assert "differ from the desired config (1 change(s) pending)" in drifted.stdout
 
+    # A host that cannot be read now keeps its line, with what the others' records say.
+    address = lab.host("wrk-1").address
+    lab.exec("wrk-1", "iptables -I INPUT -p tcp --dport 22 -j REJECT --reject-with tcp-reset")
+    try:
+        unread = cargoship("history", "-c", lab.dir / "cluster.yaml")
+    finally:
+        lab.exec("wrk-1", "iptables -D INPUT -p tcp --dport 22 -j REJECT --reject-with "
+                          "tcp-reset")
+    assert "(some hosts could not be read)" in unread.stdout, unread.stdout
+    assert f"    wrk-1 ({address}): applied (as the other hosts' records say; not read now)" \
+        in unread.stdout.splitlines(), unread.stdout
+
     shown = cargoship("show", tmp_path / "first.applied.json")
     assert shown.returncode == 0
     assert shown.stdout.startswith(f"apply record of plan {first_id}")
