@@ -205,8 +205,11 @@ def _held_to_the_plan(plan: Plan, config: Any, options: ConnectOptions, salt: by
     ctx, fresh = made.ctx, made.plan
     keyed = {h.ref.key: w for h, w in zip(ctx.hosts, writers, strict=True)}
     earlier = _earlier_runs(plan, keyed)
+    if len(fresh.problems) == 1:  # one line says where and what
+        raise ApplyRefused(f"the hosts no longer pass the preflight: {fresh.problems[0]}; "
+                           "nothing was changed on any host")
     if fresh.problems:
-        # As the drift refusal reads: the headline, then each problem on a line of its own.
+        # Several: as the drift refusal reads, the headline, then one problem a line.
         problems = [str(p) for p in fresh.problems]
         if len(problems) > MAX_PROBLEMS:
             problems = [*problems[:MAX_PROBLEMS - 1],

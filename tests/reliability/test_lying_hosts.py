@@ -163,6 +163,8 @@ def test_a_lying_host_is_a_clear_per_host_error(lab: Lab, good_plan: Path, tally
         assert refused.returncode == 1, refused.stdout + refused.stderr
         assert refused.stderr.startswith("error: ") and wrk.address in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert refused.stderr.rstrip().endswith("; nothing was changed on any host"), \
+            refused.stderr
         assert cargoship_state(lab) == state  # no lock left, no record, no backup, no change
     finally:
         lab.exec("wrk-1", undo)
