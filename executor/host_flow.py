@@ -115,8 +115,13 @@ class HostFlow:
             if isinstance(exc, quorum.Refused):
                 return self._refused_before_stop(job, exc, reached.cordoned)
             if not written and (not reached.stopped or isinstance(exc, NothingStopped)):
-                detail = self._uncordon(job, reached.cordoned, f"{exc}; nothing was changed")
-                return HostOutcome(job.label, "failed", self._clear_mark(job, detail))
+                given = f"{_own(exc, job)}; nothing was changed"
+                self._note(job.label, f"FAILED: {given}")
+                detail = self._uncordon(job, reached.cordoned, given)
+                return HostOutcome(job.label, "failed", self._clear_mark(job, detail),
+                                   left="its previous config (nothing was changed)" + (
+                                       "" if detail == given else
+                                       "; the node is left cordoned (uncordon failed)"))
             return self._roll_back(job, written, reached.cordoned, exc,
                                    restarts=int(reached.stopped))
         finally:
@@ -269,7 +274,7 @@ class HostFlow:
 
     def _roll_back(self, job: HostJob, written: list[Written], cordoned: bool,
                    cause: Exception, restarts: int = 0) -> HostOutcome:
-        self._note(job.label, f"FAILED: {cause}; rolling back")
+        self._note(job.label, f"FAILED: {_own(cause, job)}; rolling back")
         undo: Restart | None = None
         restored = 0
         try:
@@ -290,14 +295,15 @@ class HostFlow:
                     self._note(job.label, f"restored {item.path}")
         except Exception as exc:  # noqa: BLE001 - any failure: say what is left
             exc = as_error(exc)
-            self._note(job.label, f"ROLLBACK FAILED: {exc}")
+            self._note(job.label, f"ROLLBACK FAILED: {_own(exc, job)}")
             if undo is not None:
                 restored = undo.steps_done
             left = self._left_unrolled(job, len(written), restored, undo, cordoned)
-            return HostOutcome(job.label, "failed",
-                               f"{cause}; ROLLBACK FAILED: {exc}; {left}", restarts,
+            return HostOutcome(job.label, "failed", f"{_own(cause, job)}; ROLLBACK "
+                               f"FAILED: {_own(exc, job)}; {left}", restarts,
                                getattr(cause, "log", ()), left=left)
-        restored_msg = f"{cause}; previous files restored and the engine is running again"
+        restored_msg = (f"{_own(cause, job)}; previous files restored and the engine "
+                        "is running again")
         detail = self._uncordon(job, cordoned, restored_msg)
         if detail != restored_msg:  # rolled back, but the node could not be given back
             return HostOutcome(job.label, "failed", detail, restarts, getattr(cause, "log", ()),
@@ -338,3 +344,12 @@ class HostFlow:
         except Exception as exc:  # noqa: BLE001 - said in the outcome
             return f"{detail}; could not clear the in-progress marker: {exc}"
         return detail
+
+
+def _own(exc: BaseException, job: HostJob) -> str:
+    """An error as said under its host's name: without the host's label in front (the
+    session's, its address; or the job's), which the host's outcome line begins with."""
+    text = str(exc)
+    for label in (job.writer.label, job.label):
+        text = text.removeprefix(f"{label}: ")
+    return text

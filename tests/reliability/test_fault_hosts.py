@@ -121,6 +121,15 @@ def test_a_host_that_cannot_write_fails_before_its_engine_stops(lab_factory, tmp
         line = next(x for x in result.stdout.splitlines() if x.strip().startswith("wrk-1 ("))
         assert ": failed: " in line and "nothing was changed" in line, line
         assert "No space left" in line or "Read-only" in line, line
+        # Under its host's name the cause is not prefixed with the host's address again.
+        address = s.lab.host("wrk-1").address
+        assert f"wrk-1 ({address}): failed: the restart script failed before the stop" \
+            in line, line
+        # Said as it happened; and at the end, what the host is left with, alone.
+        assert f"[wrk-1 ({address})] FAILED: the restart script failed before the stop" \
+            in result.stdout.split(line, 1)[0], result.stdout
+        assert f"\n  wrk-1 ({address}): its previous config (nothing was changed)\n" \
+            in result.stdout.split("Each host is left with:", 1)[1], result.stdout
         assert s.lab.events("wrk-1")[events:] == []  # the engine never stopped
         assert not s.lab.api("GET", "/api/v1/nodes/wrk-1")["spec"].get("unschedulable")
         assert "not started" in result.stdout

@@ -49,6 +49,9 @@ def test_a_script_that_stopped_nothing_is_not_rolled_back() -> None:
     [out] = rollout.run([], restarting("w1"), 1)
     assert out.status == "failed" and out.detail.endswith("nothing was changed")
     assert out.restarts == 0 and len(rollout.restarts["w1"]) == 1  # no rollback restart
+    assert out.left == "its previous config (nothing was changed)"
+    assert ("w1", "FAILED: wrk: the host lock is not this apply's; nothing was stopped; "
+                  "nothing was changed") in rollout.notes, rollout.notes
     assert rollout.ops.uncordoned() == ["w1"]  # type: ignore[union-attr]
 
 
