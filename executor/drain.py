@@ -116,11 +116,13 @@ class NodeOps(NodeApi):
     # --- drain ---------------------------------------------------------------------------
 
     def drain(self, node: str, options: DrainOptions, *, cordoned: bool = False,
-              then: Callable[[], None] | None = None) -> DrainReport:
+              then: Callable[[], None] | None = None,
+              note: Callable[[str], None] | None = None) -> DrainReport:
         """Evict the node's pods (it must be cordoned first, or they could come straight
         back: checked unless the caller has just `cordoned` it) and wait until they are
         gone, all within options.timeout. `then` is called once the evictions are asked
-        for, before the wait."""
+        for, before the wait; `note` hears, once, which pods a disruption budget holds
+        back: that wait may last the whole timeout."""
         deadline = self._clock() + options.timeout
         if not cordoned:
             current = self.read_node(node)
@@ -132,7 +134,7 @@ class NodeOps(NodeApi):
             raise DrainError(node, "drain refused, nothing evicted: " + ", ".join(refused))
         skipped = [str(v) for v in verdicts if v.action == "skip"]
         evicted, gone = self._evict_all(node, [v for v in verdicts if v.action == "evict"],
-                                        options, deadline)
+                                        options, deadline, note)
         skipped += [f"{key} (already gone)" for key in gone]
         if then is not None:
             then()
@@ -141,12 +143,14 @@ class NodeOps(NodeApi):
         return DrainReport(tuple(sorted(evicted)), tuple(sorted(skipped)))
 
     def _evict_all(self, node: str, pods: list[PodVerdict], options: DrainOptions,
-                   deadline: float) -> tuple[dict[str, str], list[str]]:
+                   deadline: float, note: Callable[[str], None] | None = None
+                   ) -> tuple[dict[str, str], list[str]]:
         """Evict in rounds: a pod blocked by a budget does not hold up the others, as with
         kubectl's parallel evictions. Returns evicted pods (key -> uid) and pods found gone."""
         evicted: dict[str, str] = {}
         gone: list[str] = []
         pending = list(pods)
+        said = False
         while True:
             blocked: list[tuple[PodVerdict, str]] = []
             for pod in pending:
@@ -165,6 +169,13 @@ class NodeOps(NodeApi):
                 shown = ", ".join(f"{p.pod} ({why})" for p, why in blocked)
                 raise DrainError(node, f"eviction blocked by a disruption budget until the "
                                        f"{options.timeout:g} s drain timeout: {shown}")
+            if note is not None and not said:
+                said = True
+                names = [p.pod for p, _ in blocked]
+                shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more"
+                                                if len(names) > 3 else "")
+                note(f"draining: waiting for {shown} (a disruption budget allows no eviction "
+                     f"now), up to the {options.timeout:g} s drain timeout")
             pending = [p for p, _ in blocked]
             self._pause(node, min(options.retry_interval, remaining))
 

@@ -157,7 +157,8 @@ class HostFlow:
             reached.cordoned = self.ops.cordon(job.node, owner=self.plan_id, read=read)
             self._note(job.label, f"cordoned node {job.node}" if reached.cordoned
                        else f"node {job.node} was already cordoned")
-            report = self.ops.drain(job.node, self.drain, cordoned=True, then=self._preload)
+            report = self.ops.drain(job.node, self.drain, cordoned=True, then=self._preload,
+                                    note=lambda what: self._note(job.label, what))
             self._note(job.label, f"drained node {job.node} "
                                   f"({len(report.evicted)} pod(s) evicted)")
         else:

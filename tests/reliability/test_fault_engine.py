@@ -166,6 +166,14 @@ def test_a_pod_disruption_budget_stops_the_drain(lab_factory, tmp_path: Path, ta
     assert result.returncode == 1, result.stdout + result.stderr
     line = outcome(result.stdout, "wrk-1")
     assert "db-pdb" in line and "nothing was changed" in line
+    # The wait is said when it begins (it may last the whole timeout), and its end.
+    progress = result.stdout.split(line, 1)[0]
+    assert re.search(r"\[wrk-1 \([0-9.]+\)\] draining: waiting for default/db-0 \(a "
+                     r"disruption budget allows no eviction now\), up to the 3 s drain "
+                     r"timeout\n.*\[wrk-1 \([0-9.]+\)\] FAILED: node wrk-1: eviction blocked",
+                     progress, re.S), progress
+    assert re.search(r"^  wrk-1 \([0-9.]+\): its previous config \(nothing was changed\)$",
+                     result.stdout.split("Each host is left with:", 1)[1], re.M), result.stdout
     verdict = check(s.lab, s.managed, config=s.config, plan_ids=[s.plan_id(plan)],
                     work=tmp_path)
     tally.add_lost(verdict.lost)

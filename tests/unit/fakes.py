@@ -106,7 +106,8 @@ class FakeNodeOps:
         return node not in self.operator_cordoned
 
     def drain(self, node: str, options: DrainOptions, *, cordoned: bool = False,
-              then: Callable[[], None] | None = None) -> DrainReport:
+              then: Callable[[], None] | None = None,
+              note: Callable[[str], None] | None = None) -> DrainReport:
         self._call("drain", node)
         if node in self.drain_fails:
             raise CargoshipError(f"node {node}: pod ns/p could not be evicted")
