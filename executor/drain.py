@@ -121,8 +121,9 @@ class NodeOps(NodeApi):
         """Evict the node's pods (it must be cordoned first, or they could come straight
         back: checked unless the caller has just `cordoned` it) and wait until they are
         gone, all within options.timeout. `then` is called once the evictions are asked
-        for, before the wait; `note` hears, once, which pods a disruption budget holds
-        back: that wait may last the whole timeout."""
+        for, before the wait; `note` hears, once each, which pods a disruption budget
+        holds back, and which evicted pods are still shutting down at the first look
+        after the evictions: either wait may last the whole timeout."""
         deadline = self._clock() + options.timeout
         if not cordoned:
             current = self.read_node(node)
@@ -138,7 +139,7 @@ class NodeOps(NodeApi):
         skipped += [f"{key} (already gone)" for key in gone]
         if then is not None:
             then()
-        self._wait_gone(node, evicted, options, deadline)
+        self._wait_gone(node, evicted, options, deadline, note)
         log.info("node %s: drained (%d evicted, %d skipped)", node, len(evicted), len(skipped))
         return DrainReport(tuple(sorted(evicted)), tuple(sorted(skipped)))
 
@@ -171,11 +172,9 @@ class NodeOps(NodeApi):
                                        f"{options.timeout:g} s drain timeout: {shown}")
             if note is not None and not said:
                 said = True
-                names = [p.pod for p, _ in blocked]
-                shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more"
-                                                if len(names) > 3 else "")
-                note(f"draining: waiting for {shown} (a disruption budget allows no eviction "
-                     f"now), up to the {options.timeout:g} s drain timeout")
+                note(f"draining: waiting for {_few([p.pod for p, _ in blocked])} (a "
+                     f"disruption budget allows no eviction now), up to the "
+                     f"{options.timeout:g} s drain timeout")
             pending = [p for p, _ in blocked]
             self._pause(node, min(options.retry_interval, remaining))
 
@@ -196,7 +195,7 @@ class NodeOps(NodeApi):
         return "evicted", ""
 
     def _wait_gone(self, node: str, evicted: dict[str, str], options: DrainOptions,
-                   deadline: float) -> None:
+                   deadline: float, note: Callable[[str], None] | None = None) -> None:
         """An eviction only starts the pod's graceful shutdown; the node is drained when
         the pods are actually off it. Followed with a watch of the node's pods: each goes
         the moment the API says so, not at the next look."""
@@ -221,7 +220,16 @@ class NodeOps(NodeApi):
         # a member that hangs leaves that watch silent, not broken. A fresh list every
         # retry_interval (a quorum read, handed to another controller's API server when
         # this one cannot answer it) still sees the pods go.
-        start(lambda: self._check_gone(node, seen, gone, watcher, options, until),
+        def still_going() -> None:
+            # Under the lock `seen` takes: not said once the pods are seen gone, so the
+            # line never follows the drain's end.
+            with seen_lock:
+                if note is not None and left.pods and not gone.is_set():
+                    note(f"draining: waiting for {_few(sorted(left.pods))} to shut down "
+                         f"(evicted), up to the {options.timeout:g} s drain timeout")
+
+        start(lambda: self._check_gone(node, seen, gone, watcher, options, until,
+                                       still_going),
               name="cargoship-drain-check")
         with self._watchers_lock:
             self._watchers[id(watcher)] = watcher
@@ -242,7 +250,8 @@ class NodeOps(NodeApi):
 
     def _check_gone(self, node: str, seen: Callable[[WatchEvent], bool],
                     gone: threading.Event, watcher: Watcher, options: DrainOptions,
-                    until: float) -> None:
+                    until: float, still_going: Callable[[], None]) -> None:
+        said = False
         while not gone.wait(options.retry_interval) and time.monotonic() < until:
             try:
                 pods = self._pods_on(node)
@@ -252,6 +261,9 @@ class NodeOps(NodeApi):
             if seen(WatchEvent("SYNCED", {"items": pods})):
                 watcher.close()
                 return
+            if not said:
+                said = True
+                still_going()
 
     def _remaining(self, deadline: float) -> float:
         """The deadline on time.monotonic's scale, whatever this object's clock is."""
@@ -262,3 +274,8 @@ class NodeOps(NodeApi):
                             field_selector=f"spec.nodeName={node}")
         items, _ = api_shape.listing(listed, f"the pods of node {node}")
         return [api_shape.pod(p, f"on node {node}") for p in items]
+
+
+def _few(names: list[str]) -> str:
+    """Pods named in a progress line: the first three, then how many more."""
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

@@ -206,9 +206,30 @@ def test_pdb_block_is_retried_until_the_budget_allows(core: client.CoreV1Api) ->
 
     ops = NodeOps(core, sleep=sleep)
     ops.cordon(NODE)
-    report = ops.drain(NODE, DrainOptions(timeout=10, retry_interval=0.05))
+    notes: list[str] = []
+    report = ops.drain(NODE, DrainOptions(timeout=10, retry_interval=0.05), note=notes.append)
     assert report.evicted == ("db/db-1", "default/web-1")
     assert on_node(core) == []
+    # The wait for the budget is said once, as it begins (the drain's progress line).
+    assert notes == ["draining: waiting for db/db-1 (a disruption budget allows no eviction "
+                     "now), up to the 10 s drain timeout"]
+
+
+def test_evicted_pods_still_shutting_down_at_the_first_look_are_said_once(
+        core: client.CoreV1Api) -> None:
+    pod = make_pod("slow-1")
+    # The lab keeps it terminating 5 s: the first look, 0.3 s in, finds it there even on a
+    # loaded machine.
+    pod.spec.termination_grace_period_seconds = 5
+    create(core, pod, make_pod("quick-1"))
+    ops = NodeOps(core)
+    ops.cordon(NODE)
+    notes: list[str] = []
+    report = ops.drain(NODE, DrainOptions(timeout=10, retry_interval=0.3), note=notes.append)
+    assert report.evicted == ("default/quick-1", "default/slow-1")
+    assert on_node(core) == []
+    assert notes == ["draining: waiting for default/slow-1 to shut down (evicted), up to the "
+                     "10 s drain timeout"]
 
 
 def test_pod_gone_before_its_eviction_is_fine(core: client.CoreV1Api) -> None:
