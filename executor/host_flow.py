@@ -324,7 +324,7 @@ class HostFlow:
         elif written:
             left.append(f"backups of the previous files are in {backups}")
         if undo is not None and undo.engine_started:
-            left.append("the engine was started again but is not back")
+            left.append("the engine was started again but was not seen back")
         elif job.restart:
             left.append("the engine was stopped by cargoship and may still be stopped")
         left.append("the node is left cordoned" if cordoned

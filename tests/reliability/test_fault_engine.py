@@ -78,8 +78,8 @@ def test_engine_failing_with_any_config_stops_and_leaves_the_node_cordoned(
     # The rollback restored the file and started the engine on it: said so, and the end's
     # list of what each host is left with says that alone, not the failure's story again.
     left = ("the previous files are back in place (backups also in /var/lib/cargoship/"
-            f"backups/{s.plan_id(plan)} on the host); the engine was started again but is "
-            "not back; the node is left cordoned")
+            f"backups/{s.plan_id(plan)} on the host); the engine was started again but was "
+            "not seen back; the node is left cordoned")
     assert line.endswith(left) and "may still be stopped" not in line, line
     assert re.search(rf"^  wrk-1 \([0-9.]+\): {re.escape(left)}$",
                      result.stdout.split("Each host is left with:", 1)[1], re.M), result.stdout

@@ -18,10 +18,10 @@ def _ending(*hosts: tuple[str, HostOutcome]) -> list[str]:
 
 def test_a_failed_host_is_left_with_what_its_outcome_says_is_left() -> None:
     story = ("rke2-agent is crash-looping; ROLLBACK FAILED: rke2-agent is crash-looping; "
-             "the previous files are back in place; the engine was started again but is "
-             "not back; the node is left cordoned")
-    left = ("the previous files are back in place; the engine was started again but is "
-            "not back; the node is left cordoned")
+             "the previous files are back in place; the engine was started again but was "
+             "not seen back; the node is left cordoned")
+    left = ("the previous files are back in place; the engine was started again but was "
+            "not seen back; the node is left cordoned")
     lines = _ending(("ctl-1 (10.0.0.1)", HostOutcome("ctl-1", "applied", restarts=1)),
                     ("wrk-1 (10.0.0.2)", HostOutcome("wrk-1", "failed", story, 2, left=left)),
                     ("wrk-2 (10.0.0.3)", HostOutcome("wrk-2", "not started", "an earlier "

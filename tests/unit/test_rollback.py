@@ -82,7 +82,7 @@ def test_a_rollback_that_restored_and_started_but_is_not_back_says_so() -> None:
     assert out[0].status == "failed"
     assert out[0].left == ("the previous files are back in place (backups also in "
                            "/var/lib/cargoship/backups/plan-1 on the host); the engine was "
-                           "started again but is not back; the node is left cordoned")
+                           "started again but was not seen back; the node is left cordoned")
     assert out[0].detail.endswith("; ROLLBACK FAILED: rke2-server is crash-looping; "
                                   + out[0].left)
     assert "may still be stopped" not in out[0].detail
