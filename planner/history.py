@@ -120,7 +120,8 @@ def _entry(plan_id: str, copies: dict[str, tuple[HostRef, dict[str, Any], Any]],
         if key in verdict.dissent:
             status += " (this host's record disagrees with the others: unverified)"
         entry.outcomes[ref] = status
-    entry.outcomes.update(_not_held(record, copies, read))
+    if verdict.verified:  # an unverified record is one host's word on the others
+        entry.outcomes.update(_not_held(record, copies, read))
     entry.interrupted = record.get("interrupted") is True
     entry.in_progress = record.get("outcome") == "in progress"
     changes = record.get("changes")

@@ -38,3 +38,18 @@ def test_a_malformed_host_entry_is_passed_over() -> None:
                         {"host": {"address": "10.0.0.8", "port": True}}, {"host": None}]}
     assert _not_held(record, {}, read=set()) == {}
     assert _not_held({"hosts": "all"}, {}, read=set()) == {}
+
+
+def test_an_unverified_record_adds_no_host_to_its_entry() -> None:
+    # One host's word is not enough to put hosts in the entry that nobody read: root on
+    # that host could list any.
+    from planner.history import _entry
+    from planner.history_verify import Verdict
+
+    copies = {"10.0.0.1:22": (HostRef("ctl-1", "10.0.0.1", 22), {"status": "applied"}, None)}
+    read = {"10.0.0.1:22"}
+    trusted = _entry("p1", copies, Verdict(RECORD, True), None, read)
+    alone = _entry("p1", copies, Verdict(RECORD, False, ["only one host"]), None,
+                   read)
+    assert len(trusted.outcomes) == 3
+    assert list(alone.outcomes) == [HostRef("ctl-1", "10.0.0.1", 22)]
