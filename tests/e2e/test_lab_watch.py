@@ -54,7 +54,7 @@ def test_node_watch_sees_heartbeats_then_the_stale_unknown(lab_factory: Callable
         raise AssertionError(
             f"fewer than 2 node events within 10 s of watching from {rv}: {beats}; watch "
             f"error {seen.error!r}, ended {seen.ended.is_set()}; ctl-2's Ready now: "
-            f"{ready(core.read_node('ctl-2'))}") from None
+            f"{ready(core.read_node('ctl-2'))}; {what_the_logs_say(lab)}") from None
     assert all(t == "MODIFIED" and o.metadata.name == "ctl-2" for t, o in seen.events)
     assert all(ready(o).status == "True" for _, o in seen.events)
     versions = [int(o.metadata.resource_version) for _, o in seen.events]
@@ -72,6 +72,24 @@ def test_node_watch_sees_heartbeats_then_the_stale_unknown(lab_factory: Callable
     assert seen.error is None and not seen.ended.is_set()
     if shutil.which("kubectl"):
         kubectl_watch(lab, tmp_path)
+
+
+def what_the_logs_say(lab: Lab) -> str:
+    """The etcd members' warnings (routine connection lines left out), the datastore's and
+    ctl-1's API server's last lines: where a silent watch's cause would show."""
+    routine = ("rejected connection", "established TCP streaming", "simple token")
+    parts = []
+    for host in ("ctl-1", "ctl-2"):
+        lines = lab.exec(host, "tail -n 200 /var/log/etcd/current", check=False).stdout
+        kept = [line for line in lines.splitlines() if not any(r in line for r in routine)]
+        parts.append(f"{host}'s etcd member: {kept[-15:]}")
+    api = lab.exec("ctl-1", "tail -qn 15 /var/log/pods/kube-system_kube-apiserver-ctl-1_lab/"
+                            "kube-apiserver/*.log", check=False).stdout
+    parts.append(f"ctl-1's API server: {api.splitlines()}")
+    if lab.api_host is not None:
+        console = (Path(lab.api_host.dir) / "console.log").read_text(errors="replace")
+        parts.append(f"the datastore's host console: {console.splitlines()[-15:]}")
+    return "; ".join(parts)
 
 
 def kubectl_watch(lab: Lab, tmp_path: Path) -> None:
