@@ -53,7 +53,11 @@ def parse_field_selector(text: str, kind: Kind) -> list[tuple[str, bool, str]]:
         m = re.fullmatch(r"\s*([\w.]+)\s*(==|=|!=)\s*(\S*)\s*", part)
         if not m:
             raise bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
-        if m[1] not in FIELDS[kind.resource]:
+        # Every other kind: the fields every resource has (k8s.io/apiserver
+        # pkg/registry/generic: DefaultNamespaceScopedAttr, DefaultClusterScopedAttr).
+        known = FIELDS.get(kind.resource) or (
+            {"metadata.name", "metadata.namespace"} if kind.namespaced else {"metadata.name"})
+        if m[1] not in known:
             raise bad_request(f"field label not supported: {m[1]}")
         out.append((m[1], m[2] != "!=", m[3]))
     return out
