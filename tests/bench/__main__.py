@@ -64,11 +64,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="worker concurrency of the rollouts (default 1,4,8)")
     parser.add_argument("--drain", type=float, default=1.5, help="seconds per node drain")
     parser.add_argument("--restart", type=float, default=2.5,
-                        help="seconds from engine start to node Ready")
+                        help="seconds from engine start to node Ready (2 at least: "
+                        "tests/lab/spec.py Timing)")
     parser.add_argument("--no-rollout", action="store_true")
     parser.add_argument("--work", type=Path, help="work dir (default: new /tmp/bench-*)")
     parser.add_argument("--keep", action="store_true", help="leave the labs up")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.restart < 2:
+        parser.error("--restart: 2 s at least (tests/lab/spec.py Timing says why)")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -302,8 +302,11 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("availability: the lab needs root", file=sys.stderr)
         return 1
-    timing = Timing(args.engine_start_seconds, args.kubelet_heartbeat_seconds,
-                    args.node_grace_seconds)
+    try:
+        timing = Timing(args.engine_start_seconds, args.kubelet_heartbeat_seconds,
+                        args.node_grace_seconds)
+    except ValueError as exc:
+        parser.error(f"--engine-start-seconds: {exc}")
     root = args.dir or Path(tempfile.mkdtemp(prefix="cargoship-availability-"))
     results = []
     bad = False

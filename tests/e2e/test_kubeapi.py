@@ -365,9 +365,12 @@ def test_discovery_and_version(kube: Kube) -> None:
     core = {r.name for r in kube.core.get_api_resources().resources}
     assert {"nodes", "nodes/status", "pods", "pods/eviction"} <= core
     groups = client.ApisApi(kube.api_client).get_api_versions().groups
-    assert [g.preferred_version.group_version for g in groups] == ["policy/v1", "helm.cattle.io/v1"]
+    assert [g.preferred_version.group_version for g in groups] == [
+        "policy/v1", "helm.cattle.io/v1", "coordination.k8s.io/v1"]
     assert [r.name for r in kube.policy.get_api_resources().resources] == [
         "poddisruptionbudgets"]
+    leases = client.CoordinationV1Api(kube.api_client).get_api_resources().resources
+    assert [r.name for r in leases] == ["leases"]
 
 
 def test_state_file_survives_a_restart(start_kubeapi: Callable[..., Kube],

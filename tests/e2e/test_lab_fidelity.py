@@ -237,13 +237,13 @@ def test_lab_up_takes_the_timing_flags(tmp_path: Path) -> None:
     # reach a real host's: PYTHONDONTWRITEBYTECODE made every engine start compile anew.
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LAB_RUNNER_ONLY": "x"}
     up = subprocess.run([sys.executable, "-m", "tests.lab", "up", "--dir", str(work),
-                         "--controllers", "1", "--engine-start-seconds", "1.5",
+                         "--controllers", "1", "--engine-start-seconds", "2.5",
                          "--kubelet-heartbeat-seconds", "0.7", "--node-grace-seconds", "9"],
                         capture_output=True, text=True, timeout=120, env=env)
     try:
         assert up.returncode == 0, up.stderr
         lab = Lab.load(work)
-        assert lab.timing == Timing(1.5, 0.7, 9)
+        assert lab.timing == Timing(2.5, 0.7, 9)
         assert [name for _, name in lab.events("ctl-1")[:2]] == ["starting", "ready"]
         # The lab's first start stands for a cluster already running (Lab._write_timing):
         # the start delay is every start after it.
@@ -251,7 +251,7 @@ def test_lab_up_takes_the_timing_flags(tmp_path: Path) -> None:
         # Counted from the process's own start: the "starting" event comes only after the
         # stand-in's Python start-up, which takes over 0.5 s on a loaded CI machine.
         state = json.loads(lab.exec("ctl-1", "cat /var/lib/rancher/rke2/lab-engine.json").stdout)
-        assert state["ready_after"] >= 1.5 - 0.02  # /proc's start time is in 10 ms ticks
+        assert state["ready_after"] >= 2.5 - 0.02  # /proc's start time is in 10 ms ticks
         beats = lab.exec("ctl-1", "cat /var/lib/rancher/rke2/lab-timing.json").stdout
         assert json.loads(beats)["heartbeat"] == 0.7
         run = lab.exec("ctl-1", "cat /etc/service/lab-datastore/run").stdout
@@ -270,7 +270,7 @@ def test_a_node_status_the_api_did_not_take_is_posted_again_within_a_second(
         lab_factory) -> None:
     # A heartbeat far longer than the wait below: only the retry can post in time.
     lab = lab_factory([HostSpec("ctl-1", "controller"), HostSpec("wrk-1", "worker")],
-                      timing=Timing(engine_start=1, kubelet_heartbeat=60))
+                      timing=Timing(engine_start=2, kubelet_heartbeat=60))
 
     def beat() -> str:
         conditions = lab.api("GET", "/api/v1/nodes/wrk-1")["status"]["conditions"]

@@ -142,20 +142,29 @@ def test_shape_changes_the_field_and_the_rest_follows_the_node(lab: Lab) -> None
     assert ready(first)["lastHeartbeatTime"] == stale
     assert ready(first)["status"] == ready(real)["status"] == "True"
     assert ready(first)["lastTransitionTime"] == ready(real)["lastTransitionTime"]
-    # The kubelet's heartbeats go on: the node moves on, its Ready heartbeat stays put.
+    # The node moves on (a label: the kubelet posts its status only when it changes), its
+    # Ready heartbeat stays put.
+    lab.api("PATCH", "/api/v1/nodes/ctl-1", {"metadata": {"labels": {"moved": "on"}}},
+            "application/merge-patch+json")
     poll(lambda: call(lab, "GET", "/api/v1/nodes/ctl-1")[1]["metadata"]["resourceVersion"]
          != first["metadata"]["resourceVersion"])
     assert ready(call(lab, "GET", "/api/v1/nodes/ctl-1")[1])["lastHeartbeatTime"] == stale
+    lab.api("PATCH", "/api/v1/nodes/ctl-1", {"metadata": {"labels": {"moved": None}}},
+            "application/merge-patch+json")
 
     # retime: the real heartbeat, fresh as ever, in another (valid RFC 3339) spelling.
     lab.clear_api_faults()
     lab.api_fault("read-node", "shape", node="ctl-1", retime={
         "status.conditions[type=Ready].lastHeartbeatTime": "%Y-%m-%dT%H:%M:%S+00:00"})
     seen = ready(call(lab, "GET", "/api/v1/nodes/ctl-1")[1])["lastHeartbeatTime"]
-    assert seen.endswith("+00:00") and seen[:19] <= ready(lab.api(
-        "GET", "/api/v1/nodes/ctl-1"))["lastHeartbeatTime"][:19]
-    poll(lambda: ready(call(lab, "GET", "/api/v1/nodes/ctl-1")[1])["lastHeartbeatTime"]
-         > seen)
+    real = ready(lab.api("GET", "/api/v1/nodes/ctl-1"))
+    assert seen.endswith("+00:00") and seen[:19] <= real["lastHeartbeatTime"][:19]
+    # A status post a second later (as the kubelet's at its next change): the API stamps
+    # its heartbeat, and the retimed one follows it.
+    poll(lambda: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) > seen[:19])
+    lab.api("PATCH", "/api/v1/nodes/ctl-1/status", {"status": {"conditions": [real]}},
+            "application/merge-patch+json")
+    assert ready(call(lab, "GET", "/api/v1/nodes/ctl-1")[1])["lastHeartbeatTime"] > seen
 
 
 def test_shape_applies_to_each_list_item_and_each_watch_event(lab: Lab) -> None:

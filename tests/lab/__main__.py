@@ -65,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"the lab's first (default {default.engine_start:g}; a real one: 30-120)")
     up.add_argument("--kubelet-heartbeat-seconds", type=float,
                     default=default.kubelet_heartbeat, metavar="H",
-                    help=f"node status every H seconds (default {default.kubelet_heartbeat:g};"
-                         " a real kubelet: 10)")
+                    help=f"the kubelet's Lease renewed every H seconds (default "
+                         f"{default.kubelet_heartbeat:g}; a real kubelet: 10); its node's "
+                         "status is posted when it changes")
     up.add_argument("--node-grace-seconds", type=float, default=default.node_grace,
                     metavar="G", help="a silent node reads Ready until G seconds after its "
                     f"last status (default {default.node_grace:g}; real: 40, 50 from 1.32)")
@@ -113,8 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "up":
             started = time.monotonic()
-            timing = Timing(args.engine_start_seconds, args.kubelet_heartbeat_seconds,
-                            args.node_grace_seconds)
+            try:
+                timing = Timing(args.engine_start_seconds, args.kubelet_heartbeat_seconds,
+                                args.node_grace_seconds)
+            except ValueError as exc:
+                parser.error(f"--engine-start-seconds: {exc}")
             lab = Lab.up(args.dir, _specs(args), distro=args.distro, timing=timing,
                          etcd=args.etcd)
             _print_hosts(lab)

@@ -12,8 +12,9 @@ engine where cargoship's safety depends on it:
   The lab's own files (lab-engine.json, lab-fault, lab-timing.json, lab-cluster.json) stay
   in /var/lib/rancher/<distro> wherever `data-dir` moves the engine's data.
 * Start-up takes `start_delay` seconds (lab-timing.json): the node registers under the
-  name the real engine derives (`node-name`, else the lowercased hostname) and posts its
-  status every `heartbeat` seconds, as a kubelet does; on a controller that happens
+  name the real engine derives (`node-name`, else the lowercased hostname), posts its
+  status, then renews its node Lease every `heartbeat` seconds and posts its status again
+  only when it changes, as a kubelet does (engine_node.py); on a controller that happens
   `apiserver_start` seconds earlier, and its API server's /readyz passes only at the end
   (post-start hooks). Only then does the engine record {"pid", "started_at"} in
   /var/lib/rancher/<distro>/lab-engine.json: that is its Type=notify "READY" (the
@@ -61,7 +62,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import engine_config
-from engine_node import HEARTBEAT, Node, write_admin_kubeconfig
+from engine_node import HEARTBEAT, STATUS_REPORT, Node, write_admin_kubeconfig
 
 PLEG_RELIST = 1.0  # seconds between the kubelet's looks at its containers
 SLICE = 0.25  # seconds: how often the main thread looks whether SIGTERM came
@@ -72,9 +73,10 @@ if TYPE_CHECKING:
 STATE_FILE = "lab-engine.json"
 FAULT_FILE = "lab-fault"
 CLUSTER_FILE = "lab-cluster.json"  # where the lab tells the engine its API and token
-# {"start_delay": s, "heartbeat": s, "apiserver_start": s}: how long start-up takes before
-# the engine is up (a real one takes 30-120 s), how often the node posts its status, and
-# how much of the start a controller's API server takes after its kubelet is up.
+# {"start_delay": s, "heartbeat": s, "status_report": s, "apiserver_start": s}: how long
+# start-up takes before the engine is up (a real one takes 30-120 s), how often the
+# kubelet renews its Lease, how long an unchanged node status goes unposted, and how much
+# of the start a controller's API server takes after its kubelet is up.
 TIMING_FILE = "lab-timing.json"
 APISERVER_ARGS_FILE = "lab-apiserver-args.json"  # the API server's flags, engine-built
 EVENTS_LOG = Path("/var/log/lab-engine/events.log")
@@ -187,9 +189,11 @@ class Engine:
             # not mean this controller serves again.
             labels = {**cluster.get("labels", {}), **engine_config.node_labels(self.config)}
             self.node = Node(cluster["api"], cluster["token"], self.name, labels,
-                             engine_config.node_addresses(self.config, self.name))
+                             engine_config.node_addresses(self.config, self.name),
+                             report_every=float(timing.get("status_report", STATUS_REPORT)))
             self.node.register()
-            posted = self.node.report(ready=self.ready)
+            # The Lease first: a node that reads Ready has its Lease too.
+            posted = self.node.renew_lease() & self.node.report(ready=self.ready)
             if self.distro == "rke2" and self.role == "controller":
                 from engine_mirror import CONTAINER_STATE, Mirror
 
@@ -364,19 +368,22 @@ class Engine:
                        check=False, timeout=30)
 
     def _heartbeats(self, every: float, posted: bool) -> None:
-        """Post the node's status like a kubelet, until the engine stops; the API server's
+        """Renew the node's Lease and update its status like a kubelet, until the engine
+        stops (engine_node.py: the status is posted only when it changed); the API server's
         mirror pod's status on its own clock, as the kubelet's status manager posts a pod's
         change once its PLEG relists the containers (every second: kubernetes
-        pkg/kubelet/kubelet.go plegRelistPeriod), not at the node's heartbeat. A post that
-        fails is tried again at the next second, not a heartbeat later: a kubelet keeps
-        trying its first status until it lands (kubelet_node_status.go,
-        fastStatusUpdateOnce) and retries a failed update at once (nodeStatusUpdateRetry)."""
+        pkg/kubelet/kubelet.go plegRelistPeriod), not at the node's heartbeat. A renewal
+        or post that fails is tried again at the next second, not a heartbeat later: a
+        kubelet keeps trying its first status until it lands (kubelet_node_status.go,
+        fastStatusUpdateOnce), retries a failed update at once (nodeStatusUpdateRetry),
+        and its lease controller retries a failed renewal within a second or so
+        (pkg/kubelet/nodelease: its backoff starts at 200 ms)."""
         due = time.monotonic() + (every if posted else PLEG_RELIST)
         while not self.stop.wait(min(PLEG_RELIST, max(0.0, due - time.monotonic()))):
             if self.mirror is not None:
                 self.mirror.sync()
             if self.node and time.monotonic() >= due:
-                posted = self.node.report(ready=self.ready)
+                posted = self.node.renew_lease() & self.node.report(ready=self.ready)
                 due = time.monotonic() + (every if posted else PLEG_RELIST)
 
     def serve(self) -> None:

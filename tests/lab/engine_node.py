@@ -1,8 +1,9 @@
 """The stand-in engine's side of the cluster: its node in the lab's Kubernetes API.
 
-Like a kubelet, it registers its node and keeps it Ready with a status heartbeat; when it
-stops it just goes silent (the API's node grace period decides when the node reads
-Unknown). Controllers also write the admin kubeconfig, as the real engine does at start.
+Like a kubelet, it registers its node, posts its status at its start and whenever it
+changes, and renews its node Lease as its heartbeat; when it stops it just goes silent
+(the API's node grace period decides when the node reads Unknown). Controllers also
+write the admin kubeconfig, as the real engine does at start.
 Standard library only (it runs on the system Python in a lab host).
 """
 
@@ -18,13 +19,21 @@ from pathlib import Path
 from typing import Any
 
 HEARTBEAT = 10.0  # seconds, unless lab-timing.json says otherwise (spec.py Timing)
+STATUS_REPORT = 300.0  # the same: nodeStatusReportFrequency
+# The kubelet's node Lease (kubernetes pkg/kubelet/kubelet.go: nodeLeaseDurationSeconds
+# 40, in kube-node-lease, named after the node).
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+LEASE_SECONDS = 40
 
 
 class Node:
     def __init__(self, api: str, token: str, name: str, labels: dict[str, str],
-                 addresses: list[dict[str, str]] | None = None) -> None:
+                 addresses: list[dict[str, str]] | None = None,
+                 report_every: float = STATUS_REPORT) -> None:
         self.api, self.token, self.name, self.labels = api, token, name, labels
         self.addresses = addresses or []
+        self.report_every = report_every
+        self._reported: float | None = None  # monotonic: this start's last status post
         # http.client, not urllib.request: the datastore speaks plain HTTP, and urllib's
         # imports are ~10 ms more of every engine start's CPU.
         url = urllib.parse.urlsplit(api)
@@ -34,6 +43,10 @@ class Node:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
               content_type: str = "application/json") -> int:
+        return self._ask(method, path, body, content_type)[0]
+
+    def _ask(self, method: str, path: str, body: dict[str, Any] | None = None,
+             content_type: str = "application/json") -> tuple[int, bytes]:
         connection = http.client.HTTPConnection(*self._address, timeout=2)
         try:
             connection.request(
@@ -41,10 +54,9 @@ class Node:
                 headers={"Authorization": f"Bearer {self.token}",
                          "Content-Type": content_type})
             response = connection.getresponse()
-            response.read()
-            return int(response.status)
+            return int(response.status), response.read()
         except (OSError, http.client.HTTPException):
-            return 0  # the API is not up (yet): the caller tries again
+            return 0, b""  # the API is not up (yet): the caller tries again
         finally:
             connection.close()
 
@@ -55,25 +67,73 @@ class Node:
                 "spec": {}, "status": {"addresses": self.addresses}}
         self._call("POST", "/api/v1/nodes", body)
 
-    def report(self, ready: bool) -> bool:
-        """Post the node's status; False when it should be tried again soon (the API did
-        not take it)."""
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        condition = {"type": "Ready", "status": "True" if ready else "False",
-                     "reason": "KubeletReady" if ready else "KubeletNotReady",
-                     "lastHeartbeatTime": now, "lastTransitionTime": now,
-                     "message": "lab engine " + ("running" if ready else "stopped")}
-        # The kubelet posts its addresses with every status update (setters.go).
-        status = self._call("PATCH", f"/api/v1/nodes/{self.name}/status",
-                            {"status": {"conditions": [condition],
-                                        "addresses": self.addresses}},
+    def renew_lease(self) -> bool:
+        """The heartbeat: the node's Lease renewed (created at the first renewal, as the
+        kubelet's lease controller does: pkg/kubelet/nodelease, ensureLease); False when
+        the API did not take it."""
+        spec = {"holderIdentity": self.name, "leaseDurationSeconds": LEASE_SECONDS,
+                "renewTime": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+                + f".{int(time.time() * 1e6) % 1000000:06d}Z"}
+        status = self._call("PATCH", f"{LEASES}/{self.name}", {"spec": spec},
                             "application/merge-patch+json")
-        if ready and status == 404:  # deleted, or the API restarted: register again
+        if status == 404:
+            status = self._call("POST", LEASES, {
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": "kube-node-lease"},
+                "spec": spec})
+        return status in (200, 201)
+
+    def report(self, ready: bool) -> bool:
+        """The kubelet's node status update (kubelet_node_status.go, tryUpdateNodeStatus):
+        the node read, its status set, and posted only at this start's first update, when
+        it changed (the heartbeat time aside: nodeStatusHasChanged), or `report_every`
+        after the last post; the Ready condition's lastTransitionTime moves only when its
+        status does (pkg/kubelet/nodestatus/setters.go, ReadyCondition). The kubelet
+        starts and ends with its engine (rke2: pkg/podexecutor/staticpod.go, Kubelet(),
+        a child process with a death signal; k3s: inside its process), so an engine's
+        restart is a kubelet's, and its first update is always posted. False when it
+        should be tried again soon (the API did not answer or take it)."""
+        code, node = self._node()
+        if code == 404 and ready:  # deleted, or the API restarted: register again
             self.register()
-            status = self._call("PATCH", f"/api/v1/nodes/{self.name}/status",
-                                {"status": {"conditions": [condition]}},
-                                "application/merge-patch+json")
-        return status == 200 or (status == 404 and not ready)  # a stopping node's is moot
+            code, node = self._node()
+        if code != 200 or node is None:
+            return code == 404 and not ready  # a stopping node's is moot
+        status = node.get("status") or {}
+        conditions = status.get("conditions") or []
+        current = next((c for c in conditions if isinstance(c, dict) and
+                        c.get("type") == "Ready"), {})
+        wanted = {"type": "Ready", "status": "True" if ready else "False",
+                  "reason": "KubeletReady" if ready else "KubeletNotReady",
+                  "message": "lab engine " + ("running" if ready else "stopped")}
+        unchanged = all(current.get(k) == v for k, v in wanted.items()) and \
+            len(conditions) == 1 and status.get("addresses") == self.addresses
+        due = self._reported is None or time.monotonic() - self._reported >= self.report_every
+        if unchanged and not due:
+            return True
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        since = current.get("lastTransitionTime") \
+            if current.get("status") == wanted["status"] else None
+        condition = {**wanted, "lastHeartbeatTime": now, "lastTransitionTime": since or now}
+        # The kubelet posts its addresses with every status update (setters.go).
+        if self._call("PATCH", f"/api/v1/nodes/{self.name}/status",
+                      {"status": {"conditions": [condition], "addresses": self.addresses}},
+                      "application/merge-patch+json") != 200:
+            return False
+        self._reported = time.monotonic()
+        return True
+
+    def _node(self) -> tuple[int, dict[str, Any] | None]:
+        # From the API server's cache, as the kubelet's first try reads it
+        # (resourceVersion=0: util.FromApiserverCache).
+        code, body = self._ask("GET", f"/api/v1/nodes/{self.name}?resourceVersion=0")
+        if code != 200:
+            return code, None
+        try:
+            node = json.loads(body)
+        except ValueError:
+            return 0, None
+        return (code, node) if isinstance(node, dict) else (0, None)
 
 
 def write_admin_kubeconfig(path: Path, tls_dir: str) -> None:

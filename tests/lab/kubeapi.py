@@ -95,6 +95,8 @@ def parse_path(path: str) -> tuple[Kind, str | None, str | None, str | None]:
         group, rest = "policy", parts[3:]
     elif parts[:3] == ["apis", "helm.cattle.io", "v1"]:
         group, rest = "helm.cattle.io", parts[3:]
+    elif parts[:3] == ["apis", "coordination.k8s.io", "v1"]:
+        group, rest = "coordination.k8s.io", parts[3:]
     else:
         raise no_such_path()
     ns = None

@@ -2,7 +2,8 @@
 
 Nodes, pods and PodDisruptionBudgets in the real API's shapes, the eviction subresource, and
 two controllers folded in because nothing else would run them: the node lifecycle controller
-(a node with no status patch for `stale_after` seconds reads Ready "Unknown", and a ticker
+(a node with no status patch and no Lease renewal for `stale_after` seconds reads Ready
+"Unknown", and a ticker
 writes that into the stored node, as the real controller patches it) and the disruption
 controller (a PDB's status is computed from the live pods on every read). Every write is
 also an event in a bounded history, which watches (kubeapi_watch.py) stream from.
@@ -79,7 +80,10 @@ PDBS = Kind("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", True, gr
 # what the deploy controller applies from a chart-values manifest.
 HELM_CONFIGS = Kind("helmchartconfigs", "HelmChartConfig", "helm.cattle.io/v1", True,
                     group="helm.cattle.io")
-KINDS = {(k.group, k.resource): k for k in (NODES, PODS, PDBS, HELM_CONFIGS)}
+# The kubelets' heartbeats: one Lease per node in kube-node-lease, named after it.
+LEASES = Kind("leases", "Lease", "coordination.k8s.io/v1", True, group="coordination.k8s.io")
+NODE_LEASES = "kube-node-lease"
+KINDS = {(k.group, k.resource): k for k in (NODES, PODS, PDBS, HELM_CONFIGS, LEASES)}
 
 
 class ApiError(Exception):
@@ -223,6 +227,8 @@ class Store:
         prev = self._view(kind, old) if old is not None else None  # before a heartbeat
         if kind is NODES:
             self._observe_heartbeat(key.partition("/")[2], new, old)
+        elif kind is LEASES and key.startswith(NODE_LEASES + "/"):
+            self._observe_lease(key.partition("/")[2], new, old)
         if kind is PODS and self.kubelets and new is not None and \
                 new["metadata"].get("deletionTimestamp") and \
                 not (old or {}).get("metadata", {}).get("deletionTimestamp"):
@@ -257,8 +263,9 @@ class Store:
 
     def _observe_heartbeat(self, name: str, new: Obj | None, old: Obj | None) -> None:
         """The node lifecycle controller's clock: a node is fresh from its creation and
-        from each change of its conditions' lastHeartbeatTime (nodelifecycle's
-        tryUpdateNodeHealth: probeTimestamp moves when the heartbeat does)."""
+        from each change of its conditions' lastHeartbeatTime or its Lease's renewTime
+        (kubernetes pkg/controller/nodelifecycle/node_lifecycle_controller.go,
+        tryUpdateNodeHealth: probeTimestamp moves when either does)."""
         if new is None:
             self.heartbeats.pop(name, None)
             return
@@ -270,6 +277,18 @@ class Store:
                     if isinstance(c, dict) and c.get("reason") not in CONTROLLER_REASONS}
 
         if old is None or beats(new) - beats(old):
+            self.heartbeats[name] = time.monotonic()
+
+    def _observe_lease(self, name: str, new: Obj | None, old: Obj | None) -> None:
+        """The same clock moves when the node's Lease is renewed: a renewTime later than
+        the one seen (tryUpdateNodeHealth: the observed lease's RenewTime after the saved
+        one). A running kubelet posts its status only when it changes; the Lease is what
+        keeps its node from reading Unknown."""
+        def renewed(lease: Obj | None) -> Any:
+            return ((lease or {}).get("spec") or {}).get("renewTime")
+
+        if new is not None and name in self.heartbeats and renewed(new) and \
+                renewed(new) != renewed(old):
             self.heartbeats[name] = time.monotonic()
 
     def _save(self) -> None:
@@ -436,6 +455,8 @@ class Store:
         # spec and status are Go structs, never omitted: `add /spec/unschedulable` must work.
         obj.setdefault("spec", {})
         obj["status"] = {} if kind is PDBS else obj.get("status") or {}  # PDB's is computed
+        if kind is LEASES:
+            obj.pop("status")  # a Lease has none (coordination/v1 types.go)
         if kind is PODS:  # no kubelet will start it, so a created pod is already running
             obj["status"].setdefault("phase", "Running")
         key = f"{ns if kind.namespaced else ''}/{name}"

@@ -29,9 +29,17 @@ POLICY = {"name": "policy", "versions": [{"groupVersion": "policy/v1", "version"
 HELM = {"name": "helm.cattle.io", "versions": [{"groupVersion": "helm.cattle.io/v1",
                                                 "version": "v1"}],
         "preferredVersion": {"groupVersion": "helm.cattle.io/v1", "version": "v1"}}
+COORDINATION = {"name": "coordination.k8s.io", "versions": [
+    {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}],
+    "preferredVersion": {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}}
 DISCOVERY: dict[str, Obj] = {
     "/version": VERSION,
-    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [POLICY, HELM]},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1",
+              "groups": [POLICY, HELM, COORDINATION]},
+    "/apis/coordination.k8s.io": {"kind": "APIGroup", "apiVersion": "v1", **COORDINATION},
+    "/apis/coordination.k8s.io/v1": {"kind": "APIResourceList", "apiVersion": "v1",
+                                     "groupVersion": "coordination.k8s.io/v1", "resources": [
+        _resource("leases", "Lease", True, "create delete get list patch")]},
     "/apis/policy": {"kind": "APIGroup", "apiVersion": "v1", **POLICY},
     "/apis/helm.cattle.io": {"kind": "APIGroup", "apiVersion": "v1", **HELM},
     "/apis/helm.cattle.io/v1": {"kind": "APIResourceList", "apiVersion": "v1",

@@ -462,6 +462,7 @@ class Lab:
         hostfs.write(Path(host.dir) / "rancher-var" / self.distro / "lab-timing.json",
                      json.dumps({"start_delay": start,
                                  "heartbeat": self.timing.kubelet_heartbeat,
+                                 "status_report": self.timing.node_status_report,
                                  # A controller's API server takes the second half of
                                  # the start-up, after its kubelet is up.
                                  "apiserver_start": start / 2,

@@ -40,18 +40,19 @@ class Timing:
     default, where a real one takes 30-120 s."""
 
     # Seconds from an engine's start until it is READY: a worker's kubelet posts its node's
-    # status then, a controller's half-way (its API server taking the rest). Not 0: a
-    # node's status is stamped to the second (lastHeartbeatTime), and a post within the
-    # second of the old engine's stop cannot say it came after it (executor/readiness.py),
-    # so the restart would wait out a whole heartbeat; a real start (30-120 s) leaves that
-    # second far behind.
+    # status then, a controller's half-way (its API server taking the rest). Two at least
+    # (__post_init__ says why).
     engine_start: float = 2.0
-    # Seconds between node status posts: the kubelet's nodeStatusUpdateFrequency
-    # (kubernetes pkg/kubelet/apis/config/v1beta1/defaults.go, 10 s). It posts at its start
-    # too, so a restarted node reads fresh at once.
+    # Seconds between the kubelet's heartbeats: its node Lease renewed (kube-node-lease;
+    # kubernetes pkg/kubelet/kubelet.go: renewInterval, a quarter of the 40 s lease) and its
+    # node's status computed (nodeStatusUpdateFrequency, pkg/kubelet/apis/config/v1beta1/
+    # defaults.go: 10 s). The status is posted only when it changed, at the kubelet's start,
+    # or `node_status_report` after its last post (kubelet_node_status.go,
+    # tryUpdateNodeStatus with NodeLease, GA since 1.17): a running node's Ready condition
+    # keeps an old lastHeartbeatTime, and the Lease is what says it is alive.
     kubelet_heartbeat: float = 10.0
-    # Seconds without a post before the node reads Unknown: the node lifecycle
-    # controller's node-monitor-grace-period (kubernetes
+    # Seconds without a Lease renewal or a status post before the node reads Unknown: the
+    # node lifecycle controller's node-monitor-grace-period (kubernetes
     # pkg/controller/nodelifecycle/config/v1alpha1/defaults.go: 40 s; 50 s from 1.32, and
     # the lab's engines are 1.30).
     node_grace: float = 40.0
@@ -59,16 +60,32 @@ class Timing:
     # it only once etcd is available (pkg/executor/staticpod/staticpod.go, APIServer), so
     # for a while the kubelet runs the pod of the manifest already there.
     apiserver_manifest_after: float = 0.0
+    # nodeStatusReportFrequency (the same defaults.go as kubelet_heartbeat: 5 minutes).
+    node_status_report: float = 300.0
+
+    def __post_init__(self) -> None:
+        # A restarted kubelet posts its node's status once, at its start, and then only
+        # when it changes; lastHeartbeatTime has whole seconds, so a post within the
+        # second of the stop could never say it came after it (executor/readiness.py), and
+        # a restart would wait for a post that does not come. A real start (30-120 s)
+        # leaves that second far behind; the lab's kubelet posts at half a controller's
+        # start (the API server takes the rest), so a start is two seconds at least.
+        if self.engine_start < 2:
+            raise ValueError(f"engine_start {self.engine_start:g} s: at least 2 s, so that "
+                             "a restarted controller's kubelet posts a second or more after "
+                             "the stop")
 
     def to_json(self) -> dict[str, float]:
         return asdict(self)
 
 
-# Not the kubelet's timings (10 s posts, 40 s grace), for tests that watch nodes change
-# within seconds (a stopped one reading Unknown, a restarted one posting again): with an
-# instant start, a restarted node's first post, in the second of the stop, is followed by
-# another half a second on.
-FAST_NODES = Timing(engine_start=0, kubelet_heartbeat=0.5, node_grace=3)
+# Not the kubelet's timings (10 s heartbeats, 40 s grace), for tests that watch nodes
+# change within seconds (a stopped one reading Unknown, a restarted one posting again). A
+# start of one second, not none: a restarted kubelet posts its status once, at its start,
+# and then not until something changes (see kubelet_heartbeat), and lastHeartbeatTime has
+# whole seconds, so a post in the second of the stop could never say it came after it. A
+# real start (30-120 s) leaves that second far behind.
+FAST_NODES = Timing(engine_start=2, kubelet_heartbeat=0.5, node_grace=3)
 
 @dataclass
 class LabHost:

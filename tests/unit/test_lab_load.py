@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab import Lab, LabError
+from tests.lab import Lab, LabError, Timing
 
 LAB = {"index": 7, "distro": "rke2", "version": "v1.30.4+rke2r1", "tag": "cs0000aa",
        "token": "t", "kube_api": True, "etcd": False, "hosts": [{
@@ -32,3 +32,11 @@ def test_a_lab_json_this_code_cannot_read_is_a_lab_error(tmp_path: Path, text: s
     (tmp_path / "lab.json").write_text(text)
     with pytest.raises(LabError, match=r"lab\.json is not"):
         Lab.load(tmp_path)
+
+
+def test_a_lab_start_shorter_than_two_seconds_is_refused() -> None:
+    # A restarted controller's kubelet posts at half its start, once: within the second of
+    # the stop, that post could never prove itself fresh (tests/lab/spec.py Timing).
+    with pytest.raises(ValueError, match="at least 2 s"):
+        Timing(engine_start=1.5)
+    assert Timing(engine_start=2).engine_start == 2
