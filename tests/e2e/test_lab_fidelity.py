@@ -292,6 +292,11 @@ def test_a_node_status_the_api_did_not_take_is_posted_again_within_a_second(
             return False  # the datastore is still starting
 
     poll(fresh, timeout=5)
+    # Each failed try is in the engine's log, as a kubelet logs it.
+    said = lab.exec("wrk-1", "cat /var/log/rke2-agent/current").stdout
+    assert "Error updating node status, will retry: error getting node 'wrk-1': no answer " \
+        "from the API server" in said
+    assert "failed to update lease, will retry: no answer from the API server" in said
 
 
 def test_a_held_start_posts_nothing_until_released(lab_factory) -> None:

@@ -190,7 +190,8 @@ class Engine:
             labels = {**cluster.get("labels", {}), **engine_config.node_labels(self.config)}
             self.node = Node(cluster["api"], cluster["token"], self.name, labels,
                              engine_config.node_addresses(self.config, self.name),
-                             report_every=float(timing.get("status_report", STATUS_REPORT)))
+                             report_every=float(timing.get("status_report", STATUS_REPORT)),
+                             say=log)
             self.node.register()
             # The Lease first: a node that reads Ready has its Lease too.
             posted = self.node.renew_lease() & self.node.report(ready=self.ready)

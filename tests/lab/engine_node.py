@@ -15,6 +15,7 @@ import json
 import os
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,10 @@ LEASE_SECONDS = 40
 class Node:
     def __init__(self, api: str, token: str, name: str, labels: dict[str, str],
                  addresses: list[dict[str, str]] | None = None,
-                 report_every: float = STATUS_REPORT) -> None:
+                 report_every: float = STATUS_REPORT,
+                 say: Callable[[str, str], None] = lambda level, message: None) -> None:
         self.api, self.token, self.name, self.labels = api, token, name, labels
+        self.say = say  # (level, message): a line of the engine's log
         self.addresses = addresses or []
         self.report_every = report_every
         self._reported: float | None = None  # monotonic: this start's last status post
@@ -74,14 +77,18 @@ class Node:
         spec = {"holderIdentity": self.name, "leaseDurationSeconds": LEASE_SECONDS,
                 "renewTime": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
                 + f".{int(time.time() * 1e6) % 1000000:06d}Z"}
-        status = self._call("PATCH", f"{LEASES}/{self.name}", {"spec": spec},
-                            "application/merge-patch+json")
+        status, body = self._ask("PATCH", f"{LEASES}/{self.name}", {"spec": spec},
+                                 "application/merge-patch+json")
         if status == 404:
-            status = self._call("POST", LEASES, {
+            status, body = self._ask("POST", LEASES, {
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": "kube-node-lease"},
                 "spec": spec})
-        return status in (200, 201)
+        if status in (200, 201):
+            return True
+        # As the kubelet logs it (k8s.io/component-helpers/apimachinery/lease/controller.go).
+        self.say("error", f"failed to update lease, will retry: {_said(status, body)}")
+        return False
 
     def report(self, ready: bool) -> bool:
         """The kubelet's node status update (kubelet_node_status.go, tryUpdateNodeStatus):
@@ -97,8 +104,12 @@ class Node:
         if code == 404 and ready:  # deleted, or the API restarted: register again
             self.register()
             code, node = self._node()
+        if code == 404 and not ready:
+            return True  # a stopping node's is moot
         if code != 200 or node is None:
-            return code == 404 and not ready  # a stopping node's is moot
+            self.say("error", f"Error updating node status, will retry: error getting node "
+                              f"{self.name!r}: {_said(code, b'')}")
+            return False
         status = node.get("status") or {}
         conditions = status.get("conditions") or []
         current = next((c for c in conditions if isinstance(c, dict) and
@@ -116,9 +127,12 @@ class Node:
             if current.get("status") == wanted["status"] else None
         condition = {**wanted, "lastHeartbeatTime": now, "lastTransitionTime": since or now}
         # The kubelet posts its addresses with every status update (setters.go).
-        if self._call("PATCH", f"/api/v1/nodes/{self.name}/status",
-                      {"status": {"conditions": [condition], "addresses": self.addresses}},
-                      "application/merge-patch+json") != 200:
+        posted, body = self._ask(
+            "PATCH", f"/api/v1/nodes/{self.name}/status",
+            {"status": {"conditions": [condition], "addresses": self.addresses}},
+            "application/merge-patch+json")
+        if posted != 200:
+            self.say("error", f"Error updating node status, will retry: {_said(posted, body)}")
             return False
         self._reported = time.monotonic()
         return True
@@ -134,6 +148,16 @@ class Node:
         except ValueError:
             return 0, None
         return (code, node) if isinstance(node, dict) else (0, None)
+
+
+def _said(status: int, body: bytes) -> str:
+    if status == 0:
+        return "no answer from the API server"
+    try:
+        message = json.loads(body).get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return f"HTTP {status}" + (f": {str(message)[:200]}" if message else "")
 
 
 def write_admin_kubeconfig(path: Path, tls_dir: str) -> None:
