@@ -65,6 +65,7 @@ import engine_config
 from engine_node import HEARTBEAT, STATUS_REPORT, Node, write_admin_kubeconfig
 
 PLEG_RELIST = 1.0  # seconds between the kubelet's looks at its containers
+LEASE_RETRY, LEASE_RETRY_MAX = 0.2, 7.0  # a failed Lease renewal's backoff (see _leases)
 SLICE = 0.25  # seconds: how often the main thread looks whether SIGTERM came
 
 if TYPE_CHECKING:
@@ -193,15 +194,19 @@ class Engine:
                              report_every=float(timing.get("status_report", STATUS_REPORT)),
                              say=log)
             self.node.register()
-            # The Lease first: a node that reads Ready has its Lease too.
-            posted = self.node.renew_lease() & self.node.report(ready=self.ready)
+            every = float(timing.get("heartbeat", HEARTBEAT))
+            # The Lease first: a node that reads Ready has its Lease too (as a rule: each
+            # is tried again on its own clock when its first try fails).
+            renewed = self.node.renew_lease()
+            posted = self.node.report(ready=self.ready)
             if self.distro == "rke2" and self.role == "controller":
                 from engine_mirror import CONTAINER_STATE, Mirror
 
                 self.mirror = Mirror(self.node, self.data_dir / CONTAINER_STATE)
                 self.mirror.sync()
-            threading.Thread(target=self._heartbeats, args=(float(timing.get(
-                "heartbeat", HEARTBEAT)), posted), daemon=True).start()
+            threading.Thread(target=self._leases, args=(every, renewed), daemon=True).start()
+            threading.Thread(target=self._heartbeats, args=(every, posted),
+                             daemon=True).start()
         if cluster is not None and self.role == "controller":
             self._start_etcd()
             # The deploy controller, on its data dir's manifests (deploy.py).
@@ -369,23 +374,38 @@ class Engine:
                        check=False, timeout=30)
 
     def _heartbeats(self, every: float, posted: bool) -> None:
-        """Renew the node's Lease and update its status like a kubelet, until the engine
-        stops (engine_node.py: the status is posted only when it changed); the API server's
-        mirror pod's status on its own clock, as the kubelet's status manager posts a pod's
-        change once its PLEG relists the containers (every second: kubernetes
-        pkg/kubelet/kubelet.go plegRelistPeriod), not at the node's heartbeat. A renewal
-        or post that fails is tried again at the next second, not a heartbeat later: a
-        kubelet keeps trying its first status until it lands (kubelet_node_status.go,
-        fastStatusUpdateOnce), retries a failed update at once (nodeStatusUpdateRetry),
-        and its lease controller retries a failed renewal within a second or so
-        (pkg/kubelet/nodelease: its backoff starts at 200 ms)."""
+        """Update the node's status like a kubelet, until the engine stops (engine_node.py:
+        it is posted only when it changed); the API server's mirror pod's status on its
+        own clock, as the kubelet's status manager posts a pod's change once its PLEG
+        relists the containers (every second: kubernetes pkg/kubelet/kubelet.go
+        plegRelistPeriod), not at the node's heartbeat. An update that fails is tried again
+        at the next second, not a heartbeat later: a kubelet keeps trying its first status
+        until it lands (kubelet_node_status.go, fastStatusUpdateOnce) and retries a failed
+        update at once (nodeStatusUpdateRetry)."""
         due = time.monotonic() + (every if posted else PLEG_RELIST)
         while not self.stop.wait(min(PLEG_RELIST, max(0.0, due - time.monotonic()))):
             if self.mirror is not None:
                 self.mirror.sync()
             if self.node and time.monotonic() >= due:
-                posted = self.node.renew_lease() & self.node.report(ready=self.ready)
+                posted = self.node.report(ready=self.ready)
                 due = time.monotonic() + (every if posted else PLEG_RELIST)
+
+    def _leases(self, every: float, renewed: bool) -> None:
+        """Renew the node's Lease every heartbeat, until the engine stops: the kubelet's
+        lease controller, a loop of its own beside the status updates, so a slow status
+        update never holds a renewal back (k8s.io/component-helpers/apimachinery/lease/
+        controller.go). A renewal that fails is tried again after a backoff from 200 ms,
+        doubling up to 7 s (its backoffEnsureLease's maxBackoff), never later than the
+        next heartbeat."""
+        backoff = LEASE_RETRY
+        wait = every if renewed else backoff
+        while not self.stop.wait(wait):
+            if self.node is None:
+                return
+            if self.node.renew_lease():
+                backoff, wait = LEASE_RETRY, every
+            else:
+                wait, backoff = min(backoff, every), min(2 * backoff, LEASE_RETRY_MAX)
 
     def serve(self) -> None:
         """Run until asked to stop. In slices: CPython runs a signal's handler only in the
