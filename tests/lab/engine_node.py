@@ -72,11 +72,12 @@ class Node:
 
     def renew_lease(self) -> bool:
         """The heartbeat: the node's Lease renewed (created at the first renewal, as the
-        kubelet's lease controller does: pkg/kubelet/nodelease, ensureLease); False when
-        the API did not take it."""
+        kubelet's lease controller does: k8s.io/component-helpers/apimachinery/lease/
+        controller.go, ensureLease); False when the API did not take it."""
+        now = time.time()  # renewTime is a MicroTime
         spec = {"holderIdentity": self.name, "leaseDurationSeconds": LEASE_SECONDS,
-                "renewTime": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-                + f".{int(time.time() * 1e6) % 1000000:06d}Z"}
+                "renewTime": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+                + f".{int(now * 1e6) % 1000000:06d}Z"}
         status, body = self._ask("PATCH", f"{LEASES}/{self.name}", {"spec": spec},
                                  "application/merge-patch+json")
         if status == 404:
