@@ -287,8 +287,9 @@ class Store:
         def renewed(lease: Obj | None) -> Any:
             return ((lease or {}).get("spec") or {}).get("renewTime")
 
+        # RFC 3339 with microseconds, as the kubelets write it: later is greater.
         if new is not None and name in self.heartbeats and renewed(new) and \
-                renewed(new) != renewed(old):
+                str(renewed(new)) > str(renewed(old) or ""):
             self.heartbeats[name] = time.monotonic()
 
     def _save(self) -> None:

@@ -340,8 +340,11 @@ class Lab:
         # are left out: taking such a lab down needs its hosts, not its timing.
         known = {f.name for f in fields(Timing)}
         try:
-            timing = Timing(**{k: v for k, v in dict(data.get("timing") or {}).items()
-                               if k in known})
+            settings = {k: v for k, v in dict(data.get("timing") or {}).items() if k in known}
+            try:
+                timing = Timing(**settings)
+            except ValueError:
+                timing = Timing()  # a start older code allowed: the hosts are what count
             return cls(dir, data["index"], data["distro"], data["version"],
                        [LabHost.from_json(h) for h in data["hosts"]], data["tag"],
                        data["token"], data.get("kube_api", True), timing,

@@ -25,6 +25,14 @@ def test_a_timing_setting_this_code_does_not_know_is_left_out(tmp_path: Path) ->
     assert [h.name for h in lab.hosts] == ["ctl-1"]
 
 
+def test_a_lab_started_with_a_start_this_code_refuses_still_loads(tmp_path: Path) -> None:
+    # Older code allowed an instant start (FAST_NODES had 0): taking such a lab down needs
+    # its hosts, not its timing.
+    (tmp_path / "lab.json").write_text(json.dumps({**LAB, "timing": {"engine_start": 0}}))
+    lab = Lab.load(tmp_path)
+    assert lab.timing == Timing() and [h.name for h in lab.hosts] == ["ctl-1"]
+
+
 @pytest.mark.parametrize("text", ["{not json", json.dumps({**LAB, "hosts": "ctl-1"}),
                                   json.dumps({k: v for k, v in LAB.items() if k != "tag"}),
                                   json.dumps({**LAB, "timing": ["a"]})])
