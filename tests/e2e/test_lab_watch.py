@@ -74,7 +74,7 @@ def test_lease_renewals_keep_an_unchanged_node_unposted_then_it_reads_unknown(
                     for t, o in leases.events]
         raise AssertionError(
             f"fewer than 3 Lease renewals within 10 s of watching from {lease_rv}: "
-            f"{renewals}; watch error {leases.error!r}, ended {leases.ended.is_set()}; "
+            f"{renewals}; watch error {said(leases.error)}, ended {leases.ended.is_set()}; "
             f"ctl-2's Lease now: "
             f"{coordination.read_namespaced_lease('ctl-2', 'kube-node-lease').spec}; "
             f"{what_the_logs_say(lab)}") from None
@@ -98,9 +98,16 @@ def test_lease_renewals_keep_an_unchanged_node_unposted_then_it_reads_unknown(
     assert kind == "MODIFIED" and ready(node).reason == "NodeStatusUnknown"
     # And a read shows what the event did.
     assert ready(core.read_node("ctl-2")).status == "Unknown"
-    assert nodes.error is None and not nodes.ended.is_set()
+    assert nodes.error is None and not nodes.ended.is_set(), said(nodes.error)
     if shutil.which("kubectl"):
         kubectl_watch(lab, tmp_path, core)
+
+
+def said(error: Exception | None) -> str:
+    """A watch's error with what the API answered: an ApiException's repr is bare."""
+    if isinstance(error, ApiException):
+        return f"HTTP {error.status} {error.reason}: {str(error.body)[:300]}"
+    return repr(error)
 
 
 def what_the_logs_say(lab: Lab) -> str:
