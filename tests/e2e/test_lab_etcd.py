@@ -70,6 +70,19 @@ def read_node(lab: Lab, host: str, query: str = "") -> int:
     return node_through(lab, host, query)[0]
 
 
+def watch_through(lab: Lab, host: str) -> tuple[int, list[str]]:
+    """A watch of nodes through `host`'s API server (no resourceVersion), for 1 s: its
+    status and the events' types and names it sent meanwhile."""
+    url = lab.apiserver_url(host) + "/api/v1/nodes?watch=1&timeoutSeconds=1"
+    try:
+        with urllib.request.urlopen(url, timeout=10, context=_admin(lab)) as response:
+            events = [json.loads(line) for line in response.read().splitlines() if line]
+            return int(response.status), [f"{e['type']} {e['object']['metadata']['name']}"
+                                          for e in events]
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), []
+
+
 def answers(lab: Lab, host: str) -> bool:
     try:
         return "header" in lab.etcd_call(host, "/v3/maintenance/status", {}, timeout=1)
@@ -128,6 +141,9 @@ def test_one_cluster_over_tls_and_an_api_server_without_quorum_is_not_ready(
     # resourceVersion=0 ("any": the watch cache) is still answered.
     assert read_node(lab, "ctl-1") >= 500
     assert read_node(lab, "ctl-1", "?resourceVersion=0") == 200
+    # Its watches require a leader (kube-apiserver's WithRequireLeader): once the member
+    # has lost its leader it ends the API server's watch, whose cache then serves none.
+    poll(lambda: watch_through(lab, "ctl-1")[0] == 503, timeout=6 * ELECTION_TIMEOUT)
     # The lab's own view keeps its objects in etcd too: without a quorum anywhere, what it
     # can say is what its cache holds (resourceVersion=0), and that is untouched.
     assert lab.api("GET", "/api/v1/nodes/ctl-1?resourceVersion=0")["metadata"]["labels"][
@@ -139,6 +155,20 @@ def test_one_cluster_over_tls_and_an_api_server_without_quorum_is_not_ready(
     lab.etcd_member("ctl-2", "start")
     poll(lambda: readyz(lab, "ctl-1")[0] == 200)
     assert label_node(lab, "ctl-1", "d") == 200 and read_node(lab, "ctl-1") == 200
+    poll(lambda: watch_through(lab, "ctl-1")[0] == 200)
+
+    # A watch starts from the API server's cache, with no quorum read (Cacher.Watch): with
+    # its own member paused, the reads of the latest state through it fail, and a watch
+    # is still answered with what its cache holds (a real one's watch of the member
+    # notices a silent member only at its gRPC keepalive, 30 s and more).
+    lab.etcd_member("ctl-1", "pause")
+    try:
+        assert read_node(lab, "ctl-1") >= 500
+        status, events = watch_through(lab, "ctl-1")
+        assert status == 200 and {"ADDED ctl-1", "ADDED ctl-2", "ADDED ctl-3"} <= \
+            set(events), (status, events)
+    finally:
+        lab.etcd_member("ctl-1", "resume")
 
 
 def leader_seen_by(lab: Lab, host: str) -> str | None:

@@ -209,8 +209,14 @@ class Members:
 
 class Watch:
     """A watch of every key from `start` on one member: each message's events, as the
-    member sends them (a revision's events together). close() ends it from another
-    thread."""
+    member sends them (a revision's events together; the first message, the watch's
+    creation, has none). close() ends it from another thread.
+
+    It requires a leader, as kube-apiserver's watches do (staging/src/k8s.io/apiserver/
+    pkg/storage/etcd3/watcher.go: clientv3.WithRequireLeader): a member that has lost its
+    leader cancels the watch ("etcdserver: no leader", etcd's v3rpc monitorLeader) and
+    refuses a new one. The gateway passes the "hasleader" metadata on from a
+    Grpc-Metadata- header (grpc-gateway's default header matcher)."""
 
     def __init__(self, endpoint: _Endpoint, start: int) -> None:
         self.endpoint = endpoint
@@ -223,7 +229,8 @@ class Watch:
             self.conn.request("POST", "/v3/watch", body=json.dumps({"create_request": {
                 "key": everything, "range_end": everything,
                 "start_revision": str(self.start)}}),
-                headers={"Content-Type": "application/json"})
+                headers={"Content-Type": "application/json",
+                         "Grpc-Metadata-hasleader": "true"})
             response = self.conn.getresponse()
             if response.status != 200:
                 raise EtcdUnavailable(f"watch: HTTP {response.status}")
@@ -234,8 +241,8 @@ class Watch:
                 result = message.get("result") or {}
                 if "error" in message or result.get("canceled"):
                     raise EtcdUnavailable(f"watch: {message}"[:200])
-                if result.get("events"):
-                    yield list(result["events"])
+                if result.get("events") or result.get("created"):
+                    yield list(result.get("events") or [])
         except (OSError, http.client.HTTPException, ValueError) as exc:
             raise EtcdUnavailable(f"watch: {type(exc).__name__}: {exc}") from None
         finally:

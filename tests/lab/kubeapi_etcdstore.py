@@ -11,6 +11,8 @@ as kube-apiserver's watch cache (storage/cacher) is over its etcd:
 - a read of the latest state (a GET or list without resourceVersion) first asks the member
   for its revision through a quorum, then waits until the cache has it (kube-apiserver's
   consistent reads from cache: no quorum, no answer);
+- a watch starts from what the cache has once it has loaded, with no quorum read
+  (Cacher.Watch), so a member slow to answer delays its events but refuses no watch;
 - a write is a transaction that compares the key's mod_revision with the one read
   (GuaranteedUpdate), retried on a conflict, answered once the cache has applied it.
 
@@ -66,6 +68,9 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
         super().__init__(stale_after, kubelets=kubelets)
         self.members = members
         self.loaded = False  # the cache holds the member's objects as of self.rv
+        # Its watch of the member is up (created, and not ended since): the cache is
+        # ready to serve watches, as the Cacher is between a list and its watch's end.
+        self.watching = False
         self.cluster = ""  # the etcd cluster's id, as the load found it
         self._watch: Watch | None = None
         threading.Thread(target=self._follow, daemon=True, name="etcd-watch").start()
@@ -93,11 +98,13 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
                 if self.closed.is_set():
                     return
                 for events in watch.messages():
+                    self.watching = True
                     self._apply_events(events)
             except EtcdUnavailable:
                 self.members.failed(endpoint)
             except Exception:  # a bug here must not leave the cache for ever behind
                 traceback.print_exc(file=sys.stderr)
+            self.watching = False
             self.closed.wait(RECONNECT)
 
     def _keep_up(self) -> None:
@@ -164,6 +171,23 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
             self.members.failed(watch.endpoint)
             watch.close()
         raise EtcdUnavailable(f"etcd: the watch cache is behind revision {revision}")
+
+    def ready(self) -> None:
+        """Wait until the cache has loaded and its watch of the member is up, as
+        kube-apiserver's Cacher.Watch waits for its cache to be ready and answers 503 when
+        it is not in time (staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go,
+        Watch: c.ready.waitAndReadGeneration; the cache is not ready from the end of its
+        watch, a member that lost its leader ends it, until the next list). No quorum
+        read: a watch starts from what the cache has (resourceVersion unset or 0) or waits
+        for the version it asks for (kubeapi_watch.Watch._start)."""
+        deadline = time.monotonic() + self.members.timeout
+        with self.changed:
+            while not (self.loaded and self.watching) and not self.closed.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise EtcdUnavailable("etcd: the watch cache is not ready (its watch of "
+                                          "the member is down)")
+                self.changed.wait(left)
 
     def sync(self) -> None:
         revision, cluster = self.members.revision()

@@ -389,6 +389,9 @@ class Store:
         """Make the next read see every write committed before this call (a store in
         memory always does)."""
 
+    def ready(self) -> None:
+        """Return once the store can serve a watch (a store in memory always can)."""
+
     def get(self, kind: Kind, ns: str, name: str, fresh: bool = True) -> Obj:
         """`fresh`: the latest state (no resourceVersion asked for); otherwise whatever this
         API server has (resourceVersion=0: its watch cache, even without a quorum)."""

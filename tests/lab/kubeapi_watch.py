@@ -221,7 +221,9 @@ def serve_watch(handler: Any, store: Store, kind: Kind, ns: str | None,
     sent are the caller's to answer, as for any request. `table` makes a list a Table:
     each event's object is then a one-row Table. `transform` changes each event (a lab
     fault's wrong shape)."""
-    store.sync()  # an etcd-backed cache must have loaded (OSError: no quorum, no watch)
+    # From the watch cache, without a quorum read (kube-apiserver 1.30's Cacher.Watch):
+    # an etcd-backed cache must have loaded (OSError: not in time, 503).
+    store.ready()
     watch = Watch(store, kind, ns, query, closing)
     try:
         start_chunked(handler)

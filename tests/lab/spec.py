@@ -80,11 +80,8 @@ class Timing:
 
 
 # Not the kubelet's timings (10 s heartbeats, 40 s grace), for tests that watch nodes
-# change within seconds (a stopped one reading Unknown, a restarted one posting again). A
-# start of one second, not none: a restarted kubelet posts its status once, at its start,
-# and then not until something changes (see kubelet_heartbeat), and lastHeartbeatTime has
-# whole seconds, so a post in the second of the stop could never say it came after it. A
-# real start (30-120 s) leaves that second far behind.
+# change within seconds (a stopped one reading Unknown, a restarted one posting again). The
+# shortest start Timing allows (__post_init__ says why).
 FAST_NODES = Timing(engine_start=2, kubelet_heartbeat=0.5, node_grace=3)
 
 @dataclass
