@@ -142,7 +142,8 @@ def test_one_cluster_over_tls_and_an_api_server_without_quorum_is_not_ready(
     assert read_node(lab, "ctl-1") >= 500
     assert read_node(lab, "ctl-1", "?resourceVersion=0") == 200
     # Its watches require a leader (kube-apiserver's WithRequireLeader): once the member
-    # has lost its leader it ends the API server's watch, whose cache then serves none.
+    # has lost its leader it ends the API server's watch, whose cache then serves none (a
+    # watch waits for it, here its 1 s, then 503).
     poll(lambda: watch_through(lab, "ctl-1")[0] == 503, timeout=6 * ELECTION_TIMEOUT)
     # The lab's own view keeps its objects in etcd too: without a quorum anywhere, what it
     # can say is what its cache holds (resourceVersion=0), and that is untouched.

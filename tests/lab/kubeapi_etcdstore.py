@@ -11,8 +11,9 @@ as kube-apiserver's watch cache (storage/cacher) is over its etcd:
 - a read of the latest state (a GET or list without resourceVersion) first asks the member
   for its revision through a quorum, then waits until the cache has it (kube-apiserver's
   consistent reads from cache: no quorum, no answer);
-- a watch starts from what the cache has once it has loaded, with no quorum read
-  (Cacher.Watch), so a member slow to answer delays its events but refuses no watch;
+- a watch starts from what the cache has, with no quorum read, once the cache is ready
+  (Cacher.Watch): loaded, and its watch of the member up (it requires a leader); until
+  then the watch waits, up to its own timeout;
 - a write is a transaction that compares the key's mod_revision with the one read
   (GuaranteedUpdate), retried on a conflict, answered once the cache has applied it.
 
@@ -172,22 +173,22 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
             watch.close()
         raise EtcdUnavailable(f"etcd: the watch cache is behind revision {revision}")
 
-    def ready(self) -> None:
-        """Wait until the cache has loaded and its watch of the member is up, as
-        kube-apiserver's Cacher.Watch waits for its cache to be ready and answers 503 when
-        it is not in time (staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go,
-        Watch: c.ready.waitAndReadGeneration; the cache is not ready from the end of its
-        watch, a member that lost its leader ends it, until the next list). No quorum
+    def ready(self, within: float) -> bool:
+        """Whether the cache is ready to serve a watch, waiting up to `within` seconds:
+        loaded, and its watch of the member up. kube-apiserver's Cacher.Watch waits for
+        its cache to be ready (staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go,
+        Watch: c.ready.waitAndReadGeneration), which is not from the end of the cache's
+        watch (a member that lost its leader ends it) until its next list. No quorum
         read: a watch starts from what the cache has (resourceVersion unset or 0) or waits
         for the version it asks for (kubeapi_watch.Watch._start)."""
-        deadline = time.monotonic() + self.members.timeout
+        deadline = time.monotonic() + within
         with self.changed:
             while not (self.loaded and self.watching) and not self.closed.is_set():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise EtcdUnavailable("etcd: the watch cache is not ready (its watch of "
-                                          "the member is down)")
+                    return False
                 self.changed.wait(left)
+        return True
 
     def sync(self) -> None:
         revision, cluster = self.members.revision()

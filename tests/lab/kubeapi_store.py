@@ -389,8 +389,10 @@ class Store:
         """Make the next read see every write committed before this call (a store in
         memory always does)."""
 
-    def ready(self) -> None:
-        """Return once the store can serve a watch (a store in memory always can)."""
+    def ready(self, within: float) -> bool:
+        """Whether the store can serve a watch, waiting up to `within` seconds (a store
+        in memory always can)."""
+        return True
 
     def get(self, kind: Kind, ns: str, name: str, fresh: bool = True) -> Obj:
         """`fresh`: the latest state (no resourceVersion asked for); otherwise whatever this

@@ -221,10 +221,9 @@ def serve_watch(handler: Any, store: Store, kind: Kind, ns: str | None,
     sent are the caller's to answer, as for any request. `table` makes a list a Table:
     each event's object is then a one-row Table. `transform` changes each event (a lab
     fault's wrong shape)."""
-    # From the watch cache, without a quorum read (kube-apiserver 1.30's Cacher.Watch):
-    # an etcd-backed cache must have loaded (OSError: not in time, 503).
-    store.ready()
     watch = Watch(store, kind, ns, query, closing)
+    if not _cache_ready(handler, store, watch, closing):
+        return
     try:
         start_chunked(handler)
         for event in watch.events():
@@ -246,6 +245,20 @@ def serve_watch(handler: Any, store: Store, kind: Kind, ns: str | None,
         handler.close_connection = True
     if closing.is_set():
         handler.close_connection = True
+
+
+def _cache_ready(handler: Any, store: Store, watch: Watch, closing: threading.Event) -> bool:
+    """Hold the watch until the store's cache is ready to serve it, with no quorum read,
+    as kube-apiserver 1.30's Cacher.Watch does: until the cache is ready, or the watch's
+    own time is up (then 503, as its context's deadline makes it). False: the client
+    went away or the server is closing meanwhile (nothing to answer)."""
+    while not store.ready(min(IDLE, max(0.0, watch.deadline - time.monotonic()))):
+        if closing.is_set() or client_gone(handler.connection):
+            handler.close_connection = True
+            return False
+        if time.monotonic() >= watch.deadline:
+            raise ApiError(503, "ServiceUnavailable", "context deadline exceeded")
+    return True
 
 
 # --- relaying a watch through a front end -----------------------------------------------
