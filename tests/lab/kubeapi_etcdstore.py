@@ -177,7 +177,7 @@ class EtcdStore(Store):  # type: ignore[misc]  # (a sibling: Any to mypy)
         """Whether the cache is ready to serve a watch, waiting up to `within` seconds:
         loaded, and its watch of the member up. kube-apiserver's Cacher.Watch waits for
         its cache to be ready (staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go,
-        Watch: c.ready.waitAndReadGeneration), which is not from the end of the cache's
+        Watch: c.ready.waitAndReadGeneration); the cache is not ready from the end of its
         watch (a member that lost its leader ends it) until its next list. No quorum
         read: a watch starts from what the cache has (resourceVersion unset or 0) or waits
         for the version it asks for (kubeapi_watch.Watch._start)."""
