@@ -9,8 +9,9 @@ members, and the `cargoship` commands it runs, all started by the test's worker.
 xdist worker moves itself into a cgroup of its own (cgroup v1 `cpuacct`, or v2), which
 every process it starts inherits, lab hosts included, and the plugin writes the cgroup's
 CPU before and after each test (setup and teardown included) to CGROUP_CPU_LOG (default
-/tmp/suite-cpu.jsonl), a JSON line a test. Where no cgroup can be made (not root, no
-cpuacct) it says so once and measures nothing.
+/tmp/suite-cpu.jsonl), a JSON line a test, with the part of it spent inside `Lab.up` and
+`Lab.down` (`lab`): what the suite would save if every lab started and stopped for free.
+Where no cgroup can be made (not root, no cpuacct) it says so once and measures nothing.
 
 `--weights` also writes each file's wall seconds to tests/file_weights.json, the order in
 which the suite hands its files to the workers (tests/conftest.py).
@@ -63,6 +64,7 @@ def _join(name: str) -> _Cgroup | None:
 
 
 _GROUP = pytest.StashKey[_Cgroup]()
+_LAB = pytest.StashKey[list[float]]()  # CPU-s inside Lab.up and Lab.down, this test so far
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -72,6 +74,28 @@ def pytest_configure(config: pytest.Config) -> None:
         print(f"suite_cpu: no cgroup for {worker}: nothing measured")
     else:
         config.stash[_GROUP] = group
+        config.stash[_LAB] = [0.0]
+        _count_lab_cycles(group, config.stash[_LAB])
+
+
+def _count_lab_cycles(group: _Cgroup, spent: list[float]) -> None:
+    """Lab.up and Lab.down wrapped (in this worker only) to add their cgroup CPU to
+    `spent`; the tests of one worker run one at a time, so what the cgroup spends while one
+    of them runs is that lab's starting or stopping."""
+    from tests.lab.lab import Lab
+
+    def counted(fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            before = group.seconds()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[0] += group.seconds() - before
+        return wrapper
+
+    up, down = Lab.__dict__["up"].__func__, Lab.down
+    Lab.up = classmethod(counted(up))  # type: ignore[method-assign,assignment]
+    Lab.down = counted(down)  # type: ignore[method-assign]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -101,9 +125,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
     if group is None:
         yield
         return
+    lab = item.config.stash[_LAB]
+    lab[0] = 0.0
     cpu, wall, start = group.seconds(), time.monotonic(), time.time()
     yield
     line = {"test": item.nodeid, "cpu": round(group.seconds() - cpu, 3),
+            "lab": round(lab[0], 3),
             "wall": round(time.monotonic() - wall, 2), "start": round(start, 2),
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
     with open(os.environ.get(LOG_ENV, DEFAULT_LOG), "a") as log:
@@ -123,7 +150,9 @@ def report(path: Path, most: int) -> list[str]:
         row[1] += test["wall"]
         row[2] += 1
     total = sum(t["cpu"] for t in tests)
-    lines = [f"{len(tests)} tests, {total:.0f} CPU-s in all (the workers' process trees)"]
+    labs = sum(t.get("lab", 0.0) for t in tests)
+    lines = [f"{len(tests)} tests, {total:.0f} CPU-s in all (the workers' process trees), "
+             f"{labs:.0f} of them inside Lab.up and Lab.down"]
     lines += _tail(tests)
     lines.append(f"{'CPU s':>8} {'wall s':>8} {'tests':>5} {'share':>6}  file")
     for name, (cpu, wall, count) in sorted(files.items(), key=lambda kv: -kv[1][0])[:most]:
