@@ -81,16 +81,22 @@ def pytest_configure(config: pytest.Config) -> None:
 def _count_lab_cycles(group: _Cgroup, spent: list[float]) -> None:
     """Lab.up and Lab.down wrapped (in this worker only) to add their cgroup CPU to
     `spent`; the tests of one worker run one at a time, so what the cgroup spends while one
-    of them runs is that lab's starting or stopping."""
+    of them runs is that lab's starting or stopping (and the test's other labs idling). A
+    call inside another (`up` taking down a lab that failed to start) is the outer one's."""
     from tests.lab.lab import Lab
+
+    depth = [0]
 
     def counted(fn: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             before = group.seconds()
+            depth[0] += 1
             try:
                 return fn(*args, **kwargs)
             finally:
-                spent[0] += group.seconds() - before
+                depth[0] -= 1
+                if depth[0] == 0:
+                    spent[0] += group.seconds() - before
         return wrapper
 
     up, down = Lab.__dict__["up"].__func__, Lab.down

@@ -48,6 +48,8 @@ def test_lab_cycles_are_counted_around_up_and_down_only(monkeypatch: pytest.Monk
 
     def up(cls: type, cost: float) -> str:
         clock[0] += cost
+        if cost > 5:  # fails to start: taken down inside up, counted once
+            Lab.down(object())  # type: ignore[arg-type]
         return "lab"
 
     def down(self: object) -> None:
@@ -63,3 +65,6 @@ def test_lab_cycles_are_counted_around_up_and_down_only(monkeypatch: pytest.Monk
     with pytest.raises(RuntimeError):
         Lab.down(object())  # type: ignore[arg-type]
     assert spent == [2.25]
+    with pytest.raises(RuntimeError):
+        Lab.up(6.0)  # type: ignore[call-arg]
+    assert spent == [2.25 + 6.25]
