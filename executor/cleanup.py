@@ -19,6 +19,7 @@ from planner.facts.interrupted import MARKER
 from planner.facts.lock_holder import GUARD
 from planner.host_paths import RECORD_DIR
 from planner.hosts.batch import quote
+from planner.safetext import decimal
 
 from .file_writes import BACKUP_ROOT
 from .host_lock import BOUNDED_FLOCK, LOCK_DIR, MUTEX_PATH, MUTEX_WAIT
@@ -68,4 +69,4 @@ def remove_temps(host: HostWriter, distro: str, settings: EngineSettings | None 
     as the plan read them: where its config puts cargoship's files)."""
     locations = placement_of(settings, LAYOUTS[distro]).locations
     out = host.run_root(temp_cleanup_script(distro, locations)).stdout.decode().strip()
-    return int(out) if out.isdigit() else 0
+    return decimal(out) or 0

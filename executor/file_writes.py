@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from planner.facts.interrupted import BACKUPS
 from planner.facts.lock_holder import HOST, Place
 from planner.hosts.shell import script
+from planner.safetext import decimal
 
 from .remote import HostWriter
 
@@ -126,4 +127,4 @@ def restore_tree_script(backup_dir: str, place: Place = HOST) -> str:
 
 def restore_tree(host: HostWriter, backup_dir: str) -> int:
     out = host.run_root(restore_tree_script(backup_dir)).stdout.decode().strip()
-    return int(out) if out.isdigit() else 0
+    return decimal(out) or 0

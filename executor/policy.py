@@ -93,8 +93,10 @@ def _trusted(kind: str, line: str, where: str) -> None:
     parts = line.split(maxsplit=2)
     wanted = "directory" if kind == "dir" else "regular file"
     path = POLICY_DIR if kind == "dir" else POLICY
-    if len(parts) != 3 or parts[0] != "0" or parts[2] != wanted or \
-            int(parts[1] or "0", 8) & 0o022:
+    mode = parts[1] if len(parts) == 3 else ""
+    octal = mode.isascii() and 0 < len(mode) <= 4 and set(mode) <= set("01234567")
+    if len(parts) != 3 or parts[0] != "0" or parts[2] != wanted or not octal or \
+            int(mode, 8) & 0o022:
         raise PolicyError(f"{where}: {path} is not root's alone ({line or 'unreadable'}): "
                           "refusing to believe the signature policy, and so to apply")
 

@@ -42,6 +42,7 @@ from planner.facts.distro import parse_service_state
 from planner.hosts.batch import quote
 from planner.kube import official_client, raw_get
 from planner.kube_bounds import AnswerRefused
+from planner.safetext import decimal
 
 from .mirror_pod import MirrorView, crash_restarts, fresh
 from .remote import HostWriter
@@ -101,12 +102,11 @@ def parse_probe(text: str) -> EngineState:
             auto = auto or (state == "stopped" and "want up" in rest)
         elif word == "show":
             props = dict(p.split("=", 1) for p in rest.split() if "=" in p)
-            main = int(props.get("MainPID", "0") or 0)
-            pid = main or None
-            restarts = int(props["NRestarts"]) if props.get("NRestarts", "").isdigit() else None
+            pid = decimal(props.get("MainPID", "")) or None
+            restarts = decimal(props.get("NRestarts", ""))
             auto = auto or props.get("SubState") == "auto-restart"
-        elif word == "apiserver-logs" and rest.strip().isdigit():
-            logs = int(rest)
+        elif word == "apiserver-logs" and (count := decimal(rest.strip())) is not None:
+            logs = count
         elif word == "apiserver-manifest" and rest.strip().isalnum():
             manifest = rest.strip()[:64]
     return EngineState(state, pid, restarts, auto, logs, manifest)

@@ -16,6 +16,7 @@ from typing import Any
 
 from planner.errors import CommandError, CommandTimeout
 from planner.hosts.ssh import ABANDONED
+from planner.safetext import decimal
 from planner.threads import start
 
 from . import api_shape
@@ -190,7 +191,7 @@ class RestartFollower:
             if item is not None:
                 written.append(item)
             self.note(f"restored {message.result} file(s) from {step.path}"
-                      if step.verb == "restored" and message.result.isdigit()
+                      if step.verb == "restored" and decimal(message.result) is not None
                       else f"{step.verb} {step.path}")
         elif isinstance(message, Started):
             self.engine_started = True

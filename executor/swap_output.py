@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from planner.safetext import decimal
+
 from .readiness import EngineState, parse_probe
 
 
@@ -116,18 +118,18 @@ class OutputReader:
             name, body = self._block
             self._block = None
             return Probed(name, parse_probe("\n".join(body)))
-        elif word == "stopped" and first is not None and first.isdigit():
-            return Stopped(int(first))
-        elif word == "done" and first is not None and first.isdigit():
-            return StepDone(int(first), second or "new")
+        elif word == "stopped" and (number := decimal(first or "")) is not None:
+            return Stopped(number)
+        elif word == "done" and (number := decimal(first or "")) is not None:
+            return StepDone(number, second or "new")
         elif word == "marked":
             return Marked()
         elif word == "staged":
             return Staged()
         elif word == "started":
             return Started()
-        elif word == "cleared" and first is not None and first.isdigit():
-            return Cleared(int(first))
+        elif word == "cleared" and (number := decimal(first or "")) is not None:
+            return Cleared(number)
         elif word == "alive":
             return Alive()
         elif word == "deadline":

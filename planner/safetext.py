@@ -1,4 +1,5 @@
-"""Text from hosts and plan files is shown, never obeyed: by a terminal or by markdown."""
+"""Text from hosts and plan files is shown, never obeyed: by a terminal or by markdown;
+and a number in it is read only when it is plainly one."""
 
 from __future__ import annotations
 
@@ -31,3 +32,17 @@ def md(text: str) -> str:
 def fenced(text: str) -> str:
     """Text for inside a ``` block: it can't close the block."""
     return text.replace("```", "ˋˋˋ")
+
+
+# Decimal numbers a host or a plan file gives (sizes, modes, ids, exit codes): int() of a
+# longer digit string costs quadratic time, and past 4300 digits Python refuses it.
+MAX_DIGITS = 18
+
+
+def decimal(text: str, max_digits: int = MAX_DIGITS) -> int | None:
+    """A non-negative decimal number of ASCII digits, at most `max_digits` of them; None
+    otherwise. str.isdigit alone is no guard: it says yes to "²", which int() then refuses
+    with a bare ValueError, and to other scripts' digits ("٣"), which int() reads."""
+    if 0 < len(text) <= max_digits and text.isascii() and text.isdigit():
+        return int(text)
+    return None

@@ -25,9 +25,6 @@ from ..hosts.batch import FactParseError, Output
 # Longer lines are refused where a fact reads line-shaped listings of a few fields (ufw's
 # rule table): no real line comes near it.
 MAX_LINE = 4096
-# Decimal numbers a host reports (sizes, modes, ids, times): int() of a longer digit string
-# costs quadratic time, and past 4300 digits Python refuses it with a bare ValueError.
-_MAX_DIGITS = 18
 
 
 _SHELL_QUOTING = frozenset("\"'\\")
@@ -68,14 +65,6 @@ def bounded_lines(text: str, what: str, limit: int = MAX_LINE,
             raise error(f"{what}: line {number} is {len(line)} characters long "
                                  f"(more than {limit}); refused")
     return lines
-
-
-def decimal(text: str) -> int | None:
-    """A non-negative decimal number of ASCII digits, at most 18 of them; None otherwise.
-    (str.isdigit also says yes to "²", which int() then refuses with a ValueError.)"""
-    if 0 < len(text) <= _MAX_DIGITS and text.isascii() and text.isdigit():
-        return int(text)
-    return None
 
 
 def human(limit: int) -> str:

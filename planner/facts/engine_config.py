@@ -22,8 +22,9 @@ import yaml
 
 from ..hosts.batch import Fact, FactParseError, Output
 from ..hosts.shell import script
+from ..safetext import decimal
 from ..safeyaml import YamlTooLarge, safe_load_node
-from .bounds import check_size, decimal
+from .bounds import check_size
 from .distro import DistroLayout
 from .engine_sources import Sourced, command_flags, effective, env_files, parse_env_file
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..hosts.batch import Fact, FactParseError, Output
 from ..hosts.shell import script
+from ..safetext import decimal
 from .bounds import check_size
 from .distro import DistroLayout
 
@@ -73,9 +74,10 @@ def etcd_fact(layout: DistroLayout, data_dir: str | None = None) -> Fact[EtcdLoo
 
 def _uint(value: Any, what: str) -> int:
     text = str(value) if value is not None else "0"
-    if not text.isdigit() or len(text) > _MAX_DIGITS:
+    number = decimal(text, _MAX_DIGITS)
+    if number is None:
         raise FactParseError(f"etcd {what} is not a number: {text[:40]!r}")
-    return int(text)
+    return number
 
 
 def _id(value: Any, what: str) -> str:
@@ -147,8 +149,7 @@ def parse_etcd(out: Output) -> EtcdLook:
             continue
         name, _, rest = line[3:].partition(" ")
         body, marker, rc = rest.rstrip().rpartition(" cs-rc=")
-        parts[name] = (body.strip(), int(rc) if marker and rc.isdigit() and len(rc) < 4
-                       else None)
+        parts[name] = (body.strip(), decimal(rc, 3) if marker else None)
     # `no-curl`: the certificates are there, the program to read the member with is not.
     look: dict[str, Any] = {"certs": head != "etcd none", "curl": head != "etcd no-curl"}
 

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..hosts.batch import Fact, FactParseError, Output, quote
-from .bounds import check_size, decimal
+from ..safetext import decimal
+from .bounds import check_size
 
 
 @dataclass(frozen=True)

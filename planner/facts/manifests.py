@@ -19,8 +19,9 @@ from typing import Any
 import yaml
 
 from ..hosts.batch import Fact, FactParseError, Output, quote
+from ..safetext import decimal
 from ..safeyaml import safe_load_all
-from .bounds import check_size, decimal
+from .bounds import check_size
 
 MAX_BYTES = 1024 * 1024
 # The whole listing (base64, 4/3 of the files' bytes): a few files of MAX_BYTES. A

@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ..safetext import decimal
+
 T = TypeVar("T")
 # sbin directories are missing from a non-root user's PATH on several distros.
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -89,11 +91,12 @@ class Batch:
         for chunk in chunks[1:]:
             head, newline, rest = chunk.partition("\n")
             index, _, code = head.partition(" ")
-            if not newline or not index.isdigit() or not code.isdigit():
+            number, exit_code = decimal(index), decimal(code)
+            if not newline or number is None or exit_code is None:
                 break  # a marker cut short: the script ended there
-            if int(index) != len(outputs):
+            if number != len(outputs):
                 raise FactParseError("remote script output is out of order")
-            outputs.append(Output(pending, int(code)))
+            outputs.append(Output(pending, exit_code))
             pending = rest
         if len(outputs) != len(self.facts):
             raise FactParseError(

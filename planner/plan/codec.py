@@ -23,7 +23,7 @@ import schemas
 from ..config.yamlio import format_path
 from ..errors import CargoshipError
 from ..localfiles import atomic_write
-from ..safetext import json_escaped
+from ..safetext import decimal, json_escaped
 from . import verify
 from .desired import config_form
 from .model import (
@@ -109,7 +109,7 @@ def from_dict(data: dict[str, Any]) -> Plan:
 
 def _minor(version: str) -> int:
     minor = version.split(".")[1] if version.count(".") == 1 else ""
-    return int(minor) if minor.isdigit() else 0
+    return decimal(minor) or 0
 
 
 def _host_counts(plan: Plan, phase: PhaseOutcome) -> dict[str, int] | None:
@@ -193,7 +193,7 @@ def loads(text: str | bytes, path: Path | str = "<plan>") -> Plan:
     if not isinstance(data, dict):
         raise PlanFileError(path, "not a plan file (expected a JSON object)")
     version = data.get("format_version")
-    if not isinstance(version, str) or not version.split(".")[0].isdigit():
+    if not isinstance(version, str) or decimal(version.split(".")[0]) is None:
         raise PlanFileError(path, "not a plan file (no format_version)")
     if version.split(".")[0] != FORMAT_VERSION.split(".")[0]:
         raise PlanFileError(path, f"plan format version {version} is not supported by this "

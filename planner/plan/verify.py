@@ -31,7 +31,9 @@ from .actions import DELETE_FILE, DELETE_FILE_IN_PLACE, WRITE_FILE, WRITE_FILE_I
 from .desired import stand_in_secrets
 from .model import Change, Plan
 
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+# ASCII digits, nine at most: a plan file is anyone's text, and int() refuses a digit string
+# of over 4300 digits with a bare ValueError (a header it does not match is malformed).
+_HUNK = re.compile(r"^@@ -([0-9]{1,9})(?:,([0-9]{1,9}))? \+([0-9]{1,9})(?:,([0-9]{1,9}))? @@")
 _MASKS = re.compile(r"'\*\*\* \(changed\)'")
 _MASKS_JSON = re.compile(r'"\*\*\* \(changed\)"')
 FILE_WRITES = (WRITE_FILE, WRITE_FILE_IN_PLACE)
@@ -130,8 +132,9 @@ def _keys_problem(change: Change, wanted: DesiredFile) -> str | None:
 def _note_problem(note: str, wanted: DesiredFile) -> str | None:
     for mode in re.findall(r"mode (?:\d+|\?) -> (\d+)", note) + re.findall(
             r"\(absent\) -> mode (\d+)", note):
-        if int(mode, 8) != wanted.mode:
-            return f"it promises mode {mode}, the plan writes {wanted.mode:o}"
+        octal = mode.isascii() and len(mode) <= 6 and set(mode) <= set("01234567")
+        if not octal or int(mode, 8) != wanted.mode:
+            return f"it promises mode {mode[:12]}, the plan writes {wanted.mode:o}"
     for owner in re.findall(r"owner \S+ -> (\S+)", note) + re.findall(
             r", owner (\S+) \(uid:gid\)$", note):
         if owner != wanted.owner:

@@ -28,7 +28,9 @@ FILE_ACTIONS = (WRITE_FILE, WRITE_FILE_IN_PLACE, DELETE_FILE, DELETE_FILE_IN_PLA
 
 CHART_VALUES = "Chart values (HelmChartConfig, written in place)"
 _MANIFEST_DIRS = tuple(f"{layout.manifests_dir}/" for layout in LAYOUTS.values())
-_NUMBERED = re.compile(r"(.*?)(\d+)")
+# A name's number at its end, ASCII digits only and 18 at most: int() of a longer string
+# (a plan file is anyone's text) costs quadratic time, and over 4300 digits it refuses.
+_NUMBERED = re.compile(r"(.*?)([0-9]{1,18})")
 
 
 def host_name(change: Change) -> str | None:

@@ -198,6 +198,8 @@ PIECES = {
     "deep YAML flow": "{a: " * 50_000,
     "100k digits": "9" * 100_000,
     "digits int() refuses": "²³¹" * 1_000,
+    "a digit int() refuses": "²",
+    "another script's digit": "\u0663",
     "quotes and backslashes": "\"'\\" * 50_000,
     "blank-separated parentheses": "( " * 100_000,
     "section markers": "### ufw\n### nft error\n" * 5_000,
@@ -206,10 +208,15 @@ PIECES = {
 
 def _mutations(sample: str, piece: str) -> Iterator[tuple[str, str]]:
     """The piece as the whole output, as a line of its own in the middle, and in the
-    middle of the first line (where a parser splits its fields)."""
+    middle of the first line (where a parser splits its fields); a short piece also at
+    the end of each of the first 40 lines in turn (where a line's last field, often a
+    number, ends)."""
     lines = sample.splitlines() or [""]
     middle = len(lines) // 2
     yield "alone", piece
+    for index in range(min(len(lines), 40) if len(piece) <= 4096 else 0):
+        yield f"at the end of line {index + 1}", "\n".join(
+            [*lines[:index], lines[index] + piece, *lines[index + 1:]]) + "\n"
     yield "as a line", "\n".join([*lines[:middle], piece, *lines[middle:]]) + "\n"
     first = lines[0]
     cut = first.find(" ") if " " in first else len(first) // 2

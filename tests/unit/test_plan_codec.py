@@ -82,6 +82,14 @@ def test_edited_plan_is_refused_by_its_digest() -> None:
         codec.loads(json.dumps(data), "plan.json")
 
 
+def test_a_format_version_of_digits_int_refuses_is_no_plan_file() -> None:
+    data = json.loads(codec.dumps(sample_plan()))
+    for version in ("\u00b2.0", "9" * 5000 + ".0", "\u0662.0"):
+        data["format_version"] = version
+        with pytest.raises(codec.PlanFileError, match="not a plan file"):
+            codec.loads(json.dumps(data), "plan.json")
+
+
 def test_unknown_major_format_version_is_refused_before_the_schema() -> None:
     data = json.loads(codec.dumps(sample_plan()))
     for old_or_new in ("1.0", "3.0"):
@@ -173,6 +181,12 @@ def _with_diff(diff: str, before: str | None = "sha256:" + "b" * 64,
     (DIFF.replace("644 -> 600", "644 -> 644"), "promises mode 644"),
     (DIFF.replace("(desired)", "(wanted)"), "its diff is not of that file"),
     (DIFF + "+  evil: true\n", "text outside its hunks"),
+    # Digits int() refuses (over 4300 of them) or reads though they are not ASCII: a
+    # malformed header, never a crash or another script's numbers believed.
+    (DIFF.replace("@@ -1 +1,4 @@", "@@ -1 +1," + "9" * 5000 + " @@"), "a malformed hunk header"),
+    (DIFF.replace("@@ -1 +1,4 @@", "@@ -1 +1,\u0664 @@"), "a malformed hunk header"),
+    (DIFF.replace("644 -> 600", "644 -> 999"), "promises mode 999"),
+    (DIFF.replace("644 -> 600", "644 -> \u0666\u0660\u0660"), "promises mode"),
 ])
 def test_an_edited_diff_is_refused_even_with_its_digest_recomputed(diff: str, says: str) -> None:
     with pytest.raises(codec.PlanFileError, match="the plan was edited after it was made"

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Final
 
-from ..bounds import decimal, plain_words
+from ...safetext import decimal
+from ..bounds import plain_words
 from .chains import Action, Chain, OpaqueAction, Rule, Table, Verdict
 from .conditions import Condition, CtState, Dport, Iface, Opaque, Proto
 from .model import PROTOCOL_NUMBERS, FirewallParseError, port_spec

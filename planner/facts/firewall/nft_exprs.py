@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+from ...safetext import decimal
 from .chains import Action, OpaqueAction, Verdict, VerdictMap
 from .conditions import Condition, CtState, Dport, Family, Iface, Opaque, Proto
 from .model import PROTOCOL_NUMBERS
@@ -60,8 +61,8 @@ def _port_ranges(value: object, scope: NftScope) -> tuple[tuple[int, int], ...] 
             ranges.append((lo, hi))
         elif isinstance(item, int) and not isinstance(item, bool):
             ranges.append((item, item))
-        elif isinstance(item, str) and item.isdigit():
-            ranges.append((int(item), int(item)))
+        elif isinstance(item, str) and (port := decimal(item)) is not None:
+            ranges.append((port, port))
         else:
             return None  # a service name or a concatenation: not a plain port
     return tuple(ranges)
