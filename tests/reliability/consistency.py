@@ -150,7 +150,11 @@ def _check_fresh_plan(config: Path, work: Path, managed: list[Managed],
     out = work / f"fresh-{time.monotonic_ns()}.json"
     result = cargoship("plan", "-c", config, "-out", out)
     if not out.exists():
-        v.problems.append(f"fresh plan failed ({result.returncode}): {result.stderr.strip()}")
+        # The plan's own problems are on its stdout, after "Problems (N):".
+        _, found, problems = result.stdout.partition("\nProblems (")
+        said = f"Problems ({problems.strip()}" if found else result.stdout.strip()[-1500:]
+        v.problems.append(f"fresh plan failed ({result.returncode}): {said}\n"
+                          f"{result.stderr.strip()}")
         return
     plan = json.loads(out.read_text())
     paths = {m.path for m in managed}
