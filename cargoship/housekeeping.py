@@ -118,12 +118,17 @@ def _signature_check(allowed: Path | None) -> history.SignatureCheck | None:
 
 
 def where_of(host: Any) -> str:
-    """A host of a record ({name, address, port}) as people read it; null is local."""
+    """A host of a record ({name, address, port}) as people read it; null is local. A
+    record is any host's or editor's text: a port that is no port is shown as it is, and
+    never stops the listing of the others (history reads every host's records)."""
     if not isinstance(host, dict):
         return "local"
     if "address" not in host:
         return str(host.get("name"))
-    return str(HostRef(str(host.get("name")), str(host["address"]), int(host["port"])))
+    name, address, port = str(host.get("name")), str(host["address"]), host.get("port")
+    if isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536:
+        return str(HostRef(name, address, port))
+    return f"{name} ({address}, port {str(port)[:20]!r}: not a port)"
 
 
 def _still_match(path: Path, options: ConnectOptions) -> tuple[int | None, str, list[str]]:

@@ -106,8 +106,8 @@ def _show_record(record: dict[str, Any], as_json: bool) -> int:
              f"{verdict(record)}",
              f"  applied {record.get('applied_at')} by {record.get('applied_by')} with cargoship "
              f"{record.get('cargoship_version')}"]
-    if record.get("signers"):
-        lines.append(f"  signed by {', '.join(map(str, record['signers']))}")
+    if _listed(record, "signers"):
+        lines.append(f"  signed by {', '.join(map(str, _listed(record, 'signers')))}")
     restarts = record.get("restarts")
     # As apply ended: what happened, a rollback's restarts included.
     lines.append("  " + ", ".join(host_counts(
@@ -118,11 +118,17 @@ def _show_record(record: dict[str, Any], as_json: bool) -> int:
                      + (f": {h.get('detail')}" if h.get("detail") else ""))
         lines += log_lines(h.get("log"))
     lines += [f"  {where_of(c.get('host'))}: {c.get('action')} {c.get('target') or ''}: "
-              f"{c.get('status')}" for c in record.get("changes", []) if isinstance(c, dict)]
-    lines += [f"  note: {note}" for note in record.get("notes", [])]
+              f"{c.get('status')}" for c in _listed(record, "changes") if isinstance(c, dict)]
+    lines += [f"  note: {note}" for note in _listed(record, "notes")]
     # A record is a file anyone may have edited: its text is shown, never obeyed.
     print(printable("\n".join(lines)))
     return 0
+
+
+def _listed(record: dict[str, Any], key: str) -> list[Any]:
+    """A record's list, or none: a record is a file anyone may have edited."""
+    value = record.get(key)
+    return value if isinstance(value, list) else []
 
 
 def _hosts(record: dict[str, Any]) -> list[dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -67,3 +68,29 @@ def test_history_lists_plans_current_and_superseded(lab_factory, tmp_path: Path)
     assert shown.returncode == 0
     assert shown.stdout.startswith(f"apply record of plan {first_id}")
     assert "signed by alice.ops" in shown.stdout
+
+
+def test_an_edited_record_is_shown_as_it_stands_never_an_internal_error(tmp_path: Path
+                                                                        ) -> None:
+    # A record is a file anyone may have edited: a port that is no port, a list that is a
+    # number. `show` lists what is there, each odd value as it is.
+    odd_host = {"name": "wrk-1", "address": "10.0.0.2", "port": "22; rm -rf /"}
+    record = {"plan_id": "0" * 32, "applied_at": "2026-12-06T00:00:00Z", "ok": True,
+              "hosts": [{"host": odd_host, "status": "applied"},
+                        {"host": {"name": "wrk-2", "address": "10.0.0.3"}, "status": "applied"},
+                        {"host": {"name": "wrk-3", "address": "10.0.0.4", "port": 2 ** 70},
+                         "status": "applied"}],
+              "changes": [{"host": odd_host, "action": "write-file", "target": "/etc/x",
+                           "status": "done"}],
+              "signers": 5, "notes": 7}
+    path = tmp_path / "edited.applied.json"
+    path.write_text(json.dumps(record))
+    shown = cargoship("show", path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    lines = shown.stdout.splitlines()
+    assert "  wrk-1 (10.0.0.2, port '22; rm -rf /': not a port): applied" in lines, shown.stdout
+    assert "  wrk-2 (10.0.0.3, port 'None': not a port): applied" in lines, shown.stdout
+    assert f"  wrk-3 (10.0.0.4, port '{str(2 ** 70)[:20]}': not a port): applied" in lines
+    assert "  wrk-1 (10.0.0.2, port '22; rm -rf /': not a port): write-file /etc/x: done" \
+        in lines, shown.stdout
+    assert "signed by" not in shown.stdout and "note:" not in shown.stdout

@@ -40,10 +40,15 @@ def test_records_forged_on_one_host_are_shown_unverified(lab_factory, tmp_path: 
     record = json.loads(lab.exec("wrk-2", f"cat {RECORDS}/{real}.json").stdout)
 
     # Root on wrk-2: an invented plan, newer, "signed by alice, bob", with the real
-    # plan's digest and signatures copied in; and the real plan's record, its changes gone.
+    # plan's digest and signatures copied in, its changes naming hosts by ports that are no
+    # ports (history lists every host's records: one host's must not end the listing); and
+    # the real plan's record, its changes gone.
     invented = secrets.token_hex(16)
+    odd = [{"host": {"name": "ctl-1", "address": "10.9.9.9", "port": port},
+            "action": "write-file", "target": "/etc/passwd", "status": "done"}
+           for port in ("22x", None, 2 ** 70)]
     fake = {**record, "plan_id": invented, "applied_at": "2099-01-01T00:00:00+00:00",
-            "applied_by": "mallory", "changes": [], "signers": ["alice", "bob"]}
+            "applied_by": "mallory", "changes": odd, "signers": ["alice", "bob"]}
     lab.exec("wrk-2", f"cat > {RECORDS}/{invented}.json", input=json.dumps(fake))
     edited = {**record, "changes": [], "applied_by": "mallory"}
     lab.exec("wrk-2", f"cat > {RECORDS}/{real}.json", input=json.dumps(edited))
@@ -54,6 +59,10 @@ def test_records_forged_on_one_host_are_shown_unverified(lab_factory, tmp_path: 
     heads = {line.split()[1]: line for line in out.splitlines() if line.startswith("plan ")}
     assert heads[invented].startswith(f"plan {invented}  unverified"), out
     assert "unverified: no record of it on" in out, out
+    assert "    ctl-1 (10.9.9.9, port '22x': not a port): write-file /etc/passwd: done" \
+        in out.splitlines(), out
+    assert "    ctl-1 (10.9.9.9, port 'None': not a port): write-file /etc/passwd: done" \
+        in out.splitlines(), out
     assert f"unverified: its digest is also claimed by plan(s) {real}" in out, out
     # The real plan stays current, applied by whoever really applied it, its changes kept,
     # signed by alice and bob as their signatures (not the record) say.
