@@ -60,11 +60,15 @@ def verify(records: dict[str, dict[str, Any]], read: set[str], in_progress: bool
         why.append("its records carry no plan digest and hosts (written by an older "
                    "cargoship, or not by cargoship)")
         return Verdict(record, False, why, dissent, len(agreed))
+    # A record is its host's text: a list of anything. Only strings can name a host, and
+    # anything else in it must not stop the history of the others (unhashable in a set).
+    hosts = [h for h in hosts if isinstance(h, str)]
     outsiders = sorted(h for h in agreed if h not in hosts)
     if outsiders:
         why.append(f"held by {', '.join(outsiders)}, which the plan does not name")
+    missing = record.get("records_missing_on")
     missing_ok = {f"{h.get('address')}:{h.get('port')}"
-                  for h in record.get("records_missing_on") or [] if isinstance(h, dict)}
+                  for h in (missing if isinstance(missing, list) else []) if isinstance(h, dict)}
     lacking = sorted(h for h in hosts if h in read and h not in records
                      and h not in missing_ok)
     if lacking and not in_progress:  # a killed apply's journal is on its changing hosts

@@ -41,14 +41,15 @@ def test_records_forged_on_one_host_are_shown_unverified(lab_factory, tmp_path: 
 
     # Root on wrk-2: an invented plan, newer, "signed by alice, bob", with the real
     # plan's digest and signatures copied in, its changes naming hosts by ports that are no
-    # ports (history lists every host's records: one host's must not end the listing); and
-    # the real plan's record, its changes gone.
+    # ports and its lists holding what no host is (history lists every host's records: one
+    # host's must not end the listing); and the real plan's record, its changes gone.
     invented = secrets.token_hex(16)
     odd = [{"host": {"name": "ctl-1", "address": "10.9.9.9", "port": port},
             "action": "write-file", "target": "/etc/passwd", "status": "done"}
            for port in ("22x", None, 2 ** 70)]
     fake = {**record, "plan_id": invented, "applied_at": "2099-01-01T00:00:00+00:00",
-            "applied_by": "mallory", "changes": odd, "signers": ["alice", "bob"]}
+            "applied_by": "mallory", "changes": odd, "signers": ["alice", "bob"],
+            "plan_hosts": [*record["plan_hosts"], {"a": 1}, ["b"]], "records_missing_on": 5}
     lab.exec("wrk-2", f"cat > {RECORDS}/{invented}.json", input=json.dumps(fake))
     edited = {**record, "changes": [], "applied_by": "mallory"}
     lab.exec("wrk-2", f"cat > {RECORDS}/{real}.json", input=json.dumps(edited))

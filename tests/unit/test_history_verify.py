@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from planner.history_verify import shared_digests, verified_signers, verify
 
 HOSTS = ["10.0.0.1:22", "10.0.0.2:22", "10.0.0.3:22"]
@@ -76,3 +78,15 @@ def test_a_record_held_by_a_host_the_plan_does_not_name_is_unverified() -> None:
                      in_progress=False)
     assert not verdict.verified
     assert verdict.why == [f"held by {stranger}, which the plan does not name"]
+
+
+@pytest.mark.parametrize("odd", [{"plan_hosts": ["10.0.0.1:22", {"a": 1}]},
+                                 {"plan_hosts": ["10.0.0.1:22", ["b"], None, 5]},
+                                 {"records_missing_on": 5}, {"records_missing_on": "x"}])
+def test_a_record_s_lists_holding_what_no_host_is_never_stop_the_verdict(odd: dict[str, Any]
+                                                                         ) -> None:
+    # Root on one host writes its record as it likes: anything in a list that cannot name
+    # a host is left out, and the verdict is reached as for the rest.
+    record = {"plan_digest": "sha256:" + "0" * 64, "plan_hosts": ["10.0.0.1:22"], **odd}
+    verdict = verify({"10.0.0.1:22": record}, {"10.0.0.1:22"}, in_progress=False)
+    assert verdict.verified, verdict.why
