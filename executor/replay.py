@@ -12,11 +12,12 @@ Pure: the caller reads the records (apply.py); nothing here touches a host.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from planner.plan.model import HostRef
+from planner.safetext import decimal
 
 from .actions.base import ApplyRefused
 from .drift import ChangeKey, HostKey
@@ -51,16 +52,36 @@ def judge(plan_id: str, found: Mapping[HostKey, dict[str, Any]]) -> Earlier:
             f"{', '.join(broken)}; nothing was changed. Make a new plan (cargoship plan -c "
             "CLUSTER.yaml -out PLAN.json) and apply that")
     finished = frozenset(k for k, r in found.items() if r.get("status") == "applied")
-    done = frozenset(
-        (key(c.get("host")), str(c.get("action")), str(c.get("target")))
-        for r in found.values() for c in r.get("changes", []) if c.get("status") == "done")
     newest = max(found.values(), key=lambda r: str(r.get("applied_at")))
-    return Earlier(finished, done, newest)
+    return Earlier(finished, _done(found.values()), newest)
+
+
+def _done(found: Iterable[dict[str, Any]]) -> frozenset[ChangeKey]:
+    """The changes the records say were done. A record is its host's text: an entry that
+    is not a change, or names a host by no address and port, claims nothing (and the drift
+    check still holds every change said done to the host's state)."""
+    done: set[ChangeKey] = set()
+    for record in found:
+        changes = record.get("changes")
+        for c in changes if isinstance(changes, list) else []:
+            if not isinstance(c, dict) or c.get("status") != "done":
+                continue
+            at = key(c.get("host"))
+            if at is None and c.get("host") is not None:
+                continue
+            done.add((at, str(c.get("action")), str(c.get("target"))))
+    return frozenset(done)
 
 
 def key(host: Any) -> HostKey | None:
-    """A record's host object as drift.py keys hosts (None: the local machine)."""
-    return (str(host["address"]), int(host["port"])) if isinstance(host, dict) else None
+    """A record's host object as drift.py keys hosts (None: the local machine, or an
+    object that names no host: an address and a port, as a number or its digits)."""
+    if not isinstance(host, dict) or not isinstance(host.get("address"), str):
+        return None
+    port = host.get("port")
+    number = decimal(port) if isinstance(port, str) else \
+        port if isinstance(port, int) and not isinstance(port, bool) else None
+    return (host["address"], number) if number is not None else None
 
 
 def name(record: dict[str, Any], at: HostKey) -> str:

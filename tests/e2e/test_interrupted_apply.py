@@ -8,6 +8,7 @@ import json
 import signal
 from pathlib import Path
 
+from planner.host_paths import RECORD_DIR
 from tests.e2e.cli import cargoship
 from tests.e2e.test_apply import engine_pid
 from tests.reliability.scenario import (
@@ -61,6 +62,15 @@ def test_interrupted_apply_is_recorded_shown_and_finished(lab_factory,
     assert f"\n  - {REGISTRIES} changed since the plan was made: on wrk-3\n" in \
         drifted.stderr, drifted.stderr
     s.lab.exec("wrk-3", f"printf '{DRIFTED}' > {REGISTRIES}")  # back to what was planned
+
+    # Root on wrk-2 rewrites its own record's changes: what names no change, or no host by
+    # its address and port, claims nothing, and the apply goes on as the others' say.
+    path = f"{RECORD_DIR}/{plan_id}.json"
+    own = json.loads(s.lab.exec("wrk-2", f"cat {path}").stdout)
+    own["changes"] = [5, "done", {"host": {"name": "wrk-3", "address": s.lab.host(
+        "wrk-3").address, "port": "22x"}, "action": "write-file", "target": REGISTRIES,
+        "status": "done"}]
+    s.lab.exec("wrk-2", f"cat > {path}", input=json.dumps(own))
 
     pid = engine_pid(s.lab, "wrk-1")
     again = s.apply(plan)

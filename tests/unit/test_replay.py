@@ -137,3 +137,28 @@ def test_record_host_keys_and_names() -> None:
     assert name({"host": host("ctl-1", ("10.9.9.9", 1))}, CTL) == "ctl-1 (10.0.0.1)"
     assert name({"host": host("10.0.0.1", CTL)}, CTL) == "10.0.0.1"
     assert name({}, WRK) == "10.0.0.2:2222"
+
+
+@pytest.mark.parametrize("changes", [
+    5, "done", [5, None, "x"],
+    [{"host": {"name": "h", "address": "10.0.0.1", "port": "22x"}, "action": "write-file",
+      "target": "/etc/x", "status": "done"}],
+    [{"host": {"name": "h", "address": "10.0.0.1"}, "action": "write-file",
+      "target": "/etc/x", "status": "done"}],
+    [{"host": {"name": "h", "address": "10.0.0.1", "port": True}, "action": "write-file",
+      "target": "/etc/x", "status": "done"}],
+    [{"host": "10.0.0.1", "action": "merge-kubeconfig", "target": "prod", "status": "done"}],
+])
+def test_changes_a_record_lists_that_name_no_change_claim_nothing(changes: Any) -> None:
+    # Root on one host writes its record as it likes: what names no change, or no host by
+    # its address and port, is no claim (never a crash, never the local machine's change).
+    found = record("applied")
+    found["changes"] = changes
+    assert judge(PLAN, {CTL: found}) == Earlier(frozenset({CTL}), frozenset(), found)
+
+
+def test_a_port_written_as_its_digits_alone_names_the_host() -> None:
+    assert key({"address": "10.0.0.9", "port": "2200"}) == ("10.0.0.9", 2200)
+    assert key({"address": "10.0.0.9", "port": "\u00b2"}) is None
+    assert key({"address": "10.0.0.9", "port": "9" * 5000}) is None
+    assert key({"address": 5, "port": 22}) is None
