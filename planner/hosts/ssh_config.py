@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..safetext import decimal
+
 if TYPE_CHECKING:
     import paramiko
 
@@ -49,11 +51,21 @@ class Hop:
         host, port = hostport, None
         if hostport.startswith("[") and "]" in hostport:  # [v6]:port
             host, _, rest = hostport[1:].partition("]")
-            port = int(rest[1:]) if rest.startswith(":") and rest[1:] else None
+            port = _port(rest[1:], f"ProxyJump {text!r}") if rest.startswith(":") \
+                and rest[1:] else None
         elif hostport.count(":") == 1:  # several colons: an IPv6 address, no port
             host, _, port_text = hostport.partition(":")
-            port = int(port_text) if port_text else None
+            port = _port(port_text, f"ProxyJump {text!r}") if port_text else None
         return cls(host, user or None, port)
+
+
+def _port(value: object, where: str) -> int:
+    """A port as ssh_config gives it; a ValueError saying where, not int()'s words."""
+    text = str(value).strip()
+    number = decimal(text, 5)
+    if number is None or not 0 < number < 65536:
+        raise ValueError(f"ssh_config: {where}: {text[:40]!r} is not a port (1-65535)")
+    return number
 
 
 @dataclass(frozen=True)
@@ -171,7 +183,7 @@ class SshConfigFiles:
         (cluster.yaml's keyPath) come before the files' IdentityFile entries."""
         found = self.lookup(address)
         host = found.get("hostname", address)
-        port = port or int(found.get("port", 22))
+        port = port or _port(found.get("port", "22"), f"Port of {address}")
         jump = found.get("proxyjump")
         hops: tuple[Hop, ...] = ()
         if jump and jump.lower() != "none":
@@ -193,7 +205,8 @@ class SshConfigFiles:
 
     def _endpoint_of(self, hop: Hop) -> tuple[str, int]:
         found = self.lookup(hop.host)
-        return found.get("hostname", hop.host), hop.port or int(found.get("port", 22))
+        return found.get("hostname", hop.host), \
+            hop.port or _port(found.get("port", "22"), f"Port of {hop.host}")
 
     def resolve_hop(self, hop: Hop) -> Target:
         return self.resolve(hop.host, hop.port, hop.user)

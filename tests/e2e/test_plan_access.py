@@ -174,6 +174,15 @@ def test_ssh_config_aliases_and_identity_are_honoured(lab_factory, tmp_path: Pat
     assert "alice with passwordless sudo" in result.stdout
     assert "hostname ctl-1" in result.stdout
 
+    # A port there that is no port: the host's one line says which file setting, not
+    # int()'s words.
+    with (home / ".ssh" / "config").open("a") as config:
+        config.write("  Port 22x\n")
+    bad = cargoship("plan", "-c", lab.dir / "cluster.yaml", env={"HOME": str(home)})
+    assert bad.returncode == 1, bad.stdout
+    assert "prod-ctl-1: Connect to hosts: cannot connect: ssh_config: Port of prod-ctl-1: " \
+           "'22x' is not a port (1-65535)" in bad.stdout, bad.stdout
+
 
 def test_debug_log_file_has_details_and_no_secrets(lab_factory, tmp_path: Path) -> None:
     lab = lab_factory([HostSpec("ctl-1", "controller")])

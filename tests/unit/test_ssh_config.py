@@ -104,6 +104,17 @@ def test_hop_syntax() -> None:
     assert Hop.parse("fe80::1") == Hop("fe80::1")
 
 
+@pytest.mark.parametrize("port", ["abc", "\u00b2", "70000", "0", "9" * 5000])
+def test_a_port_that_is_no_port_says_where_it_came_from(tmp_path: Path, port: str) -> None:
+    (tmp_path / "config").write_text(f"Host a\n    Port {port}\n")
+    files = SshConfigFiles((tmp_path / "config",))
+    with pytest.raises(ValueError, match=r"^ssh_config: Port of a: '.*' is not a port "
+                                         r"\(1-65535\)$"):
+        files.resolve("a")
+    with pytest.raises(ValueError, match=r"^ssh_config: ProxyJump 'u@host:.*' is not a port"):
+        Hop.parse(f"u@host:{port}")
+
+
 def test_no_files_means_openssh_defaults(tmp_path: Path) -> None:
     files = SshConfigFiles((tmp_path / "missing",))
     assert files.resolve("10.0.0.1") == Target("10.0.0.1", 22, local_user())
