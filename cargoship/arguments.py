@@ -4,6 +4,7 @@ per subcommand; cargoship/cli.py's table says which goes with which)."""
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from cargoship.completion import SHELLS
@@ -33,6 +34,20 @@ EXAMPLES = {
                     "before removing, unless --confirm):\n"
                     "  cargoship force-unlock -c cluster.yaml 3f9c2a1b\n",
 }
+
+
+def seconds(text: str) -> float:
+    """A wait in seconds: a finite number, zero or more (float() alone takes "nan" and
+    "inf", and a lock wait of nan seconds would compare false with every clock)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text[:40]!r}"
+                                         ) from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds >= 0, got "
+                                         f"{text[:40]!r}")
+    return value
 
 
 def global_options(parser: argparse.ArgumentParser, top: bool) -> None:
@@ -89,7 +104,7 @@ def engine_config_sync(p: argparse.ArgumentParser) -> None:
                       help="plan and apply in one run (the plan is kept in "
                            "$XDG_STATE_HOME/cargoship/plans/, by default "
                            "~/.local/state/cargoship/plans/)")
-    p.add_argument("--lock-timeout", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--lock-timeout", type=seconds, default=0.0, metavar="SECONDS",
                    help="wait this long for another run's lock")
 
 
@@ -129,7 +144,7 @@ def apply(p: argparse.ArgumentParser) -> None:
                         "progress goes to stderr")
     p.add_argument("--confirm", action="store_true",
                    help="apply without asking (otherwise type 'yes' on a terminal)")
-    p.add_argument("--lock-timeout", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--lock-timeout", type=seconds, default=0.0, metavar="SECONDS",
                    help="wait this long for another run's lock (default: fail at once)")
     p.add_argument("--require-signed-by", type=Path, metavar="ALLOWED_SIGNERS",
                    help="refuse a plan without enough valid signatures from the signers in "

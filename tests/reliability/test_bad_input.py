@@ -177,6 +177,13 @@ def test_hostile_cli_flags(tmp_path: Path, tally) -> None:  # type: ignore[no-un
         code, out, err = run(*argv)
         assert code in (1, 2) and "Traceback" not in out + err, argv
         assert err.strip() and len(err.strip().splitlines()) <= 2, (argv, err)
+    # float() takes these, and a lock wait of nan seconds never ends: refused as the flag's
+    # own, before any file is read.
+    for wait in ("nan", "inf", "1e400", "-1"):
+        tally.case()
+        code, out, err = run("apply", "p.json", "--confirm", "--lock-timeout", wait)
+        assert code == 1 and "argument --lock-timeout: expected a finite number of seconds " \
+            f">= 0, got '{wait}'" in err, (wait, err)
 
 
 HUGE = {
