@@ -20,6 +20,7 @@ from planner.plan import codec
 from planner.plan.desired import from_desired
 from planner.plan.model import HostRef
 from planner.render import printable
+from planner.safetext import tcp_port
 
 
 def _unresolved(value: Any) -> list[str]:
@@ -125,10 +126,11 @@ def where_of(host: Any) -> str:
         return "local"
     if "address" not in host:
         return str(host.get("name"))
-    name, address, port = str(host.get("name")), str(host["address"]), host.get("port")
-    if isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536:
-        return str(HostRef(name, address, port))
-    return f"{name} ({address}, port {str(port)[:20]!r}: not a port)"
+    name, address, given = str(host.get("name")), str(host["address"]), host.get("port")
+    number = tcp_port(given)
+    if number is not None:
+        return str(HostRef(name, address, number))
+    return f"{name} ({address}, port {str(given)[:20]!r}: not a port)"
 
 
 def _still_match(path: Path, options: ConnectOptions) -> tuple[int | None, str, list[str]]:

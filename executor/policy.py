@@ -27,6 +27,7 @@ from planner.hosts.batch import quote
 from planner.plan.model import Signature
 from planner.plan.signers import count_signers
 from planner.plan.signing import verify
+from planner.safetext import octal
 
 from .remote import HostWriter
 
@@ -93,10 +94,9 @@ def _trusted(kind: str, line: str, where: str) -> None:
     parts = line.split(maxsplit=2)
     wanted = "directory" if kind == "dir" else "regular file"
     path = POLICY_DIR if kind == "dir" else POLICY
-    mode = parts[1] if len(parts) == 3 else ""
-    octal = mode.isascii() and 0 < len(mode) <= 4 and set(mode) <= set("01234567")
-    if len(parts) != 3 or parts[0] != "0" or parts[2] != wanted or not octal or \
-            int(mode, 8) & 0o022:
+    mode = octal(parts[1]) if len(parts) == 3 else None
+    if len(parts) != 3 or parts[0] != "0" or parts[2] != wanted or mode is None or \
+            mode & 0o022:
         raise PolicyError(f"{where}: {path} is not root's alone ({line or 'unreadable'}): "
                           "refusing to believe the signature policy, and so to apply")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.plan.model import HostRef
-from planner.safetext import decimal
+from planner.safetext import tcp_port
 
 from .actions.base import ApplyRefused
 from .drift import ChangeKey, HostKey
@@ -78,9 +78,7 @@ def key(host: Any) -> HostKey | None:
     object that names no host: an address and a port, as a number or its digits)."""
     if not isinstance(host, dict) or not isinstance(host.get("address"), str):
         return None
-    port = host.get("port")
-    number = decimal(port) if isinstance(port, str) else \
-        port if isinstance(port, int) and not isinstance(port, bool) else None
+    number = tcp_port(host.get("port"))
     return (host["address"], number) if number is not None else None
 
 

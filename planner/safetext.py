@@ -46,3 +46,19 @@ def decimal(text: str, max_digits: int = MAX_DIGITS) -> int | None:
     if 0 < len(text) <= max_digits and text.isascii() and text.isdigit():
         return int(text)
     return None
+
+
+def octal(text: str, max_digits: int = 4) -> int | None:
+    """A file mode as stat's %a and notes print it: octal ASCII digits, at most
+    `max_digits`; None otherwise."""
+    if 0 < len(text) <= max_digits and text.isascii() and set(text) <= set("01234567"):
+        return int(text, 8)
+    return None
+
+
+def tcp_port(value: object) -> int | None:
+    """A TCP port as a record or ssh_config gives it (a number, or its ASCII digits):
+    1-65535; None otherwise (a bool is no number here)."""
+    number = decimal(value, 5) if isinstance(value, str) else \
+        value if isinstance(value, int) and not isinstance(value, bool) else None
+    return number if number is not None and 0 < number < 65536 else None

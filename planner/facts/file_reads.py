@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..hosts.batch import Fact, FactParseError, Output, quote
-from ..safetext import decimal
+from ..safetext import decimal, octal
 from .bounds import check_size
 
 
@@ -106,9 +106,8 @@ def _parse(out: Output, paths: Sequence[str], list_dirs: Sequence[str]) -> tuple
         elif len(head) == 2 and head[0] == "other":
             # Not a regular file: its kind is all the plan learns of it, never its target.
             files[path] = LiveFile(path, True, kind=_KINDS.get(head[1], "special file"))
-        elif (len(head) == 5 and head[0] == "file" and all(decimal(h) is not None
-                                                            for h in head[1:])
-              and set(head[1]) <= set("01234567")):
+        elif (len(head) == 5 and head[0] == "file" and octal(head[1], 18) is not None
+              and all(decimal(h) is not None for h in head[2:])):
             mode, size = int(head[1], 8), int(head[4])
             if size > MAX_FILE_BYTES:
                 take()

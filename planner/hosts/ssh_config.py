@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..safetext import decimal
+from ..safetext import tcp_port
 
 if TYPE_CHECKING:
     import paramiko
@@ -62,8 +62,8 @@ class Hop:
 def _port(value: object, where: str) -> int:
     """A port as ssh_config gives it; a ValueError saying where, not int()'s words."""
     text = str(value).strip()
-    number = decimal(text, 5)
-    if number is None or not 0 < number < 65536:
+    number = tcp_port(text)
+    if number is None:
         raise ValueError(f"ssh_config: {where}: {text[:40]!r} is not a port (1-65535)")
     return number
 

@@ -27,6 +27,7 @@ from ..desired.engine_files import (
 )
 from ..desired.keys import leaves
 from ..facts.distro import LAYOUTS
+from ..safetext import octal
 from .actions import DELETE_FILE, DELETE_FILE_IN_PLACE, WRITE_FILE, WRITE_FILE_IN_PLACE
 from .desired import stand_in_secrets
 from .model import Change, Plan
@@ -132,8 +133,7 @@ def _keys_problem(change: Change, wanted: DesiredFile) -> str | None:
 def _note_problem(note: str, wanted: DesiredFile) -> str | None:
     for mode in re.findall(r"mode (?:\d+|\?) -> (\d+)", note) + re.findall(
             r"\(absent\) -> mode (\d+)", note):
-        octal = mode.isascii() and len(mode) <= 6 and set(mode) <= set("01234567")
-        if not octal or int(mode, 8) != wanted.mode:
+        if octal(mode, 6) != wanted.mode:
             return f"it promises mode {mode[:12]}, the plan writes {wanted.mode:o}"
     for owner in re.findall(r"owner \S+ -> (\S+)", note) + re.findall(
             r", owner (\S+) \(uid:gid\)$", note):

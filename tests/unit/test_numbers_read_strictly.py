@@ -20,7 +20,7 @@ from executor.swap_output import OutputReader, Stopped
 from planner.facts.firewall.nft import parse_nft_ruleset
 from planner.hosts.batch import Batch, Fact, FactParseError
 from planner.render.groups import host_list
-from planner.safetext import decimal
+from planner.safetext import decimal, octal, tcp_port
 
 SUPERSCRIPT_TWO = "\u00b2"
 ARABIC_INDIC_THREE = "\u0663"
@@ -34,6 +34,24 @@ NFT = Path(__file__).parent / "fixtures" / "firewall" / "iptables-nft-as-nft.rea
 ])
 def test_decimal_takes_ascii_digits_alone(text: str, number: int | None) -> None:
     assert decimal(text) == number
+
+
+@pytest.mark.parametrize(("text", "mode"), [
+    ("644", 0o644), ("1777", 0o1777), ("0", 0), ("8", None), ("77777", None), ("", None),
+    (SUPERSCRIPT_TWO, None), ("7" + ARABIC_INDIC_THREE + "5", None), ("-1", None),
+])
+def test_octal_takes_octal_ascii_digits_alone(text: str, mode: int | None) -> None:
+    assert octal(text) == mode
+
+
+@pytest.mark.parametrize(("value", "number"), [
+    (22, 22), ("2200", 2200), (65535, 65535), (0, None), (65536, None), ("0", None),
+    (True, None), (None, None), ("22x", None), (SUPERSCRIPT_TWO, None), (2 ** 70, None),
+    ("9" * 5000, None), (22.0, None),
+])
+def test_tcp_port_is_a_number_or_its_digits_in_range(value: object, number: int | None
+                                                     ) -> None:
+    assert tcp_port(value) == number
 
 
 def test_a_batch_marker_with_a_digit_int_refuses_ends_the_batch_there() -> None:
